@@ -26,21 +26,23 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// TaskSpec is the immutable part of a task, written once at enqueue.
+// TaskSpec is the immutable part of a task, written once at enqueue. Its
+// field numbers mirror conveyor.v1.TaskEnvelope's, so a stored spec is also
+// a valid (partial) envelope encoding; field 1 (the id) is the bucket key.
 type TaskSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// queue is the task's queue.
-	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// type is the handler routing key.
-	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	// payload is the opaque payload.
-	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// content_type names the payload codec.
-	ContentType string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	// metadata is the producer's string map.
-	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// options are the options as given by the producer.
-	Options       *v1.TaskOptions `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
+	Options       *v1.TaskOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,8 +159,9 @@ type TaskStatus struct {
 	ExpiresAt int64 `protobuf:"varint,16,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// purge_at is when a terminal task is deleted.
 	PurgeAt int64 `protobuf:"varint,17,opt,name=purge_at,json=purgeAt,proto3" json:"purge_at,omitempty"`
-	// deadline is the task's absolute deadline, if any.
-	Deadline      int64 `protobuf:"varint,18,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// retention (ns) overrides the engine's completed-task retention; unset
+	// means the engine default, 0 means purge at once.
+	Retention     *int64 `protobuf:"varint,18,opt,name=retention,proto3,oneof" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,18 +315,27 @@ func (x *TaskStatus) GetPurgeAt() int64 {
 	return 0
 }
 
-func (x *TaskStatus) GetDeadline() int64 {
-	if x != nil {
-		return x.Deadline
+func (x *TaskStatus) GetRetention() int64 {
+	if x != nil && x.Retention != nil {
+		return *x.Retention
 	}
 	return 0
 }
 
-// QueueRecord holds a queue's durable settings.
+// QueueRecord holds a queue's durable settings and the counts the engine
+// cannot rebuild from the live bucket: terminal tasks are not scanned at
+// startup, so their counts are kept here, updated in the same transaction
+// as the tasks they count.
 type QueueRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// paused stops dispatch from the queue.
-	Paused        bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	// completed counts retained COMPLETED tasks.
+	Completed int64 `protobuf:"varint,2,opt,name=completed,proto3" json:"completed,omitempty"`
+	// archived counts retained ARCHIVED tasks.
+	Archived int64 `protobuf:"varint,3,opt,name=archived,proto3" json:"archived,omitempty"`
+	// canceled counts retained CANCELED tasks.
+	Canceled      int64 `protobuf:"varint,4,opt,name=canceled,proto3" json:"canceled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,21 +377,42 @@ func (x *QueueRecord) GetPaused() bool {
 	return false
 }
 
+func (x *QueueRecord) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetArchived() int64 {
+	if x != nil {
+		return x.Archived
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetCanceled() int64 {
+	if x != nil {
+		return x.Canceled
+	}
+	return 0
+}
+
 var File_conveyor_storage_v1_record_proto protoreflect.FileDescriptor
 
 const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\n" +
-	" conveyor/storage/v1/record.proto\x12\x13conveyor.storage.v1\x1a\x16conveyor/v1/task.proto\"\xab\x02\n" +
+	" conveyor/storage/v1/record.proto\x12\x13conveyor.storage.v1\x1a\x16conveyor/v1/task.proto\"\xb1\x02\n" +
 	"\bTaskSpec\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\x12!\n" +
-	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12G\n" +
-	"\bmetadata\x18\x05 \x03(\v2+.conveyor.storage.v1.TaskSpec.MetadataEntryR\bmetadata\x122\n" +
-	"\aoptions\x18\x06 \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x1a;\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12G\n" +
+	"\bmetadata\x18\x06 \x03(\v2+.conveyor.storage.v1.TaskSpec.MetadataEntryR\bmetadata\x122\n" +
+	"\aoptions\x18\a \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02\"\xe8\x04\n" +
 	"\n" +
 	"TaskStatus\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x14\n" +
@@ -404,10 +437,15 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\funique_until\x18\x0f \x01(\x03R\vuniqueUntil\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x10 \x01(\x03R\texpiresAt\x12\x19\n" +
-	"\bpurge_at\x18\x11 \x01(\x03R\apurgeAt\x12\x1a\n" +
-	"\bdeadline\x18\x12 \x01(\x03R\bdeadline\"%\n" +
+	"\bpurge_at\x18\x11 \x01(\x03R\apurgeAt\x12!\n" +
+	"\tretention\x18\x12 \x01(\x03H\x00R\tretention\x88\x01\x01B\f\n" +
+	"\n" +
+	"_retention\"{\n" +
 	"\vQueueRecord\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06pausedB\xd8\x01\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
+	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
+	"\barchived\x18\x03 \x01(\x03R\barchived\x12\x1a\n" +
+	"\bcanceled\x18\x04 \x01(\x03R\bcanceledB\xd8\x01\n" +
 	"\x17com.conveyor.storage.v1B\vRecordProtoP\x01ZBgithub.com/conveyor-dev/conveyor/gen/conveyor/storage/v1;storagev1\xa2\x02\x03CSX\xaa\x02\x13Conveyor.Storage.V1\xca\x02\x13Conveyor\\Storage\\V1\xe2\x02\x1fConveyor\\Storage\\V1\\GPBMetadata\xea\x02\x15Conveyor::Storage::V1b\x06proto3"
 
 var (
@@ -447,6 +485,7 @@ func file_conveyor_storage_v1_record_proto_init() {
 	if File_conveyor_storage_v1_record_proto != nil {
 		return
 	}
+	file_conveyor_storage_v1_record_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,270 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// op is one write in a group commit. It runs inside the committer's
+// read-write transaction, after every op queued before it.
+type op func(w *txw) error
+
+// batch is the set of ops that share one transaction and one fsync.
+type batch struct {
+	ops []op
+	// post runs under Engine.mu once the batch is durable, in order.
+	post []func()
+	done chan struct{}
+	err  error
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// committer is the group-commit pipeline: callers append ops to the open
+// batch (under Engine.mu); one goroutine takes the whole open batch, runs
+// it in one bbolt transaction (one fsync), then opens the next. While a
+// transaction commits, new ops accumulate, so the batch size grows with
+// load and no caller ever pays for a commit of its own.
+type committer struct {
+	e        *Engine
+	open     *batch // ops being collected
+	inflight *batch // ops being committed
+	kick     chan struct{}
+	quit     chan struct{}
+	wg       sync.WaitGroup
+
+	// Transactions and Ops count commits and the ops they carried, so tests
+	// and benchmarks can see how much group commit merges.
+	transactions, ops int64
+}
+
+func (c *committer) start(e *Engine) {
+	c.e = e
+	c.open = newBatch()
+	c.kick = make(chan struct{}, 1)
+	c.quit = make(chan struct{})
+	c.wg.Add(1)
+	go c.loop()
+}
+
+func (c *committer) stop() {
+	close(c.quit)
+	c.wg.Wait()
+}
+
+// appendLocked queues op (and an optional post-commit hook) into the open
+// batch and returns that batch. Engine.mu must be held.
+func (c *committer) appendLocked(o op, post func()) *batch {
+	b := c.open
+	b.ops = append(b.ops, o)
+	if post != nil {
+		b.post = append(b.post, post)
+	}
+	if len(b.ops) == 1 {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	return b
+}
+
+// pendingLocked returns the latest batch that is not durable yet, or nil.
+func (c *committer) pendingLocked() *batch {
+	if len(c.open.ops) > 0 {
+		return c.open
+	}
+	return c.inflight
+}
+
+// wait blocks until b is durable and returns its commit error.
+func (c *committer) wait(ctx context.Context, b *batch) error {
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *committer) loop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.kick:
+			c.drain()
+		case <-c.quit:
+			c.drain()
+			c.e.mu.Lock()
+			c.failOpenLocked(errClosed)
+			c.e.mu.Unlock()
+			return
+		}
+	}
+}
+
+// drain commits batches until the open one is empty.
+func (c *committer) drain() {
+	e := c.e
+	for {
+		e.mu.Lock()
+		b := c.open
+		if len(b.ops) == 0 {
+			e.mu.Unlock()
+			return
+		}
+		c.open = newBatch()
+		c.inflight = b
+		e.mu.Unlock()
+
+		err := e.db.Update(func(tx *bbolt.Tx) error { return runOps(e, tx, b.ops) })
+
+		e.mu.Lock()
+		c.transactions++
+		c.ops += int64(len(b.ops))
+		if err == nil {
+			for _, f := range b.post {
+				f()
+			}
+		} else {
+			err = fmt.Errorf("commit: %w", err)
+			e.log.Error("group commit failed; reloading indexes from the file", "err", err, "ops", len(b.ops))
+			c.failOpenLocked(err)
+			if rerr := e.reloadLocked(); rerr != nil {
+				e.log.Error("reload after failed commit", "err", rerr)
+			}
+		}
+		c.inflight = nil
+		e.mu.Unlock()
+		b.err = err
+		close(b.done)
+	}
+}
+
+// failOpenLocked fails every op queued so far: they were decided on memory
+// state that is about to be rebuilt (or the engine is closing).
+func (c *committer) failOpenLocked(err error) {
+	b := c.open
+	if len(b.ops) == 0 {
+		return
+	}
+	c.open = newBatch()
+	b.err = err
+	close(b.done)
+}
+
+// txw is what an op sees: the transaction, its buckets, and the per-queue
+// count deltas of terminal tasks, flushed into the queue records at the end.
+type txw struct {
+	tx                              *bbolt.Tx
+	tasks, live, done, purge, qrecs *bbolt.Bucket
+	term                            map[string]*[3]int64 // queue → completed, archived, canceled deltas
+	status                          storagev1.TaskStatus // scratch for updates
+}
+
+func runOps(e *Engine, tx *bbolt.Tx, ops []op) error {
+	w := &txw{
+		tx:    tx,
+		tasks: tx.Bucket(bucketTasks),
+		live:  tx.Bucket(bucketLive),
+		done:  tx.Bucket(bucketDone),
+		purge: tx.Bucket(bucketPurge),
+		qrecs: tx.Bucket(bucketQueues),
+	}
+	// Specs are written in id order and never rewritten: pack their pages.
+	w.tasks.FillPercent = 0.95
+	for _, o := range ops {
+		if err := o(w); err != nil {
+			return err
+		}
+	}
+	return w.flushTerm()
+}
+
+// termDelta adjusts the persisted count of terminal tasks in a queue.
+func (w *txw) termDelta(queue string, state int32, d int64) {
+	i := -1
+	switch state {
+	case int32(stateCompleted):
+		i = 0
+	case int32(stateArchived):
+		i = 1
+	case int32(stateCanceled):
+		i = 2
+	}
+	if i < 0 {
+		return
+	}
+	if w.term == nil {
+		w.term = map[string]*[3]int64{}
+	}
+	t := w.term[queue]
+	if t == nil {
+		t = new([3]int64)
+		w.term[queue] = t
+	}
+	t[i] += d
+}
+
+func (w *txw) flushTerm() error {
+	for name, t := range w.term {
+		rec := &storagev1.QueueRecord{}
+		if v := w.qrecs.Get([]byte(name)); v != nil {
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("queue record %q: %w", name, err)
+			}
+		}
+		rec.Completed += t[0]
+		rec.Archived += t[1]
+		rec.Canceled += t[2]
+		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateLive rewrites a live task's status record with fn applied.
+func (w *txw) updateLive(k key, fn func(st *storagev1.TaskStatus)) error {
+	v := w.live.Get(k[:])
+	if v == nil {
+		return fmt.Errorf("live status of %s is missing", k)
+	}
+	st := &w.status
+	st.Reset()
+	if err := proto.Unmarshal(v, st); err != nil {
+		return fmt.Errorf("status of %s: %w", k, err)
+	}
+	fn(st)
+	return w.live.Put(k[:], marshal(st))
+}
+
+// finish moves a live task's status to the done bucket in a terminal state
+// and indexes it for purging at purgeAt.
+func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) error {
+	v := w.live.Get(k[:])
+	if v == nil {
+		return fmt.Errorf("live status of %s is missing", k)
+	}
+	st := &w.status
+	st.Reset()
+	if err := proto.Unmarshal(v, st); err != nil {
+		return fmt.Errorf("status of %s: %w", k, err)
+	}
+	fn(st)
+	st.PurgeAt = purgeAt
+	if err := w.live.Delete(k[:]); err != nil {
+		return err
+	}
+	if err := w.done.Put(k[:], marshal(st)); err != nil {
+		return err
+	}
+	w.termDelta(st.GetQueue(), int32(st.GetState()), 1)
+	return w.purge.Put(purgeKey(purgeAt, k), nil)
+}

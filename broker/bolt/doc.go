@@ -1,0 +1,42 @@
+// Package bolt is Conveyor's embedded broker engine, on a single bbolt file.
+//
+// # Layout
+//
+// Buckets (all task keys are 16-byte binary ULIDs, so scans run in id order):
+//
+//	meta    schema version
+//	tasks   id → TaskSpec, the immutable part, written once
+//	live    id → TaskStatus of every non-terminal task
+//	done    id → TaskStatus of terminal tasks, until purged
+//	purge   purge_at ‖ id → (empty), the time-ordered purge index
+//	queues  name → QueueRecord: paused flag and terminal-task counts
+//
+// # Memory and file
+//
+// Every decision (which task to lease, whether a unique key is free, what
+// a Result does) is made on in-memory indexes under one mutex: a compact
+// pointer-free record per live task, a FIFO per queue and priority, heaps
+// for due times, expiries and lease expiries, and the unique-key table.
+// The same critical section appends the decision's write to the open
+// group-commit batch, so the file applies writes in decision order. On Open
+// the indexes are rebuilt from the live bucket alone; terminal tasks are
+// never scanned.
+//
+// # Group commit
+//
+// One goroutine commits: it takes the whole open batch, runs it in one
+// read-write transaction and one fsync, runs the batch's post-commit hooks,
+// and repeats. Enqueue waits for its batch; a new task becomes dispatchable
+// only in the post-commit hook, so no worker ever sees a task that a crash
+// could still lose. Lease, Complete, Extend and Progress do not wait.
+//
+// # Caveats
+//
+//   - A failed commit (disk full, I/O error) fails its batch and every op
+//     queued behind it, then rebuilds the indexes from the file. Leases held
+//     at that moment are dropped; their tasks are redelivered.
+//   - A long read transaction delays the file's growth (bbolt remaps only
+//     when no reader is open), so readers here are kept short.
+//   - Within a priority, FIFO order is by when a task became ready; after a
+//     restart it is by task id, which is by enqueue time.
+package bolt

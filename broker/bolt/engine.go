@@ -1,0 +1,242 @@
+package bolt
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Path is the bbolt file. Its directory is created if missing. Required.
+	Path string
+	// Notifier receives ready and timer signals. Defaults to broker.NopNotifier.
+	Notifier broker.Notifier
+	// Logger receives the engine's logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// Retention is how long a COMPLETED task is kept when its own retention
+	// option is unset. Defaults to 24 hours.
+	Retention time.Duration
+	// ArchiveRetention is how long ARCHIVED and CANCELED tasks are kept.
+	// Defaults to 7 days.
+	ArchiveRetention time.Duration
+	// Backoff computes retry delays. Defaults to broker.Backoff.
+	Backoff func(p *conveyorv1.RetryPolicy, retried int32) time.Duration
+	// Now is used where the engine needs the time on its own (opening the
+	// file, generating ids). Defaults to time.Now.
+	Now func() time.Time
+	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
+	// transaction stays short. Defaults to 10,000.
+	PurgeBatch int
+}
+
+func (c *Config) setDefaults() {
+	if c.Notifier == nil {
+		c.Notifier = broker.NopNotifier{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Retention == 0 {
+		c.Retention = 24 * time.Hour
+	}
+	if c.ArchiveRetention == 0 {
+		c.ArchiveRetention = 7 * 24 * time.Hour
+	}
+	if c.Backoff == nil {
+		c.Backoff = broker.Backoff
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.PurgeBatch <= 0 {
+		c.PurgeBatch = 10_000
+	}
+}
+
+// Engine is the embedded bbolt broker. The file is the durable truth; the
+// in-memory indexes (ready FIFOs, timers, leases, unique keys, counts) are
+// derived from it on Open. Every state change is decided in memory under one
+// mutex, which also orders the change's write into the group-commit queue,
+// so the file sees changes in exactly the order they were decided.
+type Engine struct {
+	cfg  Config
+	db   *bbolt.DB
+	log  *slog.Logger
+	note broker.Notifier
+
+	mu      sync.Mutex
+	closed  bool
+	tasks   map[key]meta
+	queues  []*queue
+	byName  map[string]*queue
+	leases  map[key]*lease
+	unique  map[string]uniqueClaim
+	uniqOf  map[key]string // live task → its unique key
+	expires map[key]int64  // live waiting task → its expiry
+	// retention holds the per-task retention (ns) of live tasks that set one.
+	retention map[key]int64
+	// settling holds tasks that left memory (became terminal, or were
+	// changed while terminal) whose change is not durable yet; reads of
+	// those tasks wait for the commit.
+	settling  map[key]int
+	dueHeap   timedHeap
+	expHeap   timedHeap
+	leaseHeap timedHeap
+	purgeNext int64 // earliest purge_at in the file, 0 when none
+	nextToken uint64
+	entropy   *ulid.MonotonicEntropy
+	lastID    ulid.ULID
+
+	commit committer
+}
+
+// Open opens (creating if needed) the bbolt file and rebuilds the in-memory
+// indexes from it. Tasks that were ACTIVE when the file was last closed are
+// made PENDING again with no retry increment: the worker that held them is
+// gone, and that is not the task's fault.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("bolt: Config.Path is required")
+	}
+	cfg.setDefaults()
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := bbolt.Open(cfg.Path, 0o600, &bbolt.Options{
+		Timeout: 2 * time.Second,
+		// The freelist is rebuilt on open instead of written on every
+		// commit, which keeps commits small.
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+		// Reserve address space up front so that growing the file rarely
+		// remaps (a remap waits for every reader).
+		InitialMmapSize: 1 << 30,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		db:      db,
+		log:     cfg.Logger,
+		note:    cfg.Notifier,
+		entropy: ulid.Monotonic(cryptorand.Reader, 0),
+	}
+	if err := e.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	e.commit.start(e)
+	return e, nil
+}
+
+// Close flushes pending writes, stops the committer and closes the file.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.commit.stop()
+	return e.db.Close()
+}
+
+// Sync waits until every change applied so far is durable.
+func (e *Engine) Sync(ctx context.Context) error {
+	e.mu.Lock()
+	b := e.commit.pendingLocked()
+	e.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return e.commit.wait(ctx, b)
+}
+
+// Info describes the engine and its file.
+func (e *Engine) Info(context.Context) (broker.Info, error) {
+	info := broker.Info{Engine: "bbolt", DataPath: e.cfg.Path}
+	if fi, err := os.Stat(e.cfg.Path); err == nil {
+		info.FileSizeBytes = fi.Size()
+	}
+	info.FreePages = int64(e.db.Stats().FreePageN)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, q := range e.queues {
+		for s, n := range q.counts {
+			info.Counts[s] += n
+		}
+	}
+	return info, nil
+}
+
+// newIDLocked returns a fresh ULID for time now, strictly increasing.
+func (e *Engine) newIDLocked(now time.Time) key {
+	id, err := ulid.New(ulid.Timestamp(now), e.entropy)
+	if err != nil || id.Compare(e.lastID) <= 0 {
+		// The clock went backwards or the entropy overflowed within one
+		// millisecond: continue from the last id instead.
+		id = e.lastID
+		incrementULID(&id)
+	}
+	e.lastID = id
+	return id
+}
+
+func incrementULID(id *ulid.ULID) {
+	for i := len(id) - 1; i >= 6; i-- {
+		id[i]++
+		if id[i] != 0 {
+			return
+		}
+	}
+}
+
+// queueLocked returns the named queue, creating it in memory if needed.
+func (e *Engine) queueLocked(name string) *queue {
+	if q := e.byName[name]; q != nil {
+		return q
+	}
+	q := &queue{name: name, index: uint32(len(e.queues))}
+	e.queues = append(e.queues, q)
+	e.byName[name] = q
+	return q
+}
+
+var errClosed = fmt.Errorf("bolt: %w", broker.ErrClosed)
+
+var _ broker.Broker = (*Engine)(nil)
+
+// CommitStats reports how many group-commit transactions ran and how many
+// ops they carried, so tests and benchmarks can see how much was merged.
+func (e *Engine) CommitStats() (transactions, ops int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.commit.transactions, e.commit.ops
+}
+
+// Check verifies the bbolt file's page structure (bbolt's own consistency
+// check). Tests run it at cleanup.
+func (e *Engine) Check() error {
+	return e.db.View(func(tx *bbolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+}

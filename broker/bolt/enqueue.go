@@ -1,0 +1,374 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// pending is one task of an enqueue call on its way into the engine.
+type pendingTask struct {
+	nt     *broker.NewTask
+	k      key
+	state  broker.State
+	status *storagev1.TaskStatus
+	spec   []byte
+	// existing is set (EnqueueTx only) when the id already names a task.
+	existing bool
+	err      error
+}
+
+// prepare encodes what can be encoded before the engine lock is taken, so
+// that concurrent callers encode in parallel.
+func prepare(tasks []broker.NewTask, now int64) []pendingTask {
+	out := make([]pendingTask, len(tasks))
+	for i := range tasks {
+		nt := &tasks[i]
+		p := &out[i]
+		p.nt = nt
+		if nt.ID != "" {
+			k, err := parseKey(nt.ID)
+			if err != nil {
+				p.err = fmt.Errorf("task_id %q is not a ULID", nt.ID)
+				continue
+			}
+			p.k = k
+		}
+		p.state = statePending
+		next := now
+		switch {
+		case nt.Group != "":
+			p.state = stateAggr
+		case len(nt.DependsOn) > 0:
+			p.state = stateBlocked
+		case nanos(nt.ProcessAt) > now:
+			p.state = stateScheduled
+			next = nanos(nt.ProcessAt)
+		}
+		p.status = &storagev1.TaskStatus{
+			State:         p.state,
+			Queue:         nt.Queue,
+			Priority:      nt.Priority,
+			MaxRetry:      nt.MaxRetry,
+			EnqueuedAt:    now,
+			NextProcessAt: next,
+			UniqueKey:     nt.UniqueKey,
+			UniqueUntil:   nanos(nt.UniqueUntil),
+			ExpiresAt:     nanos(nt.ExpiresAt),
+		}
+		if nt.Retention != nil {
+			r := int64(*nt.Retention)
+			p.status.Retention = &r
+		}
+		p.spec = marshal(&storagev1.TaskSpec{
+			Queue:       nt.Queue,
+			Type:        nt.Type,
+			Payload:     nt.Payload,
+			ContentType: nt.ContentType,
+			Metadata:    nt.Metadata,
+			Options:     nt.Options,
+		})
+	}
+	return out
+}
+
+// Enqueue stores each task independently; see broker.Broker.
+func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.EnqueueResult, error) {
+	now := p.Now.UnixNano()
+	pend := prepare(p.Tasks, now)
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	lookup := e.newExistsLookup()
+	for i := range pend {
+		pt := &pend[i]
+		if pt.err != nil {
+			continue
+		}
+		if pt.nt.ID == "" {
+			pt.k = e.newIDLocked(p.Now)
+		} else if exists, err := lookup.exists(pt.k); err != nil {
+			pt.err = err
+			continue
+		} else if exists {
+			pt.err = fmt.Errorf("task %s: %w", pt.nt.ID, broker.ErrAlreadyExists)
+			continue
+		}
+		if err := e.checkUniqueLocked(pt.nt.UniqueKey, now); err != nil {
+			pt.err = err
+			continue
+		}
+		e.insertLocked(pt, now)
+	}
+	lookup.close()
+	b := e.queueInsertsLocked(pend)
+	e.mu.Unlock()
+
+	var err error
+	if b != nil {
+		err = e.commit.wait(ctx, b)
+	}
+	res := make([]broker.EnqueueResult, len(pend))
+	for i := range pend {
+		pt := &pend[i]
+		switch {
+		case pt.err != nil:
+			res[i].Err = pt.err
+		case err != nil:
+			res[i].Err = err
+		default:
+			res[i].Task = newTaskView(pt)
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// EnqueueTx stores all tasks or none; see broker.Broker.
+func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*broker.Task, error) {
+	now := p.Now.UnixNano()
+	pend := prepare(p.Tasks, now)
+	for i := range pend {
+		if pend[i].err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", i, pend[i].err)
+		}
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	if err := e.checkTxLocked(pend, now); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	for i := range pend {
+		pt := &pend[i]
+		if pt.existing {
+			continue
+		}
+		if pt.nt.ID == "" {
+			pt.k = e.newIDLocked(p.Now)
+		}
+		e.insertLocked(pt, now)
+	}
+	b := e.queueInsertsLocked(pend)
+	e.mu.Unlock()
+
+	if b != nil {
+		if err := e.commit.wait(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*broker.Task, len(pend))
+	for i := range pend {
+		pt := &pend[i]
+		if !pt.existing {
+			out[i] = newTaskView(pt)
+			continue
+		}
+		t, err := e.GetTask(ctx, pt.k.String())
+		if err != nil {
+			return nil, fmt.Errorf("items[%d]: read existing task %s: %w", i, pt.k, err)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// checkTxLocked validates every item of an EnqueueTx before anything
+// changes: ids that exist (or repeat within the call) become no-ops, and a
+// unique key that is held, or claimed twice within the call, fails it all.
+func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
+	lookup := e.newExistsLookup()
+	defer lookup.close()
+	seenIDs := map[key]bool{}
+	seenKeys := map[string]int{}
+	for i := range pend {
+		pt := &pend[i]
+		if pt.nt.ID != "" {
+			if seenIDs[pt.k] {
+				pt.existing = true
+				continue
+			}
+			seenIDs[pt.k] = true
+			exists, err := lookup.exists(pt.k)
+			if err != nil {
+				return err
+			}
+			if exists {
+				pt.existing = true
+				continue
+			}
+		}
+		uk := pt.nt.UniqueKey
+		if uk == "" {
+			continue
+		}
+		if j, dup := seenKeys[uk]; dup {
+			return fmt.Errorf("items[%d] and items[%d] share unique_key %q: %w", j, i, uk, broker.ErrAlreadyExists)
+		}
+		seenKeys[uk] = i
+		if err := e.checkUniqueLocked(uk, now); err != nil {
+			return fmt.Errorf("items[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkUniqueLocked fails when an incomplete task holds the unique key.
+func (e *Engine) checkUniqueLocked(uk string, now int64) error {
+	if uk == "" {
+		return nil
+	}
+	c, ok := e.unique[uk]
+	if !ok {
+		return nil
+	}
+	if _, live := e.tasks[c.k]; live && (c.until == 0 || c.until > now) {
+		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
+	}
+	return nil
+}
+
+// insertLocked adds a new task to the in-memory indexes. It is not
+// dispatchable until its commit is durable (flagCommitted).
+func (e *Engine) insertLocked(pt *pendingTask, now int64) {
+	q := e.queueLocked(pt.nt.Queue)
+	m := meta{
+		due:      pt.status.GetNextProcessAt(),
+		queue:    q.index,
+		maxRetry: pt.nt.MaxRetry,
+		state:    pt.state,
+		prio:     uint8(pt.nt.Priority),
+	}
+	q.counts[m.state]++
+	if m.state == stateScheduled && e.dueHeap.add(timed{at: m.due, k: pt.k}) {
+		e.note.TimersChanged()
+	}
+	if uk := pt.nt.UniqueKey; uk != "" {
+		e.unique[uk] = uniqueClaim{k: pt.k, until: pt.status.GetUniqueUntil()}
+		e.uniqOf[pt.k] = uk
+	}
+	if pt.status.Retention != nil {
+		e.retention[pt.k] = pt.status.GetRetention()
+	}
+	if at := pt.status.GetExpiresAt(); at != 0 {
+		e.expires[pt.k] = at
+		if e.expHeap.add(timed{at: at, k: pt.k}) {
+			e.note.TimersChanged()
+		}
+	}
+	e.tasks[pt.k] = m
+}
+
+// queueInsertsLocked queues the writes of the inserted tasks and the hook
+// that makes them dispatchable once durable. It returns nil when nothing
+// was inserted.
+func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
+	var keys []key
+	var specs, statuses [][]byte
+	for i := range pend {
+		pt := &pend[i]
+		if pt.err != nil || pt.existing {
+			continue
+		}
+		keys = append(keys, pt.k)
+		specs = append(specs, pt.spec)
+		statuses = append(statuses, marshal(pt.status))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	write := func(w *txw) error {
+		for i := range keys {
+			k := keys[i][:]
+			if err := w.tasks.Put(k, specs[i]); err != nil {
+				return err
+			}
+			if err := w.live.Put(k, statuses[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	publish := func() {
+		for _, k := range keys {
+			m, ok := e.tasks[k]
+			if !ok {
+				continue
+			}
+			m.flags |= flagCommitted
+			e.tasks[k] = m
+			if m.state == statePending {
+				e.pushReadyLocked(k)
+			}
+		}
+	}
+	return e.commit.appendLocked(write, publish)
+}
+
+// existsLookup answers "does a task with this id exist?" for producer-chosen
+// ids: live and settling tasks from memory, terminal ones from the file.
+type existsLookup struct {
+	e  *Engine
+	tx *bbolt.Tx
+}
+
+func (e *Engine) newExistsLookup() *existsLookup { return &existsLookup{e: e} }
+
+func (l *existsLookup) exists(k key) (bool, error) {
+	if _, ok := l.e.tasks[k]; ok {
+		return true, nil
+	}
+	if _, ok := l.e.settling[k]; ok {
+		return true, nil
+	}
+	if l.tx == nil {
+		tx, err := l.e.db.Begin(false)
+		if err != nil {
+			return false, fmt.Errorf("read transaction: %w", err)
+		}
+		l.tx = tx
+	}
+	return l.tx.Bucket(bucketTasks).Get(k[:]) != nil, nil
+}
+
+func (l *existsLookup) close() {
+	if l.tx != nil {
+		_ = l.tx.Rollback()
+	}
+}
+
+// newTaskView is the Task an enqueue call returns for a task it stored.
+func newTaskView(pt *pendingTask) *broker.Task {
+	nt := pt.nt
+	st := pt.status
+	return &broker.Task{
+		ID:            pt.k.String(),
+		Queue:         nt.Queue,
+		Type:          nt.Type,
+		Payload:       nt.Payload,
+		ContentType:   nt.ContentType,
+		Metadata:      nt.Metadata,
+		Options:       nt.Options,
+		State:         pt.state,
+		Priority:      nt.Priority,
+		MaxRetry:      nt.MaxRetry,
+		EnqueuedAt:    fromNanos(st.GetEnqueuedAt()),
+		NextProcessAt: fromNanos(st.GetNextProcessAt()),
+		ExpiresAt:     nt.ExpiresAt,
+		Deadline:      nt.Deadline,
+		UniqueKey:     nt.UniqueKey,
+	}
+}

@@ -1,0 +1,50 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// GetTask returns a task by id; see broker.Broker. It first waits for the
+// changes already decided to become durable, so a caller reads its own
+// writes (and those of every call that returned before it).
+func (e *Engine) GetTask(ctx context.Context, id string) (*broker.Task, error) {
+	k, err := parseKey(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Sync(ctx); err != nil {
+		return nil, err
+	}
+	var t *broker.Task
+	err = e.db.View(func(tx *bbolt.Tx) error {
+		sv := tx.Bucket(bucketTasks).Get(k[:])
+		if sv == nil {
+			return fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
+		}
+		stv := tx.Bucket(bucketLive).Get(k[:])
+		if stv == nil {
+			stv = tx.Bucket(bucketDone).Get(k[:])
+		}
+		if stv == nil {
+			return fmt.Errorf("task %s has no status record: %w", id, broker.ErrNotFound)
+		}
+		spec := &storagev1.TaskSpec{}
+		st := &storagev1.TaskStatus{}
+		if err := proto.Unmarshal(sv, spec); err != nil {
+			return fmt.Errorf("spec of %s: %w", id, err)
+		}
+		if err := proto.Unmarshal(stv, st); err != nil {
+			return fmt.Errorf("status of %s: %w", id, err)
+		}
+		t = taskFrom(k, spec, st)
+		return nil
+	})
+	return t, err
+}

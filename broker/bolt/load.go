@@ -1,0 +1,151 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// load creates the buckets of a new file, checks the schema version of an
+// existing one and rebuilds every in-memory index from it.
+func (e *Engine) load() error {
+	err := e.db.Update(func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketQueues} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		mb := tx.Bucket(bucketMeta)
+		v := mb.Get(keySchema)
+		if v == nil {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], schemaVersion)
+			return mb.Put(keySchema, b[:])
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("schema version record is %d bytes, want 8", len(v))
+		}
+		if got := binary.BigEndian.Uint64(v); got != schemaVersion {
+			return fmt.Errorf("data file has schema version %d; this build reads version %d", got, schemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reloadLocked()
+}
+
+// reloadLocked drops the in-memory state and rebuilds it from the file. A
+// task found ACTIVE is made PENDING (its session cannot exist any more), in
+// one transaction, before anything is dispatched.
+func (e *Engine) reloadLocked() error {
+	e.tasks = make(map[key]meta)
+	e.queues = nil
+	e.byName = make(map[string]*queue)
+	e.leases = make(map[key]*lease)
+	e.unique = make(map[string]uniqueClaim)
+	e.uniqOf = make(map[key]string)
+	e.expires = make(map[key]int64)
+	e.retention = make(map[key]int64)
+	e.settling = make(map[key]int)
+	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
+	e.purgeNext = 0
+
+	var wasActive []key
+	err := e.db.View(func(tx *bbolt.Tx) error {
+		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
+			rec := &storagev1.QueueRecord{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("queue record %q: %w", name, err)
+			}
+			q := e.queueLocked(string(name))
+			q.paused = rec.GetPaused()
+			q.counts[stateCompleted] = rec.GetCompleted()
+			q.counts[stateArchived] = rec.GetArchived()
+			q.counts[stateCanceled] = rec.GetCanceled()
+			return nil
+		}); err != nil {
+			return err
+		}
+		st := &storagev1.TaskStatus{}
+		c := tx.Bucket(bucketLive).Cursor()
+		for kb, v := c.First(); kb != nil; kb, v = c.Next() {
+			var k key
+			copy(k[:], kb)
+			st.Reset()
+			if err := proto.Unmarshal(v, st); err != nil {
+				return fmt.Errorf("status of %s: %w", k, err)
+			}
+			if st.GetState() == stateActive {
+				wasActive = append(wasActive, k)
+				st.State = statePending
+			}
+			e.indexLiveLocked(k, st)
+		}
+		if kb, _ := tx.Bucket(bucketPurge).Cursor().First(); kb != nil {
+			e.purgeNext = int64(binary.BigEndian.Uint64(kb[:8]))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild indexes: %w", err)
+	}
+	if len(wasActive) > 0 {
+		err = e.db.Update(func(tx *bbolt.Tx) error {
+			w := &txw{live: tx.Bucket(bucketLive)}
+			for _, k := range wasActive {
+				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = statePending }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("release tasks that were active: %w", err)
+		}
+		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
+	}
+	return nil
+}
+
+// indexLiveLocked adds one durable live task to the in-memory indexes.
+func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
+	q := e.queueLocked(st.GetQueue())
+	m := meta{
+		due:      st.GetNextProcessAt(),
+		queue:    q.index,
+		retried:  st.GetRetried(),
+		maxRetry: st.GetMaxRetry(),
+		state:    st.GetState(),
+		prio:     uint8(st.GetPriority()),
+		flags:    flagCommitted,
+	}
+	q.counts[m.state]++
+	switch m.state {
+	case statePending:
+		m.flags |= flagInReady
+		q.ready[m.prio].push(k)
+		q.readyN++
+	case stateScheduled, stateRetry:
+		e.dueHeap.add(timed{at: m.due, k: k})
+	}
+	if uk := st.GetUniqueKey(); uk != "" {
+		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil()}
+		e.uniqOf[k] = uk
+	}
+	if st.Retention != nil {
+		e.retention[k] = st.GetRetention()
+	}
+	if at := st.GetExpiresAt(); at != 0 && isWaiting(m.state) {
+		e.expires[k] = at
+		e.expHeap.add(timed{at: at, k: k})
+	}
+	e.tasks[k] = m
+}

@@ -1,0 +1,148 @@
+package bolt
+
+import (
+	"time"
+
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// The helpers in this file are the only places a live task changes state.
+// Each one updates the in-memory indexes and queues the matching write, in
+// the same critical section, so memory and file change in the same order.
+
+// pushReadyLocked makes a pending, durable task dispatchable, and signals
+// the queue's sessions when it was empty.
+func (e *Engine) pushReadyLocked(k key) {
+	m := e.tasks[k]
+	if m.state != statePending || m.flags&flagCommitted == 0 || m.flags&flagInReady != 0 {
+		return
+	}
+	m.flags |= flagInReady
+	e.tasks[k] = m
+	q := e.queues[m.queue]
+	q.ready[m.prio].push(k)
+	q.readyN++
+	if q.readyN == 1 && !q.paused {
+		e.note.TasksReady(q.name)
+	}
+}
+
+// popReadyLocked takes the next dispatchable task of q: highest priority
+// first, FIFO within a priority. Stale entries are dropped on the way.
+func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
+	for p := len(q.ready) - 1; p >= 0; p-- {
+		f := &q.ready[p]
+		for f.len() > 0 {
+			k, _ := f.pop()
+			m, live := e.tasks[k]
+			if !live || m.state != statePending || m.flags&flagInReady == 0 || m.queue != q.index {
+				continue
+			}
+			m.flags &^= flagInReady
+			e.tasks[k] = m
+			q.readyN--
+			return k, m, true
+		}
+	}
+	return key{}, meta{}, false
+}
+
+// unreadyLocked withdraws a task's ready entry (it is skipped when popped).
+func (e *Engine) unreadyLocked(m *meta) {
+	if m.flags&flagInReady != 0 {
+		m.flags &^= flagInReady
+		e.queues[m.queue].readyN--
+	}
+}
+
+func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
+	q := e.queues[m.queue]
+	q.counts[m.state]--
+	q.counts[to]++
+	m.state = to
+	e.tasks[k] = *m
+}
+
+// toPendingLocked makes a live task pending now and queues its write; fn
+// may change more of the stored status.
+func (e *Engine) toPendingLocked(k key, m meta, fn func(st *storagev1.TaskStatus)) {
+	m.due = 0
+	e.setStateLocked(k, &m, statePending)
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = statePending
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, nil)
+	e.pushReadyLocked(k)
+}
+
+// toRetryLocked schedules a failed attempt's retry at due.
+func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg string) {
+	m.retried++
+	m.due = due
+	e.setStateLocked(k, &m, stateRetry)
+	if e.dueHeap.add(timed{at: due, k: k}) {
+		e.note.TimersChanged()
+	}
+	retried := m.retried
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = stateRetry
+			st.Retried = retried
+			st.LastError = errMsg
+			st.NextProcessAt = due
+			st.ProgressPercent, st.ProgressMessage = 0, ""
+		})
+	}, nil)
+}
+
+// finishLocked makes a live task terminal: it leaves memory (its durable
+// record moves to the done bucket) and is purged after its retention. fn
+// may change more of the stored status.
+func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
+	e.unreadyLocked(&m)
+	q := e.queues[m.queue]
+	q.counts[m.state]--
+	q.counts[to]++
+	delete(e.tasks, k)
+	delete(e.leases, k)
+	delete(e.expires, k)
+	if uk, ok := e.uniqOf[k]; ok {
+		delete(e.uniqOf, k)
+		if c := e.unique[uk]; c.k == k {
+			delete(e.unique, uk)
+		}
+	}
+	retention := e.cfg.ArchiveRetention
+	if to == stateCompleted {
+		retention = e.cfg.Retention
+		if r, ok := e.retention[k]; ok {
+			retention = time.Duration(r)
+		}
+	}
+	delete(e.retention, k)
+	purgeAt := now + int64(retention)
+	if e.purgeNext == 0 || purgeAt < e.purgeNext {
+		e.purgeNext = purgeAt
+		e.note.TimersChanged()
+	}
+	e.settling[k]++
+	e.commit.appendLocked(func(w *txw) error {
+		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
+			st.State = to
+			st.CompletedAt = now
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, func() {
+		if e.settling[k]--; e.settling[k] <= 0 {
+			delete(e.settling, k)
+		}
+	})
+}

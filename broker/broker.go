@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Broker stores tasks and leases. Every method is atomic and safe for
+// concurrent use; slices and maps passed in are not retained, and values
+// returned are owned by the caller.
+type Broker interface {
+	// Enqueue stores each task independently: results[i] holds the task or
+	// the error for tasks[i] (ErrAlreadyExists for a duplicate id or an
+	// active unique key). The returned error is for the call as a whole.
+	// Returns once every stored task is durable.
+	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
+	// EnqueueTx stores all tasks or none. A task whose ID already exists is
+	// a no-op that returns the existing task in its place; a unique key held
+	// by another task, or shared by two tasks of the call, fails the call
+	// with ErrAlreadyExists. Returns once the tasks are durable.
+	EnqueueTx(ctx context.Context, p EnqueueParams) ([]*Task, error)
+	// GetTask returns a task by id, or ErrNotFound.
+	GetTask(ctx context.Context, id string) (*Task, error)
+
+	// Ready reports how many tasks each named queue has ready to lease right
+	// now (0 for a paused or unknown queue); counts[i] is for queues[i].
+	// The figure is a hint for dispatch planning, not a reservation.
+	Ready(queues []string, counts []int)
+	// Lease leases up to pick.N ready tasks from each picked queue to a
+	// session, highest priority first and FIFO within a priority. It may
+	// return fewer than asked when another session got there first.
+	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
+	// Extend renews leases to p.Now + p.TTL; it returns how many of the
+	// named leases were still current and were extended.
+	Extend(ctx context.Context, p ExtendParams) (int, error)
+	// Complete records a worker's outcome for a leased task, fenced by the
+	// lease token (ErrLeaseLost when stale). It returns the task's new state.
+	Complete(ctx context.Context, p CompleteParams) (State, error)
+	// Release returns leased tasks to pending with no retry increment, for a
+	// session that ended; leases that are no longer current are skipped.
+	Release(ctx context.Context, p ReleaseParams) error
+	// Progress records a running task's progress, fenced by its lease.
+	Progress(ctx context.Context, p ProgressParams) error
+
+	// PromoteDue makes due SCHEDULED and RETRY tasks pending and archives
+	// waiting tasks whose expiry passed. It returns when it should run next
+	// (zero when nothing is waiting on a timer).
+	PromoteDue(ctx context.Context, now time.Time) (next time.Time, err error)
+	// ReapLeases expires leases whose time passed: each task goes back to
+	// pending (or retry, or archived) with its retry count incremented. It
+	// returns the lapsed leases, so the server can tell their sessions, and
+	// when it should run next.
+	ReapLeases(ctx context.Context, now time.Time) (lapsed []LapsedLease, next time.Time, err error)
+	// Purge deletes terminal tasks whose retention passed, and returns when
+	// it should run next.
+	Purge(ctx context.Context, now time.Time) (next time.Time, err error)
+
+	// Queues lists every known queue with its counts, sorted by name.
+	Queues(ctx context.Context) ([]QueueInfo, error)
+	// SetQueuePaused pauses or resumes dispatch from a queue.
+	SetQueuePaused(ctx context.Context, queue string, paused bool) (QueueInfo, error)
+	// Info describes the engine.
+	Info(ctx context.Context) (Info, error)
+
+	// Close stops the engine and closes its store. It is idempotent.
+	Close() error
+}
+
+// Notifier receives an engine's signals. Its methods are called while the
+// engine holds internal locks: they must return quickly and must not call
+// back into the broker.
+type Notifier interface {
+	// TasksReady reports that queue gained ready work.
+	TasksReady(queue string)
+	// TimersChanged reports that the next promotion, lease expiry or purge
+	// may now be due earlier than the timer loops last heard.
+	TimersChanged()
+}
+
+// NopNotifier ignores every signal.
+type NopNotifier struct{}
+
+// TasksReady does nothing.
+func (NopNotifier) TasksReady(string) {}
+
+// TimersChanged does nothing.
+func (NopNotifier) TimersChanged() {}

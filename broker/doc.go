@@ -1,0 +1,54 @@
+// Package broker is the storage contract of Conveyor: the domain operations
+// the server needs from a task store, with no engine types in them. The
+// embedded bbolt engine lives in broker/bolt; every engine must pass the
+// conformance suite in broker/brokertest.
+//
+// # Task state machine
+//
+//	            enqueue
+//	               │
+//	  ┌────────────┼───────────────┬──────────────┐
+//	  ▼            ▼               ▼              ▼
+//	SCHEDULED   PENDING ◀──┐   AGGREGATING     BLOCKED
+//	  │  due       ▲ │     │
+//	  └────────────┘ │lease│ RELEASED, lease lost with the stream,
+//	                 ▼     │ server restart (no retry increment)
+//	               ACTIVE ─┘
+//	     SUCCESS ╱   │   ╲ RETRY (retries left) or lease expired
+//	            ╱    │    ╲
+//	   COMPLETED     │     RETRY ── due ──▶ PENDING
+//	                 │ SKIP_RETRY, or RETRY with no retries left
+//	                 ▼
+//	              ARCHIVED
+//
+// SCHEDULED, PENDING, RETRY, AGGREGATING and BLOCKED tasks are "waiting";
+// a waiting task whose expiry passes is archived instead of run. COMPLETED,
+// ARCHIVED and CANCELED are terminal: the task is kept for its retention and
+// then purged.
+//
+// # Leases and fencing
+//
+// Lease hands a pending task to a worker session and returns a fencing token.
+// Every later change made on behalf of that session (Complete, Extend,
+// Progress, Release) names the token, and the broker applies it only while
+// that lease is still the task's current one. A Result that arrives after its
+// lease lapsed and the task was redelivered therefore fails with
+// ErrLeaseLost instead of overwriting the newer attempt.
+//
+// # Durability
+//
+// Enqueue and EnqueueTx return only once the tasks are durable. Lease,
+// Complete, Extend, Release and Progress return once the change is applied;
+// the engine makes it durable shortly after (the bbolt engine in its next
+// group commit), and never makes a later change durable before an earlier
+// one. Losing such a change in a crash is always safe: the task is still
+// leased or pending in the file, and a restart releases every leased task
+// for redelivery.
+//
+// # Signals
+//
+// Engines push instead of being polled: Notifier.TasksReady wakes the
+// dispatcher when a queue gains ready work, and Notifier.TimersChanged wakes
+// the timer loops when the earliest due time, lease expiry or purge time may
+// have moved earlier.
+package broker

@@ -1,0 +1,21 @@
+package broker
+
+import "errors"
+
+// Sentinel errors of the broker contract. Engines wrap them with context;
+// callers test with errors.Is. The server maps each to one protocol code.
+var (
+	// ErrNotFound means the task (or queue, or cron entry) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists means a task with the same id exists, or an
+	// incomplete task holds the same unique key.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrLeaseLost means the lease named by a session and token is no longer
+	// the task's current lease (it expired, was released, or was reassigned).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrInvalidState means the operation does not apply to the task's
+	// current state, such as deleting a running task.
+	ErrInvalidState = errors.New("invalid state")
+	// ErrClosed means the broker has been closed.
+	ErrClosed = errors.New("broker closed")
+)

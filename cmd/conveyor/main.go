@@ -1,0 +1,29 @@
+// Command conveyor is the Conveyor task-queue server and its command-line
+// client. Each subcommand lives in its own file.
+package main
+
+import (
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// cli is the command tree. Every flag also reads CONVEYOR_<FLAG> from the
+// environment (kong's env tags).
+type cli struct {
+	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
+	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+func main() {
+	var c cli
+	ctx := kong.Parse(&c,
+		kong.Name("conveyor"),
+		kong.Description("Conveyor: a durable task queue on one binary."),
+		kong.UsageOnError(),
+	)
+	if err := ctx.Run(); err != nil {
+		ctx.Errorf("%v", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+type serverCmd struct {
+	Listen           string        `default:"127.0.0.1:7420" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
+	DataDir          string        `default:"./conveyor-data" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
+	Token            string        `env:"CONVEYOR_TOKEN" help:"Bearer token every RPC must carry (empty: no authentication, loopback only)."`
+	TokenFile        string        `env:"CONVEYOR_TOKEN_FILE" help:"Read the bearer token from this file."`
+	AllowRemote      bool          `env:"CONVEYOR_ALLOW_REMOTE" help:"Allow a non-loopback --listen without a token."`
+	TLSCert          string        `name:"tls-cert" env:"CONVEYOR_TLS_CERT" help:"TLS certificate file (enables TLS)."`
+	TLSKey           string        `name:"tls-key" env:"CONVEYOR_TLS_KEY" help:"TLS private key file."`
+	LeaseTTL         time.Duration `name:"lease-ttl" default:"60s" env:"CONVEYOR_LEASE_TTL" help:"Lease lifetime of a dispatched task without a heartbeat."`
+	Retention        time.Duration `default:"24h" env:"CONVEYOR_RETENTION" help:"How long completed tasks are kept when the task does not say."`
+	ArchiveRetention time.Duration `default:"168h" env:"CONVEYOR_ARCHIVE_RETENTION" help:"How long archived and canceled tasks are kept."`
+	ShutdownTimeout  time.Duration `default:"30s" env:"CONVEYOR_SHUTDOWN_TIMEOUT" help:"How long shutdown waits for in-flight RPCs."`
+	LogFormat        string        `default:"text" enum:"text,json" env:"CONVEYOR_LOG_FORMAT" help:"Log format: text or json."`
+	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
+}
+
+func (c *serverCmd) Run() error {
+	log := newLogger(c.LogFormat, c.LogLevel)
+	token := c.Token
+	if c.TokenFile != "" {
+		if token != "" {
+			return errors.New("--token and --token-file are mutually exclusive")
+		}
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return fmt.Errorf("read --token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return fmt.Errorf("--token-file %s is empty", c.TokenFile)
+		}
+	}
+	srv, err := server.New(server.Config{
+		Listen: c.Listen, DataDir: c.DataDir, Token: token, AllowRemote: c.AllowRemote,
+		TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, LeaseTTL: c.LeaseTTL,
+		Retention: c.Retention, ArchiveRetention: c.ArchiveRetention,
+		ShutdownTimeout: c.ShutdownTimeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	// The one line scripts and tests wait for.
+	fmt.Printf("conveyor serving on %s\n", srv.URL())
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "signal", context.Cause(ctx))
+	case err := <-waitErr(srv):
+		if err != nil {
+			return err
+		}
+	}
+	stop()
+	return srv.Stop(context.Background())
+}
+
+func waitErr(srv *server.Server) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- srv.Wait() }()
+	return ch
+}
+
+func newLogger(format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

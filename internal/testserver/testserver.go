@@ -1,0 +1,148 @@
+// Package testserver starts a real Conveyor server for tests: a bbolt file
+// in t.TempDir(), a loopback listener on a free port, h2c, and clients in
+// each wire format.
+package testserver
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+// Protocol names a ConnectRPC wire format.
+type Protocol string
+
+// The three wire formats a client can speak.
+const (
+	GRPC    Protocol = "grpc"
+	GRPCWeb Protocol = "grpcweb"
+	Connect Protocol = "connect"
+)
+
+// Protocols lists every wire format, for table tests.
+var Protocols = []Protocol{GRPC, GRPCWeb, Connect}
+
+// ClientOption is the connect client option that selects p.
+func (p Protocol) ClientOption() connect.ClientOption {
+	switch p {
+	case GRPC:
+		return connect.WithGRPC()
+	case GRPCWeb:
+		return connect.WithGRPCWeb()
+	}
+	return connect.WithProtoJSON()
+}
+
+// Server is a running test server.
+type Server struct {
+	*server.Server
+	Config server.Config
+}
+
+// Start starts a server with cfg (Listen, DataDir and Logger are filled in
+// when empty) and stops it at cleanup.
+func Start(t testing.TB, cfg server.Config) *Server {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatalf("server.Start: %v", err)
+	}
+	ts := &Server{Server: s, Config: cfg}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("server.Stop: %v", err)
+		}
+	})
+	return ts
+}
+
+// HTTPClient returns an HTTP client that speaks HTTP/2 without TLS (h2c,
+// prior knowledge) to the test server, as gRPC and session streams need.
+func HTTPClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:   protocols,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		TLSClientConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+		},
+	}}
+}
+
+// HTTP1Client returns a plain HTTP/1.1 client, for Connect unary calls.
+func HTTP1Client() *http.Client {
+	return &http.Client{Transport: &http.Transport{}}
+}
+
+// BearerToken is a client interceptor that sends token on every call.
+func BearerToken(token string) connect.ClientOption {
+	return connect.WithInterceptors(bearer(token))
+}
+
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Eventually polls cond every few milliseconds until it holds, failing the
+// test if it does not within timeout.
+func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %s", timeout, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

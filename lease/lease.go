@@ -1,0 +1,51 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/scheduler"
+)
+
+// DefaultTTL is the default lease duration.
+const DefaultTTL = 60 * time.Second
+
+// HeartbeatInterval is how often a worker should heartbeat for a lease of
+// ttl: a third of it, so two heartbeats can be lost before a lease lapses.
+func HeartbeatInterval(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// Deadline is a Dispatch's deadline: the earliest of the lease expiry, the
+// task's absolute deadline and now plus the task's timeout.
+func Deadline(now, expiry time.Time, t *broker.Task) time.Time {
+	d := expiry
+	if !t.Deadline.IsZero() && t.Deadline.Before(d) {
+		d = t.Deadline
+	}
+	if to := t.Options.GetTimeout(); to != nil && to.AsDuration() > 0 {
+		if byTimeout := now.Add(to.AsDuration()); byTimeout.Before(d) {
+			d = byTimeout
+		}
+	}
+	return d
+}
+
+// Reaper reclaims lapsed leases and tells the owner of each (the server,
+// which cancels the task on the old session).
+type Reaper struct {
+	*scheduler.Loop
+}
+
+// NewReaper returns a reaper over b; onLapsed receives every lapsed lease.
+func NewReaper(b broker.Broker, onLapsed func([]broker.LapsedLease), now func() time.Time, log *slog.Logger) *Reaper {
+	job := func(ctx context.Context, at time.Time) (time.Time, error) {
+		lapsed, next, err := b.ReapLeases(ctx, at)
+		if len(lapsed) > 0 {
+			log.Info("reclaimed lapsed leases", "count", len(lapsed))
+			onLapsed(lapsed)
+		}
+		return next, err
+	}
+	return &Reaper{Loop: scheduler.NewLoop("lease reaper", job, now, log)}
+}

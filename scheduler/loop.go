@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// RetryDelay is how long a Loop waits after its job failed before running
+// it again.
+const RetryDelay = time.Second
+
+// Job does one round of timed work at now and returns when it is next due
+// (zero when nothing is waiting: the loop then sleeps until kicked).
+type Job func(ctx context.Context, now time.Time) (next time.Time, err error)
+
+// Loop runs a Job at the times it asks for. Start it once; Stop is
+// idempotent.
+type Loop struct {
+	name string
+	job  Job
+	now  func() time.Time
+	log  *slog.Logger
+
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// NewLoop returns a loop that runs job. now defaults to time.Now.
+func NewLoop(name string, job Job, now func() time.Time, log *slog.Logger) *Loop {
+	if now == nil {
+		now = time.Now
+	}
+	return &Loop{name: name, job: job, now: now, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// Start runs the job once and then whenever it is due or kicked, until Stop.
+func (l *Loop) Start(ctx context.Context) {
+	ctx, l.cancel = context.WithCancel(ctx)
+	go l.run(ctx)
+}
+
+// Kick makes the loop run its job soon, to learn of an earlier due time.
+func (l *Loop) Kick() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Stop ends the loop and waits for a running job to return.
+func (l *Loop) Stop() {
+	l.once.Do(func() {
+		if l.cancel == nil {
+			close(l.done)
+			return
+		}
+		l.cancel()
+		<-l.done
+	})
+}
+
+func (l *Loop) run(ctx context.Context) {
+	defer close(l.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-l.kick:
+		}
+		now := l.now()
+		next, err := l.job(ctx, now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.log.Error("timed job failed", "job", l.name, "err", err)
+			next = now.Add(RetryDelay)
+		}
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(l.now()), 0))
+		}
+	}
+}

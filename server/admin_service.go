@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+)
+
+// adminService implements the parts of conveyor.v1.AdminService that exist
+// so far: queues, workers, cluster and broker info. The task actions and
+// cron RPCs answer unimplemented until their issue lands.
+type adminService struct {
+	conveyorv1connect.UnimplementedAdminServiceHandler
+	broker broker.Broker
+	server *Server
+}
+
+func queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
+	c := q.Counts
+	return &conveyorv1.QueueInfo{
+		Name: q.Name, Paused: q.Paused,
+		Scheduled: c[conveyorv1.TaskState_TASK_STATE_SCHEDULED], Pending: c[conveyorv1.TaskState_TASK_STATE_PENDING],
+		Active: c[conveyorv1.TaskState_TASK_STATE_ACTIVE], Retry: c[conveyorv1.TaskState_TASK_STATE_RETRY],
+		Completed: c[conveyorv1.TaskState_TASK_STATE_COMPLETED], Archived: c[conveyorv1.TaskState_TASK_STATE_ARCHIVED],
+		Canceled: c[conveyorv1.TaskState_TASK_STATE_CANCELED], Aggregating: c[conveyorv1.TaskState_TASK_STATE_AGGREGATING],
+		Blocked:   c[conveyorv1.TaskState_TASK_STATE_BLOCKED],
+		Processed: q.Processed, Failed: q.Failed,
+	}
+}
+
+func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
+	qs, err := a.broker.Queues(ctx)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	out := &conveyorv1.ListQueuesResponse{}
+	for _, q := range qs {
+		out.Queues = append(out.Queues, queueInfo(q))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (a *adminService) setPaused(ctx context.Context, name string, paused bool) (*connect.Response[conveyorv1.QueueInfo], error) {
+	if !validQueueName(name) {
+		return nil, connect.NewError(connect.CodeInvalidArgument,
+			errors.New("queue is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$"))
+	}
+	q, err := a.broker.SetQueuePaused(ctx, name, paused)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	return connect.NewResponse(queueInfo(q)), nil
+}
+
+func (a *adminService) PauseQueue(ctx context.Context, req *connect.Request[conveyorv1.PauseQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
+	return a.setPaused(ctx, req.Msg.GetQueue(), true)
+}
+
+func (a *adminService) ResumeQueue(ctx context.Context, req *connect.Request[conveyorv1.ResumeQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
+	return a.setPaused(ctx, req.Msg.GetQueue(), false)
+}
+
+func (a *adminService) GetClusterInfo(context.Context, *connect.Request[conveyorv1.GetClusterInfoRequest]) (*connect.Response[conveyorv1.GetClusterInfoResponse], error) {
+	s := a.server
+	host, _ := os.Hostname()
+	return connect.NewResponse(&conveyorv1.GetClusterInfoResponse{
+		Nodes: []*conveyorv1.NodeInfo{{
+			Id: host, Address: s.Addr().String(), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),
+		}},
+		Version:       s.cfg.Version,
+		Uptime:        durationpb.New(s.now().Sub(s.started)),
+		StorageEngine: "bbolt",
+	}), nil
+}
+
+func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
+	out := &conveyorv1.ListWorkersResponse{}
+	for _, s := range a.server.hub.list() {
+		out.Workers = append(out.Workers, &conveyorv1.WorkerInfo{
+			SessionId:       s.id,
+			Queues:          s.hello.GetQueues(),
+			Concurrency:     s.hello.GetConcurrency(),
+			InFlight:        int32(s.inFlight),
+			Labels:          s.hello.GetLabels(),
+			SdkVersion:      s.hello.GetSdkVersion(),
+			ConnectedAt:     timestamppb.New(s.connectedAt),
+			LastHeartbeatAt: ts(s.lastHeartbeat),
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {
+	info, err := a.broker.Info(ctx)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	counts := map[string]int64{}
+	for s, n := range info.Counts {
+		if s == 0 {
+			continue
+		}
+		counts[stateName(conveyorv1.TaskState(s))] = n
+	}
+	return connect.NewResponse(&conveyorv1.GetBrokerInfoResponse{
+		Engine: info.Engine, DataPath: info.DataPath, FileSizeBytes: info.FileSizeBytes,
+		FreePages: info.FreePages, TaskCounts: counts,
+	}), nil
+}
+
+// stateName is the lower-case short name of a state ("pending").
+func stateName(s conveyorv1.TaskState) string {
+	name := s.String()
+	const prefix = "TASK_STATE_"
+	if len(name) > len(prefix) {
+		name = name[len(prefix):]
+	}
+	b := []byte(name)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

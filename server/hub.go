@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// hub tracks the live worker sessions: it wakes the sessions serving a
+// queue when the broker reports ready work, hands lapsed leases back to the
+// sessions that held them, and ends every session at shutdown.
+type hub struct {
+	broker broker.Broker
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu       sync.RWMutex
+	sessions map[string]*session
+	byQueue  map[string][]*session
+	closing  bool
+	wg       sync.WaitGroup
+
+	// lateResults counts Results dropped because their lease had lapsed or
+	// been reassigned; unknownResults counts Results for tasks the session
+	// never held.
+	lateResults, unknownResults atomic.Int64
+}
+
+func newHub(b broker.Broker, cfg Config, log *slog.Logger, now func() time.Time) *hub {
+	return &hub{broker: b, cfg: cfg, log: log, now: now,
+		sessions: map[string]*session{}, byQueue: map[string][]*session{}}
+}
+
+// register adds a session; it fails when the server is shutting down.
+func (h *hub) register(s *session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.sessions[s.id] = s
+	for _, q := range s.queues {
+		h.byQueue[q] = append(h.byQueue[q], s)
+	}
+	h.wg.Add(1)
+	return true
+}
+
+// unregister removes a session and releases every lease it still holds,
+// for immediate redelivery with no retry increment.
+func (h *hub) unregister(s *session) {
+	h.mu.Lock()
+	delete(h.sessions, s.id)
+	for _, q := range s.queues {
+		list := h.byQueue[q]
+		for i, x := range list {
+			if x == s {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(h.byQueue, q)
+		} else {
+			h.byQueue[q] = list
+		}
+	}
+	h.mu.Unlock()
+	if refs := s.takeOutstanding(); len(refs) > 0 {
+		if err := h.broker.Release(context.Background(), broker.ReleaseParams{SessionID: s.id, Leases: refs, Now: h.now()}); err != nil {
+			h.log.Warn("release leases of a closed session", "session", s.id, "err", err)
+		} else {
+			h.log.Debug("released leases of a closed session", "session", s.id, "count", len(refs))
+		}
+	}
+	h.wg.Done()
+}
+
+// wakeQueue wakes every session serving queue.
+func (h *hub) wakeQueue(queue string) {
+	h.mu.RLock()
+	for _, s := range h.byQueue[queue] {
+		s.wake()
+	}
+	h.mu.RUnlock()
+}
+
+// leasesLapsed tells each session which of its leases the reaper took back.
+func (h *hub) leasesLapsed(lapsed []broker.LapsedLease) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, l := range lapsed {
+		if s := h.sessions[l.SessionID]; s != nil {
+			s.leaseLapsed(l.Lease)
+		}
+	}
+}
+
+// closeAll ends every session and refuses new ones.
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	h.closing = true
+	list := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		list = append(list, s)
+	}
+	h.mu.Unlock()
+	for _, s := range list {
+		s.shutdown()
+	}
+}
+
+// wait blocks until every session has unregistered.
+func (h *hub) wait() { h.wg.Wait() }
+
+// list snapshots the live sessions, ordered by id.
+func (h *hub) list() []sessionInfo {
+	h.mu.RLock()
+	out := make([]sessionInfo, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		out = append(out, s.info())
+	}
+	h.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}

@@ -1,0 +1,264 @@
+// Package server composes Conveyor: the broker, the timer loops, the lease
+// reaper, the worker-session hub and the three ConnectRPC services, served
+// on one port (h2c or TLS) next to gRPC health checking and reflection.
+//
+// # Shutdown order
+//
+// Stop runs these steps once, in this order:
+//  1. Health reports NOT_SERVING, so load balancers stop routing here.
+//  2. Worker sessions end: each stream is closed and its leases released
+//     for immediate redelivery, with no retry increment.
+//  3. The HTTP server stops accepting and waits for in-flight RPCs.
+//  4. The timer loops (promoter, purger, lease reaper) stop.
+//  5. The broker flushes its last group commit and closes the file.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/broker/bolt"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/buildinfo"
+	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/scheduler"
+)
+
+// DataFile is the name of the bbolt file inside Config.DataDir.
+const DataFile = "conveyor.db"
+
+// Server is a running Conveyor server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	started time.Time
+
+	engine   *bolt.Engine
+	hub      *hub
+	loops    []*scheduler.Loop
+	health   *grpchealth.StaticChecker
+	httpSrv  *http.Server
+	listener net.Listener
+	serveErr chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New validates cfg and returns a server that is not started yet.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Version == "" {
+		cfg.Version = buildinfo.Version
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, now: time.Now}, nil
+}
+
+// Start opens the store, starts the background loops and begins serving.
+// It returns once the listener is bound; serving continues until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	s.started = s.now()
+	signals := &notifier{}
+	engine, err := bolt.Open(bolt.Config{
+		Path:             filepath.Join(s.cfg.DataDir, DataFile),
+		Notifier:         signals,
+		Logger:           s.log.With("component", "broker"),
+		Retention:        s.cfg.Retention,
+		ArchiveRetention: s.cfg.ArchiveRetention,
+	})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	s.engine = engine
+	s.hub = newHub(engine, s.cfg, s.log.With("component", "sessions"), s.now)
+	reaper := lease.NewReaper(engine, s.hub.leasesLapsed, s.now, s.log)
+	s.loops = []*scheduler.Loop{
+		scheduler.NewPromoter(engine, s.now, s.log),
+		scheduler.NewPurger(engine, s.now, s.log),
+		reaper.Loop,
+	}
+	signals.set(s.hub, s.loops)
+	for _, l := range s.loops {
+		l.Start(context.WithoutCancel(ctx))
+	}
+
+	if err := s.listen(); err != nil {
+		s.closeBackground()
+		return err
+	}
+	s.httpSrv = s.newHTTPServer(s.routes(engine))
+	s.serveErr = make(chan error, 1)
+	go func() {
+		var err error
+		if s.cfg.TLSCertFile != "" {
+			err = s.httpSrv.ServeTLS(s.listener, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		} else {
+			err = s.httpSrv.Serve(s.listener)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.serveErr <- err
+	}()
+	s.log.Info("conveyor serving", "addr", s.URL(), "version", s.cfg.Version,
+		"data", filepath.Join(s.cfg.DataDir, DataFile), "auth", s.cfg.Token != "", "tls", s.cfg.TLSCertFile != "")
+	return nil
+}
+
+func (s *Server) listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.cfg.TLSCertFile != "" {
+		// Fail at start, not at the first handshake, on a bad key pair.
+		if _, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("load TLS key pair: %w", err)
+		}
+	}
+	s.listener = ln
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// URL is the base URL clients use: http:// for h2c, https:// with TLS.
+func (s *Server) URL() string {
+	scheme := "http"
+	if s.cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + s.listener.Addr().String()
+}
+
+// Wait blocks until the HTTP server stops and returns its error.
+func (s *Server) Wait() error { return <-s.serveErr }
+
+// Stop shuts the server down gracefully (see the package doc for the
+// order). It is idempotent and safe to call concurrently.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) stop(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	if s.health != nil {
+		for _, name := range servedServices {
+			s.health.SetStatus(name, grpchealth.StatusNotServing)
+		}
+	}
+	var errs []error
+	if s.hub != nil {
+		s.hub.closeAll()
+	}
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			_ = s.httpSrv.Close()
+		}
+	}
+	if err := s.closeBackground(); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Info("conveyor stopped")
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeBackground() error {
+	for _, l := range s.loops {
+		l.Stop()
+	}
+	if s.hub != nil {
+		s.hub.wait()
+	}
+	if s.engine != nil {
+		if err := s.engine.Close(); err != nil {
+			return fmt.Errorf("close store: %w", err)
+		}
+	}
+	return nil
+}
+
+// servedServices are the services health checking and reflection report.
+var servedServices = []string{
+	conveyorv1connect.TaskServiceName,
+	conveyorv1connect.WorkerServiceName,
+	conveyorv1connect.AdminServiceName,
+}
+
+// routes mounts every service on one mux.
+func (s *Server) routes(b broker.Broker) http.Handler {
+	var opts []connect.HandlerOption
+	opts = append(opts, connect.WithReadMaxBytes(MaxRequestBytes))
+	var interceptors []connect.Interceptor
+	if s.cfg.Token != "" {
+		interceptors = append(interceptors, newAuthInterceptor(s.cfg.Token))
+	}
+	opts = append(opts, connect.WithInterceptors(interceptors...))
+
+	mux := http.NewServeMux()
+	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now}, opts...))
+	mux.Handle(conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...))
+	mux.Handle(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
+
+	s.health = grpchealth.NewStaticChecker(servedServices...)
+	// Health is not authenticated: probes from orchestrators carry no
+	// secrets, and the answer reveals nothing.
+	mux.Handle(grpchealth.NewHandler(s.health))
+	reflector := grpcreflect.NewStaticReflector(servedServices...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	return mux
+}
+
+// newHTTPServer serves HTTP/1.1 and HTTP/2: cleartext HTTP/2 (h2c, prior
+// knowledge) when plaintext, HTTP/2 via ALPN with TLS.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	if s.cfg.TLSCertFile != "" {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{
+		Handler:           h,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: 1000,
+			// Generous flow-control windows so that a 1 MiB payload, or a
+			// large EnqueueBatch, streams in without waiting for window
+			// updates.
+			MaxReceiveBufferPerConnection: 16 << 20,
+			MaxReceiveBufferPerStream:     4 << 20,
+		},
+	}
+}

@@ -1,0 +1,148 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/testserver"
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+// rawWorker drives a session frame by frame, as an SDK author would.
+type rawWorker struct {
+	t      *testing.T
+	stream *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]
+	frames chan *conveyorv1.ServerMessage
+	end    chan error
+}
+
+func openSession(t *testing.T, s *testserver.Server, p testserver.Protocol, hello *conveyorv1.Hello) (*rawWorker, *conveyorv1.Welcome, error) {
+	t.Helper()
+	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), p.ClientOption())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream := client.Session(ctx)
+	w := &rawWorker{t: t, stream: stream, frames: make(chan *conveyorv1.ServerMessage, 1024), end: make(chan error, 1)}
+	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: hello}}); err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		for {
+			m, err := stream.Receive()
+			if err != nil {
+				w.end <- err
+				close(w.frames)
+				return
+			}
+			w.frames <- m
+		}
+	}()
+	select {
+	case m, ok := <-w.frames:
+		if !ok {
+			return nil, nil, <-w.end
+		}
+		if m.GetWelcome() == nil {
+			t.Fatalf("first server frame is %v, want Welcome", m)
+		}
+		return w, m.GetWelcome(), nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Welcome")
+	}
+	return nil, nil, nil
+}
+
+func (w *rawWorker) next(timeout time.Duration) *conveyorv1.ServerMessage {
+	w.t.Helper()
+	select {
+	case m, ok := <-w.frames:
+		if !ok {
+			w.t.Fatalf("stream ended: %v", <-w.end)
+		}
+		return m
+	case <-time.After(timeout):
+		w.t.Fatalf("no frame within %s", timeout)
+	}
+	return nil
+}
+
+func (w *rawWorker) send(m *conveyorv1.WorkerMessage) {
+	w.t.Helper()
+	if err := w.stream.Send(m); err != nil {
+		w.t.Fatalf("send: %v", err)
+	}
+}
+
+func TestSessionDispatchAndResult(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	tasks := taskClient(t, s, testserver.GRPC)
+	ctx := context.Background()
+	res, err := tasks.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Payload: []byte("p")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []testserver.Protocol{testserver.GRPC, testserver.Connect} {
+		w, welcome, err := openSession(t, s, p, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 2, SdkVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if welcome.GetLeaseTtl().AsDuration() != 60*time.Second || welcome.GetHeartbeatInterval().AsDuration() != 20*time.Second {
+			t.Errorf("welcome %v", welcome)
+		}
+		if p == testserver.GRPC {
+			d := w.next(10 * time.Second).GetDispatch()
+			if d.GetTask().GetId() != res.Msg.GetTask().GetId() || string(d.GetTask().GetPayload()) != "p" {
+				t.Fatalf("dispatch %v", d)
+			}
+			w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+				TaskId: d.GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, Result: []byte("done")}}})
+			testserver.Eventually(t, 10*time.Second, "task completed", func() bool {
+				got, err := tasks.GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: d.GetTask().GetId()}))
+				return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_COMPLETED && string(got.Msg.GetResult()) == "done"
+			})
+		}
+		if err := w.stream.CloseRequest(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-w.end; !errors.Is(err, io.EOF) {
+			t.Fatalf("stream end after close: %v", err)
+		}
+	}
+}
+
+func TestHelloValidation(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	cases := []struct {
+		name  string
+		hello *conveyorv1.Hello
+		msg   string
+	}{
+		{"no queues", &conveyorv1.Hello{Concurrency: 1}, "at least one queue"},
+		{"bad queue name", &conveyorv1.Hello{Queues: map[string]int32{"a b": 1}, Concurrency: 1}, "queue name"},
+		{"zero weight", &conveyorv1.Hello{Queues: map[string]int32{"a": 0}, Concurrency: 1}, "weight"},
+		{"zero concurrency", &conveyorv1.Hello{Queues: map[string]int32{"a": 1}}, "concurrency"},
+		{"server too old", &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1, MinServerVersion: "v99.0.0"}, "requires at least"},
+	}
+	for _, tc := range cases {
+		_, _, err := openSession(t, s, testserver.GRPC, tc.hello)
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want invalid_argument mentioning %q", tc.name, err, tc.msg)
+		}
+	}
+	// Non-semver versions are admitted.
+	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1, SdkVersion: "dev", MinServerVersion: "not-semver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.stream.CloseRequest()
+}

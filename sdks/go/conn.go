@@ -1,0 +1,179 @@
+package conveyor
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// Version is this SDK's version, sent to the server as Hello.sdk_version.
+const Version = "v0.1.0"
+
+// Protocol selects the ConnectRPC wire format.
+type Protocol int
+
+const (
+	// ProtocolGRPC is gRPC over HTTP/2 (the default).
+	ProtocolGRPC Protocol = iota
+	// ProtocolGRPCWeb is gRPC-Web; it cannot carry a worker session.
+	ProtocolGRPCWeb
+	// ProtocolConnect is the Connect protocol with JSON messages, which
+	// unary calls can also make over HTTP/1.1.
+	ProtocolConnect
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolGRPC:
+		return "grpc"
+	case ProtocolGRPCWeb:
+		return "grpc-web"
+	case ProtocolConnect:
+		return "connect"
+	}
+	return fmt.Sprintf("Protocol(%d)", int(p))
+}
+
+// Option configures how a Client or a Worker reaches the server.
+type Option interface {
+	apply(*connConfig)
+}
+
+type optionFunc func(*connConfig)
+
+func (f optionFunc) apply(c *connConfig) { f(c) }
+
+type connConfig struct {
+	token      string
+	protocol   Protocol
+	httpClient *http.Client
+	tlsConfig  *tls.Config
+	logger     *slog.Logger
+}
+
+// WithToken sets the bearer token sent on every call and at session open.
+func WithToken(token string) Option {
+	return optionFunc(func(c *connConfig) { c.token = token })
+}
+
+// WithProtocol selects the wire format. Defaults to ProtocolGRPC.
+func WithProtocol(p Protocol) Option {
+	return optionFunc(func(c *connConfig) { c.protocol = p })
+}
+
+// WithHTTPClient replaces the HTTP client. It must speak HTTP/2 to the
+// server for gRPC and for worker sessions (see H2CClient for plaintext).
+func WithHTTPClient(hc *http.Client) Option {
+	return optionFunc(func(c *connConfig) { c.httpClient = hc })
+}
+
+// WithTLSConfig sets the TLS configuration for https:// addresses.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return optionFunc(func(c *connConfig) { c.tlsConfig = cfg })
+}
+
+// WithLogger sets where the SDK logs (a Worker's session events).
+// Defaults to discarding.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *connConfig) { c.logger = l })
+}
+
+func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
+	c := &connConfig{}
+	for _, o := range opts {
+		o.apply(c)
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, "", fmt.Errorf("conveyor: address %q must be an http:// or https:// URL", addr)
+	}
+	if c.httpClient == nil {
+		if u.Scheme == "https" {
+			c.httpClient = tlsClient(c.tlsConfig)
+		} else {
+			c.httpClient = H2CClient()
+		}
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, u.String(), nil
+}
+
+// connectOptions are the connect client options for this configuration.
+func (c *connConfig) connectOptions() []connect.ClientOption {
+	var opts []connect.ClientOption
+	switch c.protocol {
+	case ProtocolGRPC:
+		opts = append(opts, connect.WithGRPC())
+	case ProtocolGRPCWeb:
+		opts = append(opts, connect.WithGRPCWeb())
+	case ProtocolConnect:
+		opts = append(opts, connect.WithProtoJSON())
+	}
+	if c.token != "" {
+		opts = append(opts, connect.WithInterceptors(bearerToken(c.token)))
+	}
+	return opts
+}
+
+// H2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior
+// knowledge), as gRPC and worker sessions need on a plaintext address.
+func H2CClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:       protocols,
+		DialContext:     (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout: 90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}}
+}
+
+func tlsClient(cfg *tls.Config) *http.Client {
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   cfg,
+		ForceAttemptHTTP2: true,
+		DialContext:       (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout:   90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}}
+}
+
+// bearerToken attaches Authorization: Bearer <token> to every request.
+type bearerToken string
+
+func (b bearerToken) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearerToken) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearerToken) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

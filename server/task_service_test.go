@@ -308,4 +308,3 @@ func TestRemoteListenNeedsToken(t *testing.T) {
 		t.Fatalf("ipv6 loopback: %v", err)
 	}
 }
-

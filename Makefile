@@ -1,0 +1,60 @@
+# Conveyor's developer commands. `make help` lists them.
+# Tools are pinned here and installed into ./bin by `make tools`.
+
+BUF_VERSION            := v1.75.0
+PROTOC_GEN_GO_VERSION  := v1.36.12
+PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
+GOLANGCI_LINT_VERSION  := v2.15.0
+
+BIN := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the server on 127.0.0.1:7420 with data in ./conveyor-data.
+	go run ./cmd/conveyor server
+
+.PHONY: build
+build: ## Build the conveyor binary into ./bin.
+	go build -o $(BIN)/conveyor ./cmd/conveyor
+
+.PHONY: test
+test: ## Run the whole test suite with the race detector.
+	go test -race -count=1 -timeout 20m ./...
+
+.PHONY: bench
+bench: ## Run the Go micro-benchmarks once each.
+	go test -run '^$$' -bench . -benchtime 1x ./...
+
+$(BIN)/buf:
+	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-connect-go:
+	GOBIN=$(BIN) go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+$(BIN)/golangci-lint:
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: tools
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/golangci-lint ## Install the pinned tools into ./bin.
+
+.PHONY: gen
+gen: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Regenerate gen/ from protos/.
+	rm -rf gen
+	buf generate
+
+.PHONY: gen-check
+gen-check: gen ## Fail if gen/ is not what protos/ generate.
+	@git diff --exit-code --stat -- gen || (echo "gen/ is stale: run 'make gen' and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ has untracked files: run 'make gen' and commit"; exit 1)
+
+.PHONY: lint
+lint: $(BIN)/buf $(BIN)/golangci-lint ## Lint the protos (buf) and the Go code (golangci-lint).
+	buf lint
+	buf format --diff --exit-code
+	golangci-lint run ./...

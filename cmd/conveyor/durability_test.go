@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/testserver"
+)
+
+// buildBinary compiles the conveyor command once per test binary.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "conveyor-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "conveyor")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// childServer is a `conveyor server` process.
+type childServer struct {
+	cmd *exec.Cmd
+	url string
+}
+
+func startChild(t *testing.T, dataDir string) *childServer {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "conveyor serving on "); ok {
+				lines <- url
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case url := <-lines:
+		return &childServer{cmd: cmd, url: url}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server did not start; stderr:\n%s", stderr.String())
+	}
+	return nil
+}
+
+// TestAcknowledgedEnqueuesSurviveSIGKILL streams concurrent enqueues into a
+// child server, kills it with SIGKILL mid-stream, restarts it on the same
+// data directory and checks that every acknowledged task is there, intact.
+func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	dataDir := t.TempDir()
+	child := startChild(t, dataDir)
+	client := conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+
+	type acked struct{ id, payload string }
+	var mu sync.Mutex
+	var acks []acked
+	var count atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				payload := fmt.Sprintf(`{"producer":%d,"seq":%d}`, g, i)
+				if g%4 == 0 { // a quarter of the producers use batches
+					items := make([]*conveyorv1.EnqueueRequest, 10)
+					for j := range items {
+						items[j] = &conveyorv1.EnqueueRequest{Type: "t", Payload: []byte(fmt.Sprintf("%s#%d", payload, j))}
+					}
+					res, err := client.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items}))
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					for j, r := range res.Msg.GetResults() {
+						acks = append(acks, acked{r.GetTask().GetId(), string(items[j].GetPayload())})
+					}
+					mu.Unlock()
+					count.Add(10)
+					continue
+				}
+				res, err := client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Payload: []byte(payload)}))
+				if err != nil {
+					return // the server is gone
+				}
+				mu.Lock()
+				acks = append(acks, acked{res.Msg.GetTask().GetId(), payload})
+				mu.Unlock()
+				count.Add(1)
+			}
+		}()
+	}
+	testserver.Eventually(t, 60*time.Second, "3000 acknowledged enqueues", func() bool { return count.Load() >= 3000 })
+	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait() // every producer sees the connection drop
+	_ = child.cmd.Wait()
+
+	restarted := startChild(t, dataDir)
+	client = conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), restarted.url, connect.WithGRPC())
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("checking %d acknowledged tasks after SIGKILL", len(acks))
+	for _, a := range acks {
+		got, err := client.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: a.id}))
+		if err != nil {
+			t.Fatalf("acknowledged task %s lost after SIGKILL: %v", a.id, err)
+		}
+		if string(got.Msg.GetPayload()) != a.payload || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING {
+			t.Fatalf("task %s changed: state %v payload %q, want PENDING %q", a.id, got.Msg.GetState(), got.Msg.GetPayload(), a.payload)
+		}
+	}
+}

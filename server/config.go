@@ -111,3 +111,8 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// compressMinBytes is the smallest response the server compresses (when
+// the client accepts gzip). Below it, compression costs more CPU than the
+// bytes it saves.
+const compressMinBytes = 8 << 10

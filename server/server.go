@@ -213,7 +213,7 @@ var servedServices = []string{
 // routes mounts every service on one mux.
 func (s *Server) routes(b broker.Broker) http.Handler {
 	var opts []connect.HandlerOption
-	opts = append(opts, connect.WithReadMaxBytes(MaxRequestBytes))
+	opts = append(opts, connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes))
 	var interceptors []connect.Interceptor
 	if s.cfg.Token != "" {
 		interceptors = append(interceptors, newAuthInterceptor(s.cfg.Token))
@@ -222,7 +222,8 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now}, opts...))
-	mux.Handle(conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...))
+	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
+	mux.Handle(workerPath, withFlushGate(workerHandler))
 	mux.Handle(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
 
 	s.health = grpchealth.NewStaticChecker(servedServices...)

@@ -41,6 +41,7 @@ type session struct {
 	connectedAt time.Time
 
 	wakeCh chan struct{}
+	gate   *flushGate // nil when the transport cannot batch flushes
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
@@ -78,6 +79,7 @@ func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello)
 	for _, q := range s.queues {
 		s.weights = append(s.weights, int(hello.GetQueues()[q]))
 	}
+	s.gate = flushGateFrom(ctx)
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	return s
 }
@@ -187,10 +189,7 @@ func (s *session) takeCancels() []string {
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	p := newPicker(s.weights)
-	ready := make([]int, len(s.queues))
-	var seq []int
-	var picks []broker.QueuePick
+	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues))}
 	s.wake() // the queues may hold work already
 	for {
 		select {
@@ -198,33 +197,49 @@ func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 			return context.Cause(s.ctx)
 		case <-s.wakeCh:
 		}
-		for _, id := range s.takeCancels() {
-			msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
-			if err := stream.Send(msg); err != nil {
-				return err
-			}
-		}
-		free := s.free()
-		if free <= 0 {
-			continue
-		}
-		s.hub.broker.Ready(s.queues, ready)
-		seq = p.plan(ready, free, seq)
-		if len(seq) == 0 {
-			continue
-		}
-		picks = picks[:0]
-		for _, qi := range seq {
-			if n := len(picks); n > 0 && picks[n-1].Queue == s.queues[qi] {
-				picks[n-1].N++
-			} else {
-				picks = append(picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
-			}
-		}
-		if err := s.dispatch(stream, picks); err != nil {
+		if err := s.sendBurst(stream, plan); err != nil {
 			return err
 		}
 	}
+}
+
+// dispatchPlan is the send loop's scratch space, reused across bursts.
+type dispatchPlan struct {
+	picker *picker
+	ready  []int
+	seq    []int
+	picks  []broker.QueuePick
+}
+
+// sendBurst sends pending Cancels and as many Dispatches as there are free
+// slots, and flushes the stream once at the end.
+func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
+	s.gate.hold()
+	defer s.gate.release()
+	for _, id := range s.takeCancels() {
+		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	free := s.free()
+	if free <= 0 {
+		return nil
+	}
+	s.hub.broker.Ready(s.queues, plan.ready)
+	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
+	if len(plan.seq) == 0 {
+		return nil
+	}
+	plan.picks = plan.picks[:0]
+	for _, qi := range plan.seq {
+		if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
+			plan.picks[n-1].N++
+		} else {
+			plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+		}
+	}
+	return s.dispatch(stream, plan.picks)
 }
 
 // dispatch leases the picked tasks and sends them.

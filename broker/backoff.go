@@ -44,7 +44,10 @@ func Backoff(policy *conveyorv1.RetryPolicy, retried int32) time.Duration {
 	case conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED:
 		return base
 	case conveyorv1.RetryStrategy_RETRY_STRATEGY_LINEAR:
-		return min(base*time.Duration(retried+1), limit)
+		if time.Duration(retried+1) > limit/base {
+			return limit // base * (retried+1) would pass the cap (or overflow)
+		}
+		return base * time.Duration(retried+1)
 	default:
 		d := limit
 		if retried < 62 && base <= limit>>uint(retried) {

@@ -24,16 +24,17 @@ type Task struct {
 	// Options are the options as the producer gave them (may be nil).
 	Options *conveyorv1.TaskOptions
 
-	State           State
-	Priority        int32
-	Retried         int32
-	MaxRetry        int32
-	LastError       string
-	EnqueuedAt      time.Time
-	NextProcessAt   time.Time
-	StartedAt       time.Time
-	CompletedAt     time.Time
-	ExpiresAt       time.Time
+	State         State
+	Priority      int32
+	Retried       int32
+	MaxRetry      int32
+	LastError     string
+	EnqueuedAt    time.Time
+	NextProcessAt time.Time
+	StartedAt     time.Time
+	CompletedAt   time.Time
+	ExpiresAt     time.Time
+	// Deadline is Options.Deadline as a time (zero when unset).
 	Deadline        time.Time
 	Result          []byte
 	ProgressPercent int32
@@ -57,7 +58,9 @@ type NewTask struct {
 	Payload     []byte
 	ContentType string
 	Metadata    map[string]string
-	// Options are kept verbatim for display and for later behaviour.
+	// Options are kept verbatim for display and for later behaviour. The
+	// engine reads Options.Deadline (the time after which the task must not
+	// run), Options.Timeout and Options.RetryPolicy from here.
 	Options *conveyorv1.TaskOptions
 
 	Priority int32
@@ -70,8 +73,6 @@ type NewTask struct {
 	UniqueUntil time.Time
 	// ExpiresAt archives the task if it is still waiting then; zero never.
 	ExpiresAt time.Time
-	// Deadline is the absolute time after which the task must not run.
-	Deadline time.Time
 	// Retention, when set, overrides the engine's completed-task retention.
 	Retention *time.Duration
 	// Group puts the task in an aggregation group (state AGGREGATING).

@@ -177,9 +177,6 @@ func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) 
 	case o.GetExpiresIn() != nil:
 		nt.ExpiresAt = now.Add(o.GetExpiresIn().AsDuration())
 	}
-	if o.GetDeadline() != nil {
-		nt.Deadline = o.GetDeadline().AsTime()
-	}
 	nt.UniqueKey = o.GetUniqueKey()
 	if o.GetUniqueTtl() != nil && o.GetUniqueTtl().AsDuration() > 0 {
 		nt.UniqueUntil = now.Add(o.GetUniqueTtl().AsDuration())

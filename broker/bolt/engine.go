@@ -14,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -220,6 +221,16 @@ func (e *Engine) queueLocked(name string) *queue {
 
 var errClosed = fmt.Errorf("bolt: %w", broker.ErrClosed)
 
+// view runs fn in a read transaction taken outside Engine.mu, where Close
+// may have closed the file meanwhile; that case reports ErrClosed.
+func (e *Engine) view(fn func(tx *bbolt.Tx) error) error {
+	err := e.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return errClosed
+	}
+	return err
+}
+
 var _ broker.Broker = (*Engine)(nil)
 
 // CommitStats reports how many group-commit transactions ran and how many
@@ -231,12 +242,21 @@ func (e *Engine) CommitStats() (transactions, ops int64) {
 }
 
 // Check verifies the bbolt file's page structure (bbolt's own consistency
-// check). Tests run it at cleanup.
+// check). Tests run it at cleanup. It runs in a read-write transaction,
+// which it rolls back: bbolt's check reads the freelist, which is only safe
+// while no other write transaction (a group commit) runs.
 func (e *Engine) Check() error {
-	return e.db.View(func(tx *bbolt.Tx) error {
-		for err := range tx.Check() {
-			return err
+	tx, err := e.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var first error
+	// Drain every error: the checker goroutine blocks until it is read.
+	for err := range tx.Check() {
+		if first == nil {
+			first = err
 		}
-		return nil
-	})
+	}
+	return first
 }

@@ -3,11 +3,13 @@ package bolt
 import (
 	"context"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // pending is one task of an enqueue call on its way into the engine.
@@ -368,7 +370,15 @@ func newTaskView(pt *pendingTask) *broker.Task {
 		EnqueuedAt:    fromNanos(st.GetEnqueuedAt()),
 		NextProcessAt: fromNanos(st.GetNextProcessAt()),
 		ExpiresAt:     nt.ExpiresAt,
-		Deadline:      nt.Deadline,
+		Deadline:      deadlineOf(nt.Options),
 		UniqueKey:     nt.UniqueKey,
 	}
+}
+
+// deadlineOf is the task's absolute deadline, zero when it has none.
+func deadlineOf(o *conveyorv1.TaskOptions) time.Time {
+	if d := o.GetDeadline(); d != nil {
+		return d.AsTime()
+	}
+	return time.Time{}
 }

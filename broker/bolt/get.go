@@ -23,7 +23,7 @@ func (e *Engine) GetTask(ctx context.Context, id string) (*broker.Task, error) {
 		return nil, err
 	}
 	var t *broker.Task
-	err = e.db.View(func(tx *bbolt.Tx) error {
+	err = e.view(func(tx *bbolt.Tx) error {
 		sv := tx.Bucket(bucketTasks).Get(k[:])
 		if sv == nil {
 			return fmt.Errorf("task %s: %w", id, broker.ErrNotFound)

@@ -103,7 +103,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 // immutable and durable before its task can be leased, so reading it
 // outside the engine lock is safe.
 func (e *Engine) fillSpecs(out []broker.Lease) error {
-	return e.db.View(func(tx *bbolt.Tx) error {
+	return e.view(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTasks)
 		var spec storagev1.TaskSpec
 		for i := range out {
@@ -119,9 +119,7 @@ func (e *Engine) fillSpecs(out []broker.Lease) error {
 			}
 			t.Queue, t.Type, t.Payload = spec.GetQueue(), spec.GetType(), spec.GetPayload()
 			t.ContentType, t.Metadata, t.Options = spec.GetContentType(), spec.GetMetadata(), spec.GetOptions()
-			if d := spec.GetOptions().GetDeadline(); d != nil {
-				t.Deadline = d.AsTime()
-			}
+			t.Deadline = deadlineOf(spec.GetOptions())
 			spec.Options, spec.Metadata, spec.Payload = nil, nil, nil
 		}
 		return nil

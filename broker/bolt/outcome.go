@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -48,7 +49,7 @@ func (e *Engine) Complete(_ context.Context, p broker.CompleteParams) (broker.St
 	switch p.Outcome {
 	case outcomeSuccess:
 		q.processed++
-		result := p.Result
+		result := bytes.Clone(p.Result) // written by the committer, after Complete returns
 		e.finishLocked(k, m, stateCompleted, now, func(st *storagev1.TaskStatus) {
 			st.Result = result
 			st.ProgressPercent = 100
@@ -90,7 +91,7 @@ func (e *Engine) retryPolicy(id string) (*conveyorv1.RetryPolicy, error) {
 		return nil, fmt.Errorf("task %s: %w", id, broker.ErrLeaseLost)
 	}
 	var policy *conveyorv1.RetryPolicy
-	err = e.db.View(func(tx *bbolt.Tx) error {
+	err = e.view(func(tx *bbolt.Tx) error {
 		v := tx.Bucket(bucketTasks).Get(k[:])
 		if v == nil {
 			return fmt.Errorf("task %s: %w", id, broker.ErrLeaseLost)

@@ -61,15 +61,6 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func isTerminal(s broker.State) bool {
-	switch s {
-	case conveyorv1.TaskState_TASK_STATE_COMPLETED, conveyorv1.TaskState_TASK_STATE_ARCHIVED,
-		conveyorv1.TaskState_TASK_STATE_CANCELED:
-		return true
-	}
-	return false
-}
-
 // isWaiting reports whether a task in state s waits to run (and so can expire).
 func isWaiting(s broker.State) bool {
 	switch s {
@@ -100,9 +91,7 @@ func taskFrom(k key, spec *storagev1.TaskSpec, st *storagev1.TaskStatus) *broker
 		t.ContentType = spec.GetContentType()
 		t.Metadata = spec.GetMetadata()
 		t.Options = spec.GetOptions()
-		if d := spec.GetOptions().GetDeadline(); d != nil {
-			t.Deadline = d.AsTime()
-		}
+		t.Deadline = deadlineOf(spec.GetOptions())
 	}
 	if st != nil {
 		t.State = st.GetState()

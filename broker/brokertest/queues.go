@@ -1,0 +1,137 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+func queueCases() []testCase {
+	return []testCase{
+		{"Counts", testQueuesCounts},
+		{"Info", testInfo},
+		{"Closed", testClosed},
+	}
+}
+
+func testQueuesCounts(t *testing.T, b broker.Broker) {
+	if qs, err := b.Queues(t.Context()); err != nil || len(qs) != 0 {
+		t.Fatalf("Queues of an empty broker = %v, %v", qs, err)
+	}
+	var batch []broker.NewTask
+	for range 6 {
+		batch = append(batch, NewTask("a"))
+	}
+	sched, grouped, dep := NewTask("a"), NewTask("a"), NewTask("a")
+	sched.ProcessAt = at(time.Hour)
+	grouped.Group = "g"
+	batch = append(batch, sched, grouped)
+	ts := Enqueue(t, b, T0, batch...)
+	dep.DependsOn = []broker.Dependency{{TaskID: ts[0].ID}}
+	EnqueueOne(t, b, T0, dep)
+	Enqueue(t, b, T0, NewTask("b"), NewTask("b"))
+
+	ls := Lease(t, b, "s1", "a", 4, T0, TTL)
+	if len(ls) != 4 {
+		t.Fatalf("leased %d, want 4", len(ls))
+	}
+	Complete(t, b, "s1", ls[0], success, "", at(time.Second))
+	Complete(t, b, "s1", ls[1], skipRetry, "bad", at(time.Second))
+	Complete(t, b, "s1", ls[2], failRetry, "flaky", at(time.Second))
+
+	qs, err := b.Queues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 2 || qs[0].Name != "a" || qs[1].Name != "b" {
+		t.Fatalf("Queues = %+v, want a and b in name order", qs)
+	}
+	RequireCounts(t, b, "a", Counts{
+		scheduled: 1, pending: 2, active: 1, retry: 1, completed: 1, archived: 1, aggregating: 1, blocked: 1,
+	})
+	RequireCounts(t, b, "b", Counts{pending: 2})
+	if qs[0].Processed != 3 || qs[0].Failed != 2 || qs[1].Processed != 0 || qs[1].Failed != 0 {
+		t.Fatalf("Processed/Failed a=%d/%d b=%d/%d, want 3/2 and 0/0",
+			qs[0].Processed, qs[0].Failed, qs[1].Processed, qs[1].Failed)
+	}
+	if qs[0].Paused || qs[1].Paused {
+		t.Fatalf("queues paused without being asked")
+	}
+
+	if err := b.Release(t.Context(), broker.ReleaseParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(ls[3])}, Now: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PromoteDue(t.Context(), at(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	RequireCounts(t, b, "a", Counts{pending: 5, completed: 1, archived: 1, aggregating: 1, blocked: 1})
+	if _, err := b.Purge(t.Context(), at(25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if c := Queue(t, b, "a").Counts; c[completed] != 0 || c[pending] != 5 {
+		t.Fatalf("after Purge: completed %d pending %d, want 0 and 5", c[completed], c[pending])
+	}
+	if n := Ready(b, "a"); n != 5 {
+		t.Fatalf("Ready = %d, want 5", n)
+	}
+}
+
+func testInfo(t *testing.T, b broker.Broker) {
+	Enqueue(t, b, T0, NewTask("a"), NewTask("a"), NewTask("b"))
+	Complete(t, b, "s1", LeaseOne(t, b, "s1", "a", T0), success, "", T0)
+	LeaseOne(t, b, "s1", "b", T0)
+	info, err := b.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Engine == "" {
+		t.Fatalf("Info.Engine is empty")
+	}
+	var want [10]int64
+	want[pending], want[active], want[completed] = 1, 1, 1
+	if info.Counts != want {
+		t.Fatalf("Info.Counts = %s, want %s", formatCounts(info.Counts), formatCounts(want))
+	}
+}
+
+func testClosed(t *testing.T, b broker.Broker) {
+	EnqueueOne(t, b, T0, NewTask("q"))
+	l := LeaseOne(t, b, "s1", "q", T0)
+	task := EnqueueOne(t, b, T0, NewTask("q"))
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := t.Context()
+	check := func(what string, err error) {
+		t.Helper()
+		requireErrIs(t, what+" after Close", err, broker.ErrClosed)
+	}
+	_, err := b.Enqueue(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{NewTask("q")}, Now: T0})
+	check("Enqueue", err)
+	_, err = b.EnqueueTx(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{NewTask("q")}, Now: T0})
+	check("EnqueueTx", err)
+	_, err = b.GetTask(ctx, task.ID)
+	check("GetTask", err)
+	_, err = b.Lease(ctx, broker.LeaseParams{SessionID: "s1", Picks: []broker.QueuePick{{Queue: "q", N: 1}}, Now: T0, TTL: TTL})
+	check("Lease", err)
+	_, err = b.Extend(ctx, broker.ExtendParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(l)}, Now: T0, TTL: TTL})
+	check("Extend", err)
+	for _, outcome := range []broker.Outcome{success, failRetry} {
+		_, err = b.Complete(ctx, broker.CompleteParams{SessionID: "s1", Lease: Ref(l), Outcome: outcome, Now: T0})
+		check("Complete "+outcome.String(), err)
+	}
+	check("Release", b.Release(ctx, broker.ReleaseParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(l)}, Now: T0}))
+	check("Progress", b.Progress(ctx, broker.ProgressParams{SessionID: "s1", Lease: Ref(l), Percent: 1}))
+	_, err = b.PromoteDue(ctx, T0)
+	check("PromoteDue", err)
+	_, _, err = b.ReapLeases(ctx, T0)
+	check("ReapLeases", err)
+	_, err = b.Purge(ctx, T0)
+	check("Purge", err)
+	_, err = b.SetQueuePaused(ctx, "q", true)
+	check("SetQueuePaused", err)
+}

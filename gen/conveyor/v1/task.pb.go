@@ -767,6 +767,437 @@ func (x *TaskInfo) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// EnqueueRequest describes one task to enqueue.
+type EnqueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task_id is an optional client-assigned ULID; a repeat is already_exists.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// queue defaults to "default" and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// type is the required handler routing key.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// payload is opaque to the server, at most 1 MiB.
+	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// content_type names the payload codec; empty means application/json.
+	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// metadata is an optional string map carried to the worker.
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// options are the task's optional settings.
+	Options       *TaskOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueRequest) Reset() {
+	*x = EnqueueRequest{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueRequest) ProtoMessage() {}
+
+func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EnqueueRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *EnqueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *EnqueueRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *EnqueueRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *EnqueueRequest) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *EnqueueRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *EnqueueRequest) GetOptions() *TaskOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+// EnqueueResponse holds the committed task.
+type EnqueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task is the committed task in its initial state.
+	Task          *TaskInfo `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueResponse) Reset() {
+	*x = EnqueueResponse{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueResponse) ProtoMessage() {}
+
+func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EnqueueResponse) GetTask() *TaskInfo {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// EnqueueBatchRequest holds 1..1000 independent items.
+type EnqueueBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// items are enqueued independently of each other.
+	Items         []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueBatchRequest) Reset() {
+	*x = EnqueueBatchRequest{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueBatchRequest) ProtoMessage() {}
+
+func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueBatchRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueBatchRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EnqueueBatchRequest) GetItems() []*EnqueueRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// EnqueueBatchResult is the outcome of one EnqueueBatch item.
+type EnqueueBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task is the committed task, unset when error is set.
+	Task *TaskInfo `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// error says why the item was not enqueued; empty on success.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueBatchResult) Reset() {
+	*x = EnqueueBatchResult{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueBatchResult) ProtoMessage() {}
+
+func (x *EnqueueBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueBatchResult.ProtoReflect.Descriptor instead.
+func (*EnqueueBatchResult) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EnqueueBatchResult) GetTask() *TaskInfo {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *EnqueueBatchResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// EnqueueBatchResponse holds one result per request item, in request order.
+type EnqueueBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results[i] is the outcome of items[i].
+	Results       []*EnqueueBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueBatchResponse) Reset() {
+	*x = EnqueueBatchResponse{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueBatchResponse) ProtoMessage() {}
+
+func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueBatchResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueBatchResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EnqueueBatchResponse) GetResults() []*EnqueueBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// EnqueueTxRequest holds 1..1000 items committed atomically.
+type EnqueueTxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// items are enqueued all together or not at all.
+	Items         []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueTxRequest) Reset() {
+	*x = EnqueueTxRequest{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueTxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueTxRequest) ProtoMessage() {}
+
+func (x *EnqueueTxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueTxRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueTxRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EnqueueTxRequest) GetItems() []*EnqueueRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// EnqueueTxResponse holds the committed tasks in request order.
+type EnqueueTxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tasks[i] is the task for items[i].
+	Tasks         []*TaskInfo `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueTxResponse) Reset() {
+	*x = EnqueueTxResponse{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueTxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueTxResponse) ProtoMessage() {}
+
+func (x *EnqueueTxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueTxResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueTxResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EnqueueTxResponse) GetTasks() []*TaskInfo {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// GetTaskRequest names one task.
+type GetTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the task's ULID.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskRequest) Reset() {
+	*x = GetTaskRequest{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskRequest) ProtoMessage() {}
+
+func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetTaskRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 var File_conveyor_v1_task_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_task_proto_rawDesc = "" +
@@ -836,7 +1267,33 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"expires_at\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x86\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x02\n" +
+	"\x0eEnqueueRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12E\n" +
+	"\bmetadata\x18\x06 \x03(\v2).conveyor.v1.EnqueueRequest.MetadataEntryR\bmetadata\x122\n" +
+	"\aoptions\x18\a \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
+	"\x0fEnqueueResponse\x12)\n" +
+	"\x04task\x18\x01 \x01(\v2\x15.conveyor.v1.TaskInfoR\x04task\"H\n" +
+	"\x13EnqueueBatchRequest\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\"U\n" +
+	"\x12EnqueueBatchResult\x12)\n" +
+	"\x04task\x18\x01 \x01(\v2\x15.conveyor.v1.TaskInfoR\x04task\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"Q\n" +
+	"\x14EnqueueBatchResponse\x129\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.conveyor.v1.EnqueueBatchResultR\aresults\"E\n" +
+	"\x10EnqueueTxRequest\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\"@\n" +
+	"\x11EnqueueTxResponse\x12+\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x15.conveyor.v1.TaskInfoR\x05tasks\" \n" +
+	"\x0eGetTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id*\x86\x02\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TASK_STATE_SCHEDULED\x10\x01\x12\x16\n" +
@@ -873,7 +1330,7 @@ func file_conveyor_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_conveyor_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_conveyor_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_conveyor_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                // 0: conveyor.v1.TaskState
 	(OnFailure)(0),                // 1: conveyor.v1.OnFailure
@@ -882,39 +1339,56 @@ var file_conveyor_v1_task_proto_goTypes = []any{
 	(*RetryPolicy)(nil),           // 4: conveyor.v1.RetryPolicy
 	(*TaskOptions)(nil),           // 5: conveyor.v1.TaskOptions
 	(*TaskInfo)(nil),              // 6: conveyor.v1.TaskInfo
-	nil,                           // 7: conveyor.v1.TaskInfo.MetadataEntry
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*EnqueueRequest)(nil),        // 7: conveyor.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),       // 8: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchRequest)(nil),   // 9: conveyor.v1.EnqueueBatchRequest
+	(*EnqueueBatchResult)(nil),    // 10: conveyor.v1.EnqueueBatchResult
+	(*EnqueueBatchResponse)(nil),  // 11: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxRequest)(nil),      // 12: conveyor.v1.EnqueueTxRequest
+	(*EnqueueTxResponse)(nil),     // 13: conveyor.v1.EnqueueTxResponse
+	(*GetTaskRequest)(nil),        // 14: conveyor.v1.GetTaskRequest
+	nil,                           // 15: conveyor.v1.TaskInfo.MetadataEntry
+	nil,                           // 16: conveyor.v1.EnqueueRequest.MetadataEntry
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_conveyor_v1_task_proto_depIdxs = []int32{
 	1,  // 0: conveyor.v1.TaskDependency.on_failure:type_name -> conveyor.v1.OnFailure
 	2,  // 1: conveyor.v1.RetryPolicy.strategy:type_name -> conveyor.v1.RetryStrategy
-	8,  // 2: conveyor.v1.RetryPolicy.base:type_name -> google.protobuf.Duration
-	8,  // 3: conveyor.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	8,  // 4: conveyor.v1.TaskOptions.timeout:type_name -> google.protobuf.Duration
-	9,  // 5: conveyor.v1.TaskOptions.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 6: conveyor.v1.TaskOptions.process_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: conveyor.v1.TaskOptions.process_in:type_name -> google.protobuf.Duration
-	8,  // 8: conveyor.v1.TaskOptions.unique_ttl:type_name -> google.protobuf.Duration
-	8,  // 9: conveyor.v1.TaskOptions.retention:type_name -> google.protobuf.Duration
-	8,  // 10: conveyor.v1.TaskOptions.expires_in:type_name -> google.protobuf.Duration
-	9,  // 11: conveyor.v1.TaskOptions.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 2: conveyor.v1.RetryPolicy.base:type_name -> google.protobuf.Duration
+	17, // 3: conveyor.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	17, // 4: conveyor.v1.TaskOptions.timeout:type_name -> google.protobuf.Duration
+	18, // 5: conveyor.v1.TaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	18, // 6: conveyor.v1.TaskOptions.process_at:type_name -> google.protobuf.Timestamp
+	17, // 7: conveyor.v1.TaskOptions.process_in:type_name -> google.protobuf.Duration
+	17, // 8: conveyor.v1.TaskOptions.unique_ttl:type_name -> google.protobuf.Duration
+	17, // 9: conveyor.v1.TaskOptions.retention:type_name -> google.protobuf.Duration
+	17, // 10: conveyor.v1.TaskOptions.expires_in:type_name -> google.protobuf.Duration
+	18, // 11: conveyor.v1.TaskOptions.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 12: conveyor.v1.TaskOptions.depends_on:type_name -> conveyor.v1.TaskDependency
 	4,  // 13: conveyor.v1.TaskOptions.retry_policy:type_name -> conveyor.v1.RetryPolicy
 	0,  // 14: conveyor.v1.TaskInfo.state:type_name -> conveyor.v1.TaskState
-	7,  // 15: conveyor.v1.TaskInfo.metadata:type_name -> conveyor.v1.TaskInfo.MetadataEntry
-	9,  // 16: conveyor.v1.TaskInfo.enqueued_at:type_name -> google.protobuf.Timestamp
-	9,  // 17: conveyor.v1.TaskInfo.next_process_at:type_name -> google.protobuf.Timestamp
-	9,  // 18: conveyor.v1.TaskInfo.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 19: conveyor.v1.TaskInfo.completed_at:type_name -> google.protobuf.Timestamp
+	15, // 15: conveyor.v1.TaskInfo.metadata:type_name -> conveyor.v1.TaskInfo.MetadataEntry
+	18, // 16: conveyor.v1.TaskInfo.enqueued_at:type_name -> google.protobuf.Timestamp
+	18, // 17: conveyor.v1.TaskInfo.next_process_at:type_name -> google.protobuf.Timestamp
+	18, // 18: conveyor.v1.TaskInfo.started_at:type_name -> google.protobuf.Timestamp
+	18, // 19: conveyor.v1.TaskInfo.completed_at:type_name -> google.protobuf.Timestamp
 	3,  // 20: conveyor.v1.TaskInfo.depends_on:type_name -> conveyor.v1.TaskDependency
 	5,  // 21: conveyor.v1.TaskInfo.options:type_name -> conveyor.v1.TaskOptions
-	9,  // 22: conveyor.v1.TaskInfo.expires_at:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	18, // 22: conveyor.v1.TaskInfo.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 23: conveyor.v1.EnqueueRequest.metadata:type_name -> conveyor.v1.EnqueueRequest.MetadataEntry
+	5,  // 24: conveyor.v1.EnqueueRequest.options:type_name -> conveyor.v1.TaskOptions
+	6,  // 25: conveyor.v1.EnqueueResponse.task:type_name -> conveyor.v1.TaskInfo
+	7,  // 26: conveyor.v1.EnqueueBatchRequest.items:type_name -> conveyor.v1.EnqueueRequest
+	6,  // 27: conveyor.v1.EnqueueBatchResult.task:type_name -> conveyor.v1.TaskInfo
+	10, // 28: conveyor.v1.EnqueueBatchResponse.results:type_name -> conveyor.v1.EnqueueBatchResult
+	7,  // 29: conveyor.v1.EnqueueTxRequest.items:type_name -> conveyor.v1.EnqueueRequest
+	6,  // 30: conveyor.v1.EnqueueTxResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_task_proto_init() }
@@ -928,7 +1402,7 @@ func file_conveyor_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_task_proto_rawDesc), len(file_conveyor_v1_task_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   5,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

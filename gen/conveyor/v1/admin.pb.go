@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: conveyor/v1/admin_service.proto
+// source: conveyor/v1/admin.proto
 
 package conveyorv1
 
@@ -58,7 +58,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[0]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -70,7 +70,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[0]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -83,7 +83,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -186,7 +186,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[1]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +198,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[1]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +211,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 // ListQueuesResponse lists the queues by name.
@@ -225,7 +225,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +237,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +250,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -271,7 +271,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +283,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +296,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -317,7 +317,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +329,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +342,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -369,7 +369,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +381,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +394,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -438,7 +438,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +450,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +463,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskInfo {
@@ -491,7 +491,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +503,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +516,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelTaskRequest) GetId() string {
@@ -537,7 +537,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +549,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +562,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -581,7 +581,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +593,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +606,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 // RunTaskRequest names one task.
@@ -620,7 +620,7 @@ type RunTaskRequest struct {
 
 func (x *RunTaskRequest) Reset() {
 	*x = RunTaskRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +632,7 @@ func (x *RunTaskRequest) String() string {
 func (*RunTaskRequest) ProtoMessage() {}
 
 func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +645,7 @@ func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunTaskRequest) GetId() string {
@@ -666,7 +666,7 @@ type ArchiveTaskRequest struct {
 
 func (x *ArchiveTaskRequest) Reset() {
 	*x = ArchiveTaskRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +678,7 @@ func (x *ArchiveTaskRequest) String() string {
 func (*ArchiveTaskRequest) ProtoMessage() {}
 
 func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +691,7 @@ func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ArchiveTaskRequest) GetId() string {
@@ -712,7 +712,7 @@ type BatchCancelTasksRequest struct {
 
 func (x *BatchCancelTasksRequest) Reset() {
 	*x = BatchCancelTasksRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +724,7 @@ func (x *BatchCancelTasksRequest) String() string {
 func (*BatchCancelTasksRequest) ProtoMessage() {}
 
 func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +737,7 @@ func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchCancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchCancelTasksRequest) GetIds() []string {
@@ -758,7 +758,7 @@ type BatchDeleteTasksRequest struct {
 
 func (x *BatchDeleteTasksRequest) Reset() {
 	*x = BatchDeleteTasksRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +770,7 @@ func (x *BatchDeleteTasksRequest) String() string {
 func (*BatchDeleteTasksRequest) ProtoMessage() {}
 
 func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +783,7 @@ func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BatchDeleteTasksRequest) GetIds() []string {
@@ -804,7 +804,7 @@ type BatchRunTasksRequest struct {
 
 func (x *BatchRunTasksRequest) Reset() {
 	*x = BatchRunTasksRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +816,7 @@ func (x *BatchRunTasksRequest) String() string {
 func (*BatchRunTasksRequest) ProtoMessage() {}
 
 func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +829,7 @@ func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRunTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchRunTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchRunTasksRequest) GetIds() []string {
@@ -850,7 +850,7 @@ type BatchArchiveTasksRequest struct {
 
 func (x *BatchArchiveTasksRequest) Reset() {
 	*x = BatchArchiveTasksRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +862,7 @@ func (x *BatchArchiveTasksRequest) String() string {
 func (*BatchArchiveTasksRequest) ProtoMessage() {}
 
 func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +875,7 @@ func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchArchiveTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchArchiveTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchArchiveTasksRequest) GetIds() []string {
@@ -898,7 +898,7 @@ type BatchTaskResult struct {
 
 func (x *BatchTaskResult) Reset() {
 	*x = BatchTaskResult{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +910,7 @@ func (x *BatchTaskResult) String() string {
 func (*BatchTaskResult) ProtoMessage() {}
 
 func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +923,7 @@ func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTaskResult.ProtoReflect.Descriptor instead.
 func (*BatchTaskResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchTaskResult) GetId() string {
@@ -951,7 +951,7 @@ type BatchTasksResponse struct {
 
 func (x *BatchTasksResponse) Reset() {
 	*x = BatchTasksResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +963,7 @@ func (x *BatchTasksResponse) String() string {
 func (*BatchTasksResponse) ProtoMessage() {}
 
 func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +976,7 @@ func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*BatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
@@ -1017,7 +1017,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1029,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1042,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CronEntry) GetId() string {
@@ -1133,7 +1133,7 @@ type CreateCronRequest struct {
 
 func (x *CreateCronRequest) Reset() {
 	*x = CreateCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1145,7 @@ func (x *CreateCronRequest) String() string {
 func (*CreateCronRequest) ProtoMessage() {}
 
 func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1158,7 @@ func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateCronRequest) GetEntry() *CronEntry {
@@ -1179,7 +1179,7 @@ type GetCronRequest struct {
 
 func (x *GetCronRequest) Reset() {
 	*x = GetCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1191,7 @@ func (x *GetCronRequest) String() string {
 func (*GetCronRequest) ProtoMessage() {}
 
 func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1204,7 @@ func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronRequest.ProtoReflect.Descriptor instead.
 func (*GetCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetCronRequest) GetId() string {
@@ -1223,7 +1223,7 @@ type ListCronsRequest struct {
 
 func (x *ListCronsRequest) Reset() {
 	*x = ListCronsRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1235,7 @@ func (x *ListCronsRequest) String() string {
 func (*ListCronsRequest) ProtoMessage() {}
 
 func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1248,7 @@ func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 // ListCronsResponse lists every cron entry.
@@ -1262,7 +1262,7 @@ type ListCronsResponse struct {
 
 func (x *ListCronsResponse) Reset() {
 	*x = ListCronsResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1274,7 @@ func (x *ListCronsResponse) String() string {
 func (*ListCronsResponse) ProtoMessage() {}
 
 func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1287,7 @@ func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListCronsResponse) GetEntries() []*CronEntry {
@@ -1308,7 +1308,7 @@ type UpdateCronRequest struct {
 
 func (x *UpdateCronRequest) Reset() {
 	*x = UpdateCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1320,7 @@ func (x *UpdateCronRequest) String() string {
 func (*UpdateCronRequest) ProtoMessage() {}
 
 func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1333,7 @@ func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCronRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
@@ -1354,7 +1354,7 @@ type DeleteCronRequest struct {
 
 func (x *DeleteCronRequest) Reset() {
 	*x = DeleteCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1366,7 @@ func (x *DeleteCronRequest) String() string {
 func (*DeleteCronRequest) ProtoMessage() {}
 
 func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1379,7 @@ func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteCronRequest) GetId() string {
@@ -1398,7 +1398,7 @@ type DeleteCronResponse struct {
 
 func (x *DeleteCronResponse) Reset() {
 	*x = DeleteCronResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1410,7 @@ func (x *DeleteCronResponse) String() string {
 func (*DeleteCronResponse) ProtoMessage() {}
 
 func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1423,7 @@ func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 // PauseCronRequest names one cron entry.
@@ -1437,7 +1437,7 @@ type PauseCronRequest struct {
 
 func (x *PauseCronRequest) Reset() {
 	*x = PauseCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1449,7 @@ func (x *PauseCronRequest) String() string {
 func (*PauseCronRequest) ProtoMessage() {}
 
 func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1462,7 @@ func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCronRequest.ProtoReflect.Descriptor instead.
 func (*PauseCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PauseCronRequest) GetId() string {
@@ -1483,7 +1483,7 @@ type ResumeCronRequest struct {
 
 func (x *ResumeCronRequest) Reset() {
 	*x = ResumeCronRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1495,7 @@ func (x *ResumeCronRequest) String() string {
 func (*ResumeCronRequest) ProtoMessage() {}
 
 func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1508,7 @@ func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResumeCronRequest) GetId() string {
@@ -1527,7 +1527,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1539,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1552,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 // NodeInfo describes one serving node.
@@ -1572,7 +1572,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1584,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1597,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1645,7 +1645,7 @@ type GetClusterInfoResponse struct {
 
 func (x *GetClusterInfoResponse) Reset() {
 	*x = GetClusterInfoResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1657,7 @@ func (x *GetClusterInfoResponse) String() string {
 func (*GetClusterInfoResponse) ProtoMessage() {}
 
 func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1670,7 @@ func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetClusterInfoResponse) GetNodes() []*NodeInfo {
@@ -1710,7 +1710,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1722,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1735,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 // WorkerInfo describes one live worker session.
@@ -1763,7 +1763,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1775,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1788,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -1858,7 +1858,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1870,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1883,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1902,7 +1902,7 @@ type GetBrokerInfoRequest struct {
 
 func (x *GetBrokerInfoRequest) Reset() {
 	*x = GetBrokerInfoRequest{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +1914,7 @@ func (x *GetBrokerInfoRequest) String() string {
 func (*GetBrokerInfoRequest) ProtoMessage() {}
 
 func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +1927,7 @@ func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 // GetBrokerInfoResponse describes the storage engine.
@@ -1949,7 +1949,7 @@ type GetBrokerInfoResponse struct {
 
 func (x *GetBrokerInfoResponse) Reset() {
 	*x = GetBrokerInfoResponse{}
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +1961,7 @@ func (x *GetBrokerInfoResponse) String() string {
 func (*GetBrokerInfoResponse) ProtoMessage() {}
 
 func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_service_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +1974,7 @@ func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetBrokerInfoResponse) GetEngine() string {
@@ -2012,11 +2012,11 @@ func (x *GetBrokerInfoResponse) GetTaskCounts() map[string]int64 {
 	return nil
 }
 
-var File_conveyor_v1_admin_service_proto protoreflect.FileDescriptor
+var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
 
-const file_conveyor_v1_admin_service_proto_rawDesc = "" +
+const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fconveyor/v1/admin_service.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x02\n" +
+	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x02\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1c\n" +
@@ -2146,54 +2146,24 @@ const file_conveyor_v1_admin_service_proto_rawDesc = "" +
 	"taskCounts\x1a=\n" +
 	"\x0fTaskCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x012\xf0\r\n" +
-	"\fAdminService\x12R\n" +
-	"\n" +
-	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
-	"\n" +
-	"PauseQueue\x12\x1e.conveyor.v1.PauseQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12H\n" +
-	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12O\n" +
-	"\tListTasks\x12\x1d.conveyor.v1.ListTasksRequest\x1a\x1e.conveyor.v1.ListTasksResponse\"\x03\x90\x02\x01\x12E\n" +
-	"\n" +
-	"CancelTask\x12\x1e.conveyor.v1.CancelTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x00\x12O\n" +
-	"\n" +
-	"DeleteTask\x12\x1e.conveyor.v1.DeleteTaskRequest\x1a\x1f.conveyor.v1.DeleteTaskResponse\"\x00\x12?\n" +
-	"\aRunTask\x12\x1b.conveyor.v1.RunTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x00\x12G\n" +
-	"\vArchiveTask\x12\x1f.conveyor.v1.ArchiveTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x00\x12[\n" +
-	"\x10BatchCancelTasks\x12$.conveyor.v1.BatchCancelTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12[\n" +
-	"\x10BatchDeleteTasks\x12$.conveyor.v1.BatchDeleteTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12U\n" +
-	"\rBatchRunTasks\x12!.conveyor.v1.BatchRunTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12]\n" +
-	"\x11BatchArchiveTasks\x12%.conveyor.v1.BatchArchiveTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12F\n" +
-	"\n" +
-	"CreateCron\x12\x1e.conveyor.v1.CreateCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12C\n" +
-	"\aGetCron\x12\x1b.conveyor.v1.GetCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x03\x90\x02\x01\x12O\n" +
-	"\tListCrons\x12\x1d.conveyor.v1.ListCronsRequest\x1a\x1e.conveyor.v1.ListCronsResponse\"\x03\x90\x02\x01\x12F\n" +
-	"\n" +
-	"UpdateCron\x12\x1e.conveyor.v1.UpdateCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12O\n" +
-	"\n" +
-	"DeleteCron\x12\x1e.conveyor.v1.DeleteCronRequest\x1a\x1f.conveyor.v1.DeleteCronResponse\"\x00\x12D\n" +
-	"\tPauseCron\x12\x1d.conveyor.v1.PauseCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12F\n" +
-	"\n" +
-	"ResumeCron\x12\x1e.conveyor.v1.ResumeCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12^\n" +
-	"\x0eGetClusterInfo\x12\".conveyor.v1.GetClusterInfoRequest\x1a#.conveyor.v1.GetClusterInfoResponse\"\x03\x90\x02\x01\x12U\n" +
-	"\vListWorkers\x12\x1f.conveyor.v1.ListWorkersRequest\x1a .conveyor.v1.ListWorkersResponse\"\x03\x90\x02\x01\x12[\n" +
-	"\rGetBrokerInfo\x12!.conveyor.v1.GetBrokerInfoRequest\x1a\".conveyor.v1.GetBrokerInfoResponse\"\x03\x90\x02\x01B\xae\x01\n" +
-	"\x0fcom.conveyor.v1B\x11AdminServiceProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\xa7\x01\n" +
+	"\x0fcom.conveyor.v1B\n" +
+	"AdminProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
 
 var (
-	file_conveyor_v1_admin_service_proto_rawDescOnce sync.Once
-	file_conveyor_v1_admin_service_proto_rawDescData []byte
+	file_conveyor_v1_admin_proto_rawDescOnce sync.Once
+	file_conveyor_v1_admin_proto_rawDescData []byte
 )
 
-func file_conveyor_v1_admin_service_proto_rawDescGZIP() []byte {
-	file_conveyor_v1_admin_service_proto_rawDescOnce.Do(func() {
-		file_conveyor_v1_admin_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_service_proto_rawDesc), len(file_conveyor_v1_admin_service_proto_rawDesc)))
+func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
+	file_conveyor_v1_admin_proto_rawDescOnce.Do(func() {
+		file_conveyor_v1_admin_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)))
 	})
-	return file_conveyor_v1_admin_service_proto_rawDescData
+	return file_conveyor_v1_admin_proto_rawDescData
 }
 
-var file_conveyor_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
-var file_conveyor_v1_admin_service_proto_goTypes = []any{
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_conveyor_v1_admin_proto_goTypes = []any{
 	(*QueueInfo)(nil),                // 0: conveyor.v1.QueueInfo
 	(*ListQueuesRequest)(nil),        // 1: conveyor.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),       // 2: conveyor.v1.ListQueuesResponse
@@ -2240,7 +2210,7 @@ var file_conveyor_v1_admin_service_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),    // 43: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),      // 44: google.protobuf.Duration
 }
-var file_conveyor_v1_admin_service_proto_depIdxs = []int32{
+var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
 	40, // 1: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
 	41, // 2: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
@@ -2261,60 +2231,16 @@ var file_conveyor_v1_admin_service_proto_depIdxs = []int32{
 	43, // 17: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
 	32, // 18: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
 	39, // 19: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	1,  // 20: conveyor.v1.AdminService.ListQueues:input_type -> conveyor.v1.ListQueuesRequest
-	3,  // 21: conveyor.v1.AdminService.PauseQueue:input_type -> conveyor.v1.PauseQueueRequest
-	4,  // 22: conveyor.v1.AdminService.ResumeQueue:input_type -> conveyor.v1.ResumeQueueRequest
-	5,  // 23: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
-	7,  // 24: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
-	8,  // 25: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
-	10, // 26: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
-	11, // 27: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
-	12, // 28: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
-	13, // 29: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
-	14, // 30: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
-	15, // 31: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
-	19, // 32: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
-	20, // 33: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
-	21, // 34: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
-	23, // 35: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
-	24, // 36: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
-	26, // 37: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
-	27, // 38: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
-	28, // 39: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
-	31, // 40: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	34, // 41: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	2,  // 42: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	0,  // 43: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	0,  // 44: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	6,  // 45: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	41, // 46: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	9,  // 47: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	41, // 48: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	41, // 49: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	17, // 50: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	17, // 51: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	17, // 52: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	17, // 53: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	18, // 54: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	18, // 55: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	22, // 56: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	18, // 57: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	25, // 58: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	18, // 59: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	18, // 60: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	30, // 61: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	33, // 62: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	35, // 63: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	42, // [42:64] is the sub-list for method output_type
-	20, // [20:42] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
 }
 
-func init() { file_conveyor_v1_admin_service_proto_init() }
-func file_conveyor_v1_admin_service_proto_init() {
-	if File_conveyor_v1_admin_service_proto != nil {
+func init() { file_conveyor_v1_admin_proto_init() }
+func file_conveyor_v1_admin_proto_init() {
+	if File_conveyor_v1_admin_proto != nil {
 		return
 	}
 	file_conveyor_v1_task_proto_init()
@@ -2322,17 +2248,17 @@ func file_conveyor_v1_admin_service_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_service_proto_rawDesc), len(file_conveyor_v1_admin_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   40,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
-		GoTypes:           file_conveyor_v1_admin_service_proto_goTypes,
-		DependencyIndexes: file_conveyor_v1_admin_service_proto_depIdxs,
-		MessageInfos:      file_conveyor_v1_admin_service_proto_msgTypes,
+		GoTypes:           file_conveyor_v1_admin_proto_goTypes,
+		DependencyIndexes: file_conveyor_v1_admin_proto_depIdxs,
+		MessageInfos:      file_conveyor_v1_admin_proto_msgTypes,
 	}.Build()
-	File_conveyor_v1_admin_service_proto = out.File
-	file_conveyor_v1_admin_service_proto_goTypes = nil
-	file_conveyor_v1_admin_service_proto_depIdxs = nil
+	File_conveyor_v1_admin_proto = out.File
+	file_conveyor_v1_admin_proto_goTypes = nil
+	file_conveyor_v1_admin_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: conveyor/v1/worker_service.proto
+// source: conveyor/v1/worker.proto
 
 package conveyorv1
 
@@ -68,11 +68,11 @@ func (x TaskOutcome) String() string {
 }
 
 func (TaskOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_conveyor_v1_worker_service_proto_enumTypes[0].Descriptor()
+	return file_conveyor_v1_worker_proto_enumTypes[0].Descriptor()
 }
 
 func (TaskOutcome) Type() protoreflect.EnumType {
-	return &file_conveyor_v1_worker_service_proto_enumTypes[0]
+	return &file_conveyor_v1_worker_proto_enumTypes[0]
 }
 
 func (x TaskOutcome) Number() protoreflect.EnumNumber {
@@ -81,7 +81,7 @@ func (x TaskOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskOutcome.Descriptor instead.
 func (TaskOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{0}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{0}
 }
 
 // WorkerMessage is one frame from worker to server.
@@ -104,7 +104,7 @@ type WorkerMessage struct {
 
 func (x *WorkerMessage) Reset() {
 	*x = WorkerMessage{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[0]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -116,7 +116,7 @@ func (x *WorkerMessage) String() string {
 func (*WorkerMessage) ProtoMessage() {}
 
 func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[0]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -129,7 +129,7 @@ func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerMessage.ProtoReflect.Descriptor instead.
 func (*WorkerMessage) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{0}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *WorkerMessage) GetFrame() isWorkerMessage_Frame {
@@ -258,7 +258,7 @@ type ServerMessage struct {
 
 func (x *ServerMessage) Reset() {
 	*x = ServerMessage{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[1]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +270,7 @@ func (x *ServerMessage) String() string {
 func (*ServerMessage) ProtoMessage() {}
 
 func (x *ServerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[1]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +283,7 @@ func (x *ServerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMessage.ProtoReflect.Descriptor instead.
 func (*ServerMessage) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{1}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ServerMessage) GetFrame() isServerMessage_Frame {
@@ -398,7 +398,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[2]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +410,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[2]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +423,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hello) GetQueues() map[string]int32 {
@@ -487,7 +487,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[3]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +499,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[3]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +512,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{3}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -575,7 +575,7 @@ type TaskEnvelope struct {
 
 func (x *TaskEnvelope) Reset() {
 	*x = TaskEnvelope{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[4]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +587,7 @@ func (x *TaskEnvelope) String() string {
 func (*TaskEnvelope) ProtoMessage() {}
 
 func (x *TaskEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[4]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +600,7 @@ func (x *TaskEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEnvelope.ProtoReflect.Descriptor instead.
 func (*TaskEnvelope) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{4}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskEnvelope) GetId() string {
@@ -672,7 +672,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[5]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +684,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[5]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +697,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{5}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Dispatch) GetTask() *TaskEnvelope {
@@ -729,7 +729,7 @@ type BatchDispatch struct {
 
 func (x *BatchDispatch) Reset() {
 	*x = BatchDispatch{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[6]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +741,7 @@ func (x *BatchDispatch) String() string {
 func (*BatchDispatch) ProtoMessage() {}
 
 func (x *BatchDispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[6]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +754,7 @@ func (x *BatchDispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDispatch.ProtoReflect.Descriptor instead.
 func (*BatchDispatch) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BatchDispatch) GetTasks() []*TaskEnvelope {
@@ -795,7 +795,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[7]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +807,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[7]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +820,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Result) GetTaskId() string {
@@ -862,7 +862,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[8]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +874,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[8]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +887,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BatchResult) GetResults() []*Result {
@@ -908,7 +908,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[9]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +920,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[9]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +933,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{9}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Heartbeat) GetActiveTaskIds() []string {
@@ -954,7 +954,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[10]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +966,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[10]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +979,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{10}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Credit) GetN() int32 {
@@ -1000,7 +1000,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[11]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1012,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[11]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1025,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{11}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Cancel) GetTaskId() string {
@@ -1044,7 +1044,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[12]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1056,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[12]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1069,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{12}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 // Progress records how far along a running task is (advisory).
@@ -1087,7 +1087,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[13]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1099,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_service_proto_msgTypes[13]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1112,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_service_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Progress) GetTaskId() string {
@@ -1136,11 +1136,11 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
-var File_conveyor_v1_worker_service_proto protoreflect.FileDescriptor
+var File_conveyor_v1_worker_proto protoreflect.FileDescriptor
 
-const file_conveyor_v1_worker_service_proto_rawDesc = "" +
+const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	" conveyor/v1/worker_service.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x02\n" +
+	"\x18conveyor/v1/worker.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x02\n" +
 	"\rWorkerMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.conveyor.v1.HelloH\x00R\x05hello\x12-\n" +
 	"\x06credit\x18\x02 \x01(\v2\x13.conveyor.v1.CreditH\x00R\x06credit\x12-\n" +
@@ -1220,26 +1220,24 @@ const file_conveyor_v1_worker_service_proto_rawDesc = "" +
 	"\x14TASK_OUTCOME_SUCCESS\x10\x01\x12\x16\n" +
 	"\x12TASK_OUTCOME_RETRY\x10\x02\x12\x1b\n" +
 	"\x17TASK_OUTCOME_SKIP_RETRY\x10\x03\x12\x19\n" +
-	"\x15TASK_OUTCOME_RELEASED\x10\x042X\n" +
-	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x01B\xaf\x01\n" +
-	"\x0fcom.conveyor.v1B\x12WorkerServiceProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
+	"\x15TASK_OUTCOME_RELEASED\x10\x04B\xa8\x01\n" +
+	"\x0fcom.conveyor.v1B\vWorkerProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
 
 var (
-	file_conveyor_v1_worker_service_proto_rawDescOnce sync.Once
-	file_conveyor_v1_worker_service_proto_rawDescData []byte
+	file_conveyor_v1_worker_proto_rawDescOnce sync.Once
+	file_conveyor_v1_worker_proto_rawDescData []byte
 )
 
-func file_conveyor_v1_worker_service_proto_rawDescGZIP() []byte {
-	file_conveyor_v1_worker_service_proto_rawDescOnce.Do(func() {
-		file_conveyor_v1_worker_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_service_proto_rawDesc), len(file_conveyor_v1_worker_service_proto_rawDesc)))
+func file_conveyor_v1_worker_proto_rawDescGZIP() []byte {
+	file_conveyor_v1_worker_proto_rawDescOnce.Do(func() {
+		file_conveyor_v1_worker_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_proto_rawDesc), len(file_conveyor_v1_worker_proto_rawDesc)))
 	})
-	return file_conveyor_v1_worker_service_proto_rawDescData
+	return file_conveyor_v1_worker_proto_rawDescData
 }
 
-var file_conveyor_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
-var file_conveyor_v1_worker_service_proto_goTypes = []any{
+var file_conveyor_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_conveyor_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_conveyor_v1_worker_proto_goTypes = []any{
 	(TaskOutcome)(0),              // 0: conveyor.v1.TaskOutcome
 	(*WorkerMessage)(nil),         // 1: conveyor.v1.WorkerMessage
 	(*ServerMessage)(nil),         // 2: conveyor.v1.ServerMessage
@@ -1262,7 +1260,7 @@ var file_conveyor_v1_worker_service_proto_goTypes = []any{
 	(*TaskOptions)(nil),           // 19: conveyor.v1.TaskOptions
 	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
-var file_conveyor_v1_worker_service_proto_depIdxs = []int32{
+var file_conveyor_v1_worker_proto_depIdxs = []int32{
 	3,  // 0: conveyor.v1.WorkerMessage.hello:type_name -> conveyor.v1.Hello
 	11, // 1: conveyor.v1.WorkerMessage.credit:type_name -> conveyor.v1.Credit
 	8,  // 2: conveyor.v1.WorkerMessage.result:type_name -> conveyor.v1.Result
@@ -1286,22 +1284,20 @@ var file_conveyor_v1_worker_service_proto_depIdxs = []int32{
 	20, // 20: conveyor.v1.BatchDispatch.deadline:type_name -> google.protobuf.Timestamp
 	0,  // 21: conveyor.v1.Result.outcome:type_name -> conveyor.v1.TaskOutcome
 	8,  // 22: conveyor.v1.BatchResult.results:type_name -> conveyor.v1.Result
-	1,  // 23: conveyor.v1.WorkerService.Session:input_type -> conveyor.v1.WorkerMessage
-	2,  // 24: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	24, // [24:25] is the sub-list for method output_type
-	23, // [23:24] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
 }
 
-func init() { file_conveyor_v1_worker_service_proto_init() }
-func file_conveyor_v1_worker_service_proto_init() {
-	if File_conveyor_v1_worker_service_proto != nil {
+func init() { file_conveyor_v1_worker_proto_init() }
+func file_conveyor_v1_worker_proto_init() {
+	if File_conveyor_v1_worker_proto != nil {
 		return
 	}
 	file_conveyor_v1_task_proto_init()
-	file_conveyor_v1_worker_service_proto_msgTypes[0].OneofWrappers = []any{
+	file_conveyor_v1_worker_proto_msgTypes[0].OneofWrappers = []any{
 		(*WorkerMessage_Hello)(nil),
 		(*WorkerMessage_Credit)(nil),
 		(*WorkerMessage_Result)(nil),
@@ -1309,7 +1305,7 @@ func file_conveyor_v1_worker_service_proto_init() {
 		(*WorkerMessage_BatchResult)(nil),
 		(*WorkerMessage_Progress)(nil),
 	}
-	file_conveyor_v1_worker_service_proto_msgTypes[1].OneofWrappers = []any{
+	file_conveyor_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),
 		(*ServerMessage_Dispatch)(nil),
 		(*ServerMessage_Cancel)(nil),
@@ -1320,18 +1316,18 @@ func file_conveyor_v1_worker_service_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_service_proto_rawDesc), len(file_conveyor_v1_worker_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_proto_rawDesc), len(file_conveyor_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   17,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
-		GoTypes:           file_conveyor_v1_worker_service_proto_goTypes,
-		DependencyIndexes: file_conveyor_v1_worker_service_proto_depIdxs,
-		EnumInfos:         file_conveyor_v1_worker_service_proto_enumTypes,
-		MessageInfos:      file_conveyor_v1_worker_service_proto_msgTypes,
+		GoTypes:           file_conveyor_v1_worker_proto_goTypes,
+		DependencyIndexes: file_conveyor_v1_worker_proto_depIdxs,
+		EnumInfos:         file_conveyor_v1_worker_proto_enumTypes,
+		MessageInfos:      file_conveyor_v1_worker_proto_msgTypes,
 	}.Build()
-	File_conveyor_v1_worker_service_proto = out.File
-	file_conveyor_v1_worker_service_proto_goTypes = nil
-	file_conveyor_v1_worker_service_proto_depIdxs = nil
+	File_conveyor_v1_worker_proto = out.File
+	file_conveyor_v1_worker_proto_goTypes = nil
+	file_conveyor_v1_worker_proto_depIdxs = nil
 }

@@ -75,6 +75,10 @@ type Notifier interface {
 	// TimersChanged reports that the next promotion, lease expiry or purge
 	// may now be due earlier than the timer loops last heard.
 	TimersChanged()
+	// LeaseLapsed reports a lease the reaper took back, before the task can
+	// be leased again, so the session that held it learns of the lapse
+	// before any redelivery reaches it.
+	LeaseLapsed(l LapsedLease)
 }
 
 // NopNotifier ignores every signal.
@@ -85,3 +89,6 @@ func (NopNotifier) TasksReady(string) {}
 
 // TimersChanged does nothing.
 func (NopNotifier) TimersChanged() {}
+
+// LeaseLapsed does nothing.
+func (NopNotifier) LeaseLapsed(LapsedLease) {}

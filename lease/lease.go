@@ -31,19 +31,19 @@ func Deadline(now, expiry time.Time, t *broker.Task) time.Time {
 	return d
 }
 
-// Reaper reclaims lapsed leases and tells the owner of each (the server,
-// which cancels the task on the old session).
+// Reaper reclaims lapsed leases. The broker tells the session that held
+// each one (broker.Notifier.LeaseLapsed) before the task can be redelivered;
+// the server then cancels the task on that session.
 type Reaper struct {
 	*scheduler.Loop
 }
 
-// NewReaper returns a reaper over b; onLapsed receives every lapsed lease.
-func NewReaper(b broker.Broker, onLapsed func([]broker.LapsedLease), now func() time.Time, log *slog.Logger) *Reaper {
+// NewReaper returns a reaper over b.
+func NewReaper(b broker.Broker, now func() time.Time, log *slog.Logger) *Reaper {
 	job := func(ctx context.Context, at time.Time) (time.Time, error) {
 		lapsed, next, err := b.ReapLeases(ctx, at)
 		if len(lapsed) > 0 {
 			log.Info("reclaimed lapsed leases", "count", len(lapsed))
-			onLapsed(lapsed)
 		}
 		return next, err
 	}

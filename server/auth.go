@@ -29,8 +29,8 @@ func (a *authInterceptor) check(h http.Header) error {
 		return connect.NewError(connect.CodeUnauthenticated,
 			errors.New("missing bearer token: send the header Authorization: Bearer <token>"))
 	}
-	tok, ok := strings.CutPrefix(v, "Bearer ")
-	if !ok {
+	scheme, tok, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return connect.NewError(connect.CodeUnauthenticated,
 			errors.New("malformed Authorization header: want Bearer <token>"))
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +85,11 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	if c.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return fmt.Errorf("load the TLS key pair: %w", err)
+		}
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("--lease-ttl must be at least 1s, got %s", c.LeaseTTL)

@@ -91,14 +91,15 @@ func (h *hub) wakeQueue(queue string) {
 	h.mu.RUnlock()
 }
 
-// leasesLapsed tells each session which of its leases the reaper took back.
-func (h *hub) leasesLapsed(lapsed []broker.LapsedLease) {
+// leaseLapsed tells the session that held a lease that the reaper took it
+// back. It runs under the broker's lock, so it only takes the hub's and the
+// session's locks, which are never held while calling the broker.
+func (h *hub) leaseLapsed(l broker.LapsedLease) {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, l := range lapsed {
-		if s := h.sessions[l.SessionID]; s != nil {
-			s.leaseLapsed(l.Lease)
-		}
+	s := h.sessions[l.SessionID]
+	h.mu.RUnlock()
+	if s != nil {
+		s.leaseLapsed(l.Lease)
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"sync/atomic"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
@@ -23,6 +24,14 @@ func (n *notifier) set(h *hub, loops []*scheduler.Loop) {
 func (n *notifier) TasksReady(queue string) {
 	if h := n.hub.Load(); h != nil {
 		h.wakeQueue(queue)
+	}
+}
+
+// LeaseLapsed tells the session that held the lease (under the broker's
+// lock, before the task can be redelivered).
+func (n *notifier) LeaseLapsed(l broker.LapsedLease) {
+	if h := n.hub.Load(); h != nil {
+		h.leaseLapsed(l)
 	}
 }
 

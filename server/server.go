@@ -15,7 +15,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,7 +87,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.engine = engine
 	s.hub = newHub(engine, s.cfg, s.log.With("component", "sessions"), s.now)
-	reaper := lease.NewReaper(engine, s.hub.leasesLapsed, s.now, s.log)
+	reaper := lease.NewReaper(engine, s.now, s.log)
 	s.loops = []*scheduler.Loop{
 		scheduler.NewPromoter(engine, s.now, s.log),
 		scheduler.NewPurger(engine, s.now, s.log),
@@ -127,13 +126,6 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	if s.cfg.TLSCertFile != "" {
-		// Fail at start, not at the first handshake, on a bad key pair.
-		if _, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile); err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("load TLS key pair: %w", err)
-		}
-	}
 	s.listener = ln
 	return nil
 }
@@ -167,7 +159,8 @@ func (s *Server) stop(ctx context.Context) error {
 		defer cancel()
 	}
 	if s.health != nil {
-		for _, name := range servedServices {
+		// "" is the server-wide status most probes ask for.
+		for _, name := range append([]string{""}, servedServices...) {
 			s.health.SetStatus(name, grpchealth.StatusNotServing)
 		}
 	}

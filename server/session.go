@@ -165,16 +165,21 @@ func (s *session) leaseLapsed(ref broker.LeaseRef) {
 		delete(s.outstanding, ref.TaskID)
 		now := s.hub.now()
 		s.lapsed[ref.TaskID] = now
-		// Forget lapses old enough that no late Result can still come.
-		for id, at := range s.lapsed {
-			if now.Sub(at) > 2*s.hub.cfg.LeaseTTL {
-				delete(s.lapsed, id)
-			}
-		}
+		s.pruneLapsedLocked(now)
 		s.cancels = append(s.cancels, ref.TaskID)
 	}
 	s.mu.Unlock()
 	s.wake()
+}
+
+// pruneLapsedLocked forgets lapses old enough that no late Result for them
+// can still be expected.
+func (s *session) pruneLapsedLocked(now time.Time) {
+	for id, at := range s.lapsed {
+		if now.Sub(at) > 2*s.hub.cfg.LeaseTTL {
+			delete(s.lapsed, id)
+		}
+	}
 }
 
 func (s *session) takeCancels() []string {

@@ -146,3 +146,56 @@ func TestHelloValidation(t *testing.T) {
 	}
 	_ = w.stream.CloseRequest()
 }
+
+func TestFirstFrameMustBeHello(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	stream := client.Session(context.Background())
+	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := stream.Receive()
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "got heartbeat") {
+		t.Fatalf("heartbeat first: %v, want invalid_argument naming the heartbeat frame", err)
+	}
+}
+
+func TestOversizedResultFailsOnlyItsStream(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	tasks := taskClient(t, s, testserver.GRPC)
+	if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
+		t.Fatal(err)
+	}
+	bystander, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"other": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := w.next(10 * time.Second).GetDispatch()
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+		TaskId: d.GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, Result: make([]byte, 1<<20+1)}}})
+	select {
+	case err := <-w.end:
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "limit") {
+			t.Fatalf("oversized result: %v, want invalid_argument naming the limit", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream with the oversized result stayed open")
+	}
+	// The offending stream's task is released, and the other stream lives on.
+	testserver.Eventually(t, 10*time.Second, "task pending again", func() bool {
+		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: d.GetTask().GetId()}))
+		return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && got.Msg.GetRetried() == 0
+	})
+	bystander.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}})
+	select {
+	case err := <-bystander.end:
+		t.Fatalf("the bystander stream ended: %v", err)
+	default:
+	}
+}

@@ -279,6 +279,8 @@ func TestAuth(t *testing.T) {
 			{"missing", nil, false},
 			{"wrong", []connect.ClientOption{testserver.BearerToken("nope")}, false},
 			{"right", []connect.ClientOption{testserver.BearerToken("s3cret")}, true},
+			{"right, lower-case scheme", []connect.ClientOption{connect.WithInterceptors(rawAuth("bearer s3cret"))}, true},
+			{"no scheme", []connect.ClientOption{connect.WithInterceptors(rawAuth("s3cret"))}, false},
 		} {
 			client := taskClient(t, s, p, tc.opts...)
 			_, err := client.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
@@ -307,4 +309,22 @@ func TestRemoteListenNeedsToken(t *testing.T) {
 	if _, err := server.New(server.Config{Listen: "[::1]:0"}); err != nil {
 		t.Fatalf("ipv6 loopback: %v", err)
 	}
+}
+
+// rawAuth sends a verbatim Authorization header on unary calls.
+type rawAuth string
+
+func (a rawAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", string(a))
+		return next(ctx, req)
+	}
+}
+
+func (a rawAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (a rawAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

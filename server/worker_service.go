@@ -113,11 +113,13 @@ func receiveHello(ctx context.Context, stream *connect.BidiStream[conveyorv1.Wor
 	}
 }
 
+// frameName is the protocol name of a frame ("heartbeat"), for messages.
 func frameName(m *conveyorv1.WorkerMessage) string {
-	if m.GetFrame() == nil {
-		return "an empty frame"
+	oneof := m.ProtoReflect().Descriptor().Oneofs().ByName("frame")
+	if f := m.ProtoReflect().WhichOneof(oneof); f != nil {
+		return string(f.Name())
 	}
-	return fmt.Sprintf("%T", m.GetFrame())
+	return "an empty frame"
 }
 
 // checkHello enforces every MUST of the protocol's Hello (§5.2) and the
@@ -181,10 +183,12 @@ func (s *session) receiveLoop(stream *connect.BidiStream[conveyorv1.WorkerMessag
 func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
 	switch f := msg.GetFrame().(type) {
 	case *conveyorv1.WorkerMessage_Result:
-		s.result(f.Result)
+		return s.result(f.Result)
 	case *conveyorv1.WorkerMessage_BatchResult:
 		for _, r := range f.BatchResult.GetResults() {
-			s.result(r)
+			if err := s.result(r); err != nil {
+				return err
+			}
 		}
 	case *conveyorv1.WorkerMessage_Heartbeat:
 		s.heartbeat(f.Heartbeat.GetActiveTaskIds())
@@ -205,10 +209,14 @@ func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
 	return nil
 }
 
-func (s *session) result(r *conveyorv1.Result) {
+func (s *session) result(r *conveyorv1.Result) error {
+	if len(r.GetResult()) > MaxPayloadBytes {
+		return protocolError("result.result for task %s is %d bytes; the limit is %d (1 MiB)",
+			r.GetTaskId(), len(r.GetResult()), MaxPayloadBytes)
+	}
 	ref, ok := s.settle(r.GetTaskId())
 	if !ok {
-		return
+		return nil
 	}
 	outcome := r.GetOutcome()
 	if _, known := conveyorv1.TaskOutcome_name[int32(outcome)]; !known {
@@ -227,11 +235,13 @@ func (s *session) result(r *conveyorv1.Result) {
 		s.log.Error("record result", "task", ref.TaskID, "err", err)
 	}
 	s.wake()
+	return nil
 }
 
 func (s *session) heartbeat(ids []string) {
 	s.mu.Lock()
 	s.lastHeartbeat = s.hub.now()
+	s.pruneLapsedLocked(s.lastHeartbeat)
 	s.mu.Unlock()
 	refs := s.held(ids)
 	if len(refs) == 0 {

@@ -39,6 +39,9 @@ type Config struct {
 	// Now is used where the engine needs the time on its own (opening the
 	// file, generating ids). Defaults to time.Now.
 	Now func() time.Time
+	// LimitGrace is how long past its deadline or timeout an attempt may
+	// hold its lease before the reaper takes the task back. Defaults to 5s.
+	LimitGrace time.Duration
 	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
 	// transaction stays short. Defaults to 10,000.
 	PurgeBatch int
@@ -62,6 +65,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.LimitGrace <= 0 {
+		c.LimitGrace = 5 * time.Second
 	}
 	if c.PurgeBatch <= 0 {
 		c.PurgeBatch = 10_000

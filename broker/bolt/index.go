@@ -143,6 +143,9 @@ type lease struct {
 	session string
 	token   uint64
 	expiry  int64
+	// limit caps every renewal: the task's deadline or timeout plus a
+	// grace (0: no cap). A worker that runs past it loses the lease.
+	limit int64
 }
 
 // uniqueClaim is the holder of a unique key.

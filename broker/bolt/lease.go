@@ -96,7 +96,9 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	if err := e.fillSpecs(out); err != nil {
 		return nil, err
 	}
-	return e.dropPastDeadline(ctx, p, out), nil
+	out = e.dropPastDeadline(ctx, p, out)
+	e.limitLeases(p.Now, out)
+	return out, nil
 }
 
 // fillSpecs completes leased tasks from their stored specs. A spec is
@@ -146,6 +148,43 @@ func (e *Engine) dropPastDeadline(ctx context.Context, p broker.LeaseParams, out
 	return kept
 }
 
+// limitLeases caps the leases of tasks with a timeout or deadline at that
+// bound plus Config.LimitGrace: heartbeats cannot keep such an attempt
+// alive past it, so a worker that ignores its deadline loses the task to
+// the reaper (a failed attempt, and a Cancel) instead of holding it forever.
+func (e *Engine) limitLeases(now time.Time, out []broker.Lease) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range out {
+		t := out[i].Task
+		var bound time.Time
+		if !t.Deadline.IsZero() {
+			bound = t.Deadline
+		}
+		if to := t.Options.GetTimeout(); to != nil && to.AsDuration() > 0 {
+			if b := now.Add(to.AsDuration()); bound.IsZero() || b.Before(bound) {
+				bound = b
+			}
+		}
+		if bound.IsZero() {
+			continue
+		}
+		k, _ := parseKey(t.ID)
+		l := e.leases[k]
+		if l == nil || l.token != out[i].Token {
+			continue
+		}
+		l.limit = bound.Add(e.cfg.LimitGrace).UnixNano()
+		if l.limit < l.expiry {
+			l.expiry = l.limit
+			out[i].Expiry = time.Unix(0, l.expiry).UTC()
+			if e.leaseHeap.add(timed{at: l.expiry, k: k, token: l.token}) {
+				e.note.TimersChanged()
+			}
+		}
+	}
+}
+
 // currentLeaseLocked returns the task's lease if ref names it for session.
 func (e *Engine) currentLeaseLocked(session string, ref broker.LeaseRef) (key, *lease, error) {
 	k, err := parseKey(ref.TaskID)
@@ -174,7 +213,10 @@ func (e *Engine) Extend(_ context.Context, p broker.ExtendParams) (int, error) {
 			continue
 		}
 		l.expiry = expiry
-		if e.leaseHeap.add(timed{at: expiry, k: k, token: l.token}) {
+		if l.limit != 0 && l.limit < expiry {
+			l.expiry = l.limit
+		}
+		if e.leaseHeap.add(timed{at: l.expiry, k: k, token: l.token}) {
 			e.note.TimersChanged()
 		}
 		n++
@@ -209,7 +251,7 @@ func (e *Engine) releaseLocked(k key, now int64) {
 		e.finishLocked(k, m, stateCanceled, now, nil)
 		return
 	}
-	e.toPendingLocked(k, m, nil)
+	e.toPendingLocked(k, m, now, nil)
 }
 
 // Progress records a running task's progress; see broker.Broker.
@@ -258,20 +300,25 @@ func (e *Engine) ReapLeases(_ context.Context, at time.Time) ([]broker.LapsedLea
 		if !current {
 			continue
 		}
-		lapsed = append(lapsed, broker.LapsedLease{
+		ll := broker.LapsedLease{
 			SessionID: l.session,
 			Lease:     broker.LeaseRef{TaskID: t.k.String(), Token: l.token},
-		})
+		}
+		lapsed = append(lapsed, ll)
+		e.note.LeaseLapsed(ll)
 		delete(e.leases, t.k)
 		m := e.tasks[t.k]
-		const msg = "lease expired: the worker stopped heartbeating"
+		msg := "lease expired: the worker stopped heartbeating"
+		if l.limit != 0 && t.at == l.limit {
+			msg = "the attempt ran past its timeout or deadline"
+		}
 		if m.flags&flagCanceled != 0 || m.retried >= m.maxRetry {
 			e.finishLocked(t.k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
 			continue
 		}
 		m.retried++
 		retried := m.retried
-		e.toPendingLocked(t.k, m, func(st *storagev1.TaskStatus) {
+		e.toPendingLocked(t.k, m, now, func(st *storagev1.TaskStatus) {
 			st.Retried = retried
 			st.LastError = msg
 		})

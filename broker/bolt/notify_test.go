@@ -17,16 +17,25 @@ import (
 type chanNotifier struct {
 	ready    chan string
 	timers   chan struct{}
+	lapsed   chan broker.LapsedLease
 	overflow atomic.Bool
 }
 
 func newChanNotifier() *chanNotifier {
-	return &chanNotifier{ready: make(chan string, 256), timers: make(chan struct{}, 256)}
+	return &chanNotifier{ready: make(chan string, 256), timers: make(chan struct{}, 256), lapsed: make(chan broker.LapsedLease, 256)}
 }
 
 func (n *chanNotifier) TasksReady(queue string) {
 	select {
 	case n.ready <- queue:
+	default:
+		n.overflow.Store(true)
+	}
+}
+
+func (n *chanNotifier) LeaseLapsed(l broker.LapsedLease) {
+	select {
+	case n.lapsed <- l:
 	default:
 		n.overflow.Store(true)
 	}
@@ -217,5 +226,29 @@ func TestNotifierTimersChanged(t *testing.T) {
 	n.requireTimers(t, "a retry due before the scheduled tasks")
 	if n.overflow.Load() {
 		t.Fatalf("notifier buffer overflowed")
+	}
+}
+
+// TestNotifierLeaseLapsed checks that the reaper reports each lapsed lease,
+// with its session and token, to the notifier.
+func TestNotifierLeaseLapsed(t *testing.T) {
+	t.Parallel()
+	n := newChanNotifier()
+	e := openEngine(t, bolt.Config{Notifier: n})
+	bt.Enqueue(t, e, bt.T0, bt.NewTask("q"))
+	ls, err := e.Lease(t.Context(), broker.LeaseParams{SessionID: "s1", Picks: []broker.QueuePick{{Queue: "q", N: 1}}, Now: bt.T0, TTL: bt.TTL})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("Lease = %v, %v", ls, err)
+	}
+	if _, _, err := e.ReapLeases(t.Context(), bt.T0.Add(bt.TTL+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-n.lapsed:
+		if l.SessionID != "s1" || l.Lease.TaskID != ls[0].Task.ID || l.Lease.Token != ls[0].Token {
+			t.Fatalf("LeaseLapsed(%+v), want session s1 and the lease %s/%d", l, ls[0].Task.ID, ls[0].Token)
+		}
+	default:
+		t.Fatal("the reaper did not report the lapsed lease")
 	}
 }

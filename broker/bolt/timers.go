@@ -34,7 +34,7 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		}
 		e.dueHeap.pop()
 		if current {
-			e.toPendingLocked(t.k, m, nil)
+			e.toPendingLocked(t.k, m, now, nil)
 		}
 	}
 	for {

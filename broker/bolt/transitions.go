@@ -65,9 +65,25 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	e.tasks[k] = *m
 }
 
+// expiredLocked archives a task that comes back to wait after its expiry
+// passed (it expired while it ran) and reports whether it did.
+func (e *Engine) expiredLocked(k key, m meta, now int64) bool {
+	if at, ok := e.expires[k]; !ok || at > now {
+		return false
+	}
+	e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) {
+		st.LastError = "expired before it could run"
+	})
+	return true
+}
+
 // toPendingLocked makes a live task pending now and queues its write; fn
-// may change more of the stored status.
-func (e *Engine) toPendingLocked(k key, m meta, fn func(st *storagev1.TaskStatus)) {
+// may change more of the stored status. A task whose expiry passed is
+// archived instead.
+func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1.TaskStatus)) {
+	if e.expiredLocked(k, m, now) {
+		return
+	}
 	m.due = 0
 	e.setStateLocked(k, &m, statePending)
 	e.commit.appendLocked(func(w *txw) error {
@@ -83,6 +99,9 @@ func (e *Engine) toPendingLocked(k key, m meta, fn func(st *storagev1.TaskStatus
 
 // toRetryLocked schedules a failed attempt's retry at due.
 func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg string) {
+	if e.expiredLocked(k, m, now) {
+		return
+	}
 	m.retried++
 	m.due = due
 	e.setStateLocked(k, &m, stateRetry)

@@ -31,6 +31,14 @@ type serverCmd struct {
 }
 
 func (c *serverCmd) Run() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--lease-ttl", c.LeaseTTL}, {"--retention", c.Retention}, {"--archive-retention", c.ArchiveRetention}, {"--shutdown-timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
+		}
+	}
 	log := newLogger(c.LogFormat, c.LogLevel)
 	token := c.Token
 	if c.TokenFile != "" {

@@ -32,7 +32,7 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "conveyor")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
 })

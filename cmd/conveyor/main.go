@@ -12,6 +12,8 @@ import (
 // environment (kong's env tags).
 type cli struct {
 	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
+	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
+	Task    taskCmd    `cmd:"" help:"Inspect tasks."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 

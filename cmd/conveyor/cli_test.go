@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/internal/testserver"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+// runCLI parses args with the real command tree and runs the command in
+// process, with stdin as its standard input. It returns what the command
+// wrote to standard output.
+func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var c cli
+	c.Enqueue.stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	parser, err := kong.New(&c, kong.Name("conveyor"), kong.Writers(&stdout, &stderr),
+		kong.Exit(func(code int) { t.Fatalf("the CLI exited with %d: %s", code, stderr.String()) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := parser.Parse(args)
+	if err != nil {
+		return "", err
+	}
+	err = ctx.Run()
+	return stdout.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runCLI(t, "", args...)
+	if err != nil {
+		t.Fatalf("conveyor %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// parseListing reads the human listing into key → value, checking that
+// every value starts in the same column.
+func parseListing(t *testing.T, out string) map[string]string {
+	t.Helper()
+	kv := map[string]string{}
+	column, last := -1, ""
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if strings.HasPrefix(line, " ") { // a continuation line
+			kv[last] += "\n" + strings.TrimLeft(line, " ")
+			continue
+		}
+		k, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			t.Fatalf("listing line %q has no value", line)
+		}
+		v := strings.TrimLeft(rest, " ")
+		if col := len(line) - len(v); column == -1 {
+			column = col
+		} else if col != column {
+			t.Errorf("value of %q starts at column %d, want %d:\n%s", k, col, column, out)
+		}
+		kv[k], last = v, k
+	}
+	return kv
+}
+
+func sdkClient(t *testing.T, s *testserver.Server) *conveyor.Client {
+	t.Helper()
+	c, err := conveyor.NewClient(s.URL(), conveyor.WithToken(s.Config.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEnqueueAndGetHuman(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	id := ulid.Make().String()
+	deadline := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	out := mustRun(t, "enqueue", "--addr", s.URL(),
+		"--queue", "emails", "--priority", "7", "--max-retry", "3",
+		"--process-in", "1h", "--unique", "welcome:ada", "--unique-ttl", "10m",
+		"--timeout", "30s", "--deadline", deadline.Format(time.RFC3339), "--retention", "0s",
+		"--task-id", id, "--metadata", "tenant=acme", "--metadata", "traceparent=00-a=b;c",
+		"--content-type", "text/plain", "email:welcome", "hello, Ada")
+	kv := parseListing(t, out)
+	for k, want := range map[string]string{
+		"id": id, "queue": "emails", "type": "email:welcome", "state": "scheduled", "priority": "7",
+		"retried": "0/3", "content_type": "text/plain", "payload": "hello, Ada",
+		"metadata": "tenant=acme, traceparent=00-a=b;c", "unique_key": "welcome:ada",
+		"deadline": deadline.Local().Format(time.RFC3339),
+	} {
+		if kv[k] != want {
+			t.Errorf("%s = %q, want %q; output:\n%s", k, kv[k], want, out)
+		}
+	}
+	for _, k := range []string{"enqueued_at", "next_process_at"} {
+		if _, err := time.Parse(time.RFC3339, kv[k]); err != nil {
+			t.Errorf("%s = %q is not RFC 3339: %v", k, kv[k], err)
+		}
+	}
+	if _, ok := kv["completed_at"]; ok {
+		t.Errorf("an unset time is listed:\n%s", out)
+	}
+
+	// Every flag reached the server.
+	info, err := sdkClient(t, s).GetTask(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := info.Options
+	if o.Priority != 7 || o.MaxRetry != 3 || o.ProcessIn != time.Hour || o.UniqueKey != "welcome:ada" ||
+		o.UniqueTTL != 10*time.Minute || o.Timeout != 30*time.Second || !o.Deadline.Equal(deadline) ||
+		o.Retention == nil || *o.Retention != 0 || info.Metadata["traceparent"] != "00-a=b;c" {
+		t.Errorf("stored options %+v, metadata %v", o, info.Metadata)
+	}
+	if enq, err := time.Parse(time.RFC3339, kv["enqueued_at"]); err != nil || !enq.Equal(info.EnqueuedAt.Truncate(time.Second)) {
+		t.Errorf("enqueued_at %q, stored %v", kv["enqueued_at"], info.EnqueuedAt)
+	}
+
+	// task get lists the same task.
+	got := mustRun(t, "task", "get", "--addr", s.URL(), id)
+	if got != out {
+		t.Errorf("task get:\n%s\nenqueue:\n%s", got, out)
+	}
+
+	// --process-at and the server's defaults.
+	at := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--process-at", at.Format(time.RFC3339), "report"))
+	if kv["state"] != "scheduled" || kv["next_process_at"] != at.Local().Format(time.RFC3339) ||
+		kv["queue"] != "default" || kv["priority"] != "4" || kv["retried"] != "0/25" ||
+		kv["payload"] != "(empty)" || kv["content_type"] != "application/json" {
+		t.Errorf("--process-at task: %v", kv)
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	out := mustRun(t, "enqueue", "--addr", s.URL(), "--json", "--queue", "q", "--retention", "0s", "t", `{"n":1}`)
+	var enq conveyorv1.TaskInfo
+	if err := protojson.Unmarshal([]byte(out), &enq); err != nil {
+		t.Fatalf("--json output is not a TaskInfo: %v\n%s", err, out)
+	}
+	info, err := sdkClient(t, s).GetTask(context.Background(), enq.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&enq, info.Proto()) {
+		t.Errorf("--json printed %v, the server has %v", &enq, info.Proto())
+	}
+
+	out = mustRun(t, "task", "get", "--addr", s.URL(), "--json", enq.GetId())
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(out), &fields); err != nil {
+		t.Fatalf("task get --json: %v\n%s", err, out)
+	}
+	// Every field is present, zero or not, so scripts can rely on the keys;
+	// the encoding is the proto3 JSON mapping.
+	for k, want := range map[string]any{
+		"id": enq.GetId(), "queue": "q", "state": "TASK_STATE_PENDING", "retried": float64(0),
+		"payload": "eyJuIjoxfQ==", "lastError": "", "completedAt": nil,
+	} {
+		if got, ok := fields[k]; !ok || got != want {
+			t.Errorf("%s = %#v (present %v), want %#v", k, got, ok, want)
+		}
+	}
+	if r := fields["options"].(map[string]any)["retention"]; r != "0s" {
+		t.Errorf("options.retention = %#v, want \"0s\"", r)
+	}
+}
+
+func TestEnqueuePayloadSources(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	c := sdkClient(t, s)
+	stored := func(out string) []byte {
+		t.Helper()
+		var m conveyorv1.TaskInfo
+		if err := protojson.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.GetTask(context.Background(), m.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Payload
+	}
+
+	binary := "\x00\xffbinary"
+	out, err := runCLI(t, binary, "enqueue", "--addr", s.URL(), "--json", "t", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(out); string(got) != binary {
+		t.Errorf("payload from stdin: %q", got)
+	}
+	out, err = runCLI(t, "from stdin", "enqueue", "--addr", s.URL(), "--json", "--payload-file", "-", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(out); string(got) != "from stdin" {
+		t.Errorf("--payload-file -: %q", got)
+	}
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte("{\n  \"a\": 1\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(mustRun(t, "enqueue", "--addr", s.URL(), "--json", "--payload-file", file, "t")); string(got) != "{\n  \"a\": 1\n}\n" {
+		t.Errorf("--payload-file: %q", got)
+	}
+
+	// The listing shows printable text (multi-line under its first line),
+	// the size of anything else, and the start of a long payload.
+	kv := parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--payload-file", file, "t"))
+	if kv["payload"] != "{\n\"a\": 1\n}" {
+		t.Errorf("multi-line payload listed as %q", kv["payload"])
+	}
+	out, err = runCLI(t, binary, "enqueue", "--addr", s.URL(), "t", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv := parseListing(t, out); kv["payload"] != "(8 bytes, not printable)" {
+		t.Errorf("binary payload listed as %q", kv["payload"])
+	}
+	long := strings.Repeat("é", 400) // 800 bytes
+	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "t", long))
+	if want := strings.Repeat("é", 256) + "… (800 bytes)"; kv["payload"] != want {
+		t.Errorf("long payload listed as %q, want %q", kv["payload"], want)
+	}
+
+	_, err = runCLI(t, "", "enqueue", "--addr", s.URL(), "--payload-file", file, "t", "inline")
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("payload argument and --payload-file: %v", err)
+	}
+	_, err = runCLI(t, "", "enqueue", "--addr", s.URL(), "--payload-file", filepath.Join(t.TempDir(), "missing"), "t")
+	if err == nil || !strings.Contains(err.Error(), "--payload-file") {
+		t.Errorf("missing --payload-file: %v", err)
+	}
+}
+
+// TestCLIErrors checks that failures return the server's message (main
+// prints it and exits 1).
+func TestCLIErrors(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{Token: "s3cret"})
+	id := ulid.Make().String()
+	mustRun(t, "enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t")
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"duplicate id", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t"}, "task " + id + ": already exists"},
+		{"unknown id", []string{"task", "get", "--addr", s.URL(), "--token", "s3cret", ulid.Make().String()}, "not found"},
+		{"invalid priority", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--priority", "42", "t"}, "options.priority must be 1..9"},
+		{"ttl without key", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--unique-ttl", "1m", "t"}, "unique_ttl requires options.unique_key"},
+		{"no token", []string{"task", "get", "--addr", s.URL(), "--token=", id}, "missing bearer token"}, // "--token=" overrides $CONVEYOR_TOKEN
+		{"wrong token", []string{"enqueue", "--addr", s.URL(), "--token", "nope", "t"}, "invalid bearer token"},
+		{"bad address", []string{"task", "get", "--addr", "127.0.0.1:7420", id}, "must be an http:// or https:// URL"},
+		{"bad time", []string{"enqueue", "--addr", s.URL(), "--process-at", "tomorrow", "t"}, "--process-at"},
+	} {
+		out, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.msg)
+		}
+		if out != "" {
+			t.Errorf("%s: printed %q on failure", tc.name, out)
+		}
+	}
+}
+
+// TestClientFlagsFromEnv cannot run in parallel: it sets the environment.
+func TestClientFlagsFromEnv(t *testing.T) {
+	s := testserver.Start(t, server.Config{Token: "env-token"})
+	t.Setenv("CONVEYOR_ADDR", s.URL())
+	t.Setenv("CONVEYOR_TOKEN", "env-token")
+	kv := parseListing(t, mustRun(t, "enqueue", "from-env"))
+	if kv["type"] != "from-env" {
+		t.Fatalf("enqueue with the environment's address and token: %v", kv)
+	}
+	if kv = parseListing(t, mustRun(t, "task", "get", kv["id"])); kv["type"] != "from-env" {
+		t.Errorf("task get with the environment's address and token: %v", kv)
+	}
+}

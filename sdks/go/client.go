@@ -1,0 +1,158 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+)
+
+// Client enqueues tasks and looks them up through the server's
+// TaskService. It is safe for concurrent use; create one per server and
+// reuse it, as it holds the HTTP/2 connection.
+//
+// Every method returns the server's errors as an *Error, which errors.Is
+// matches against ErrInvalidArgument, ErrAlreadyExists, ErrNotFound,
+// ErrUnauthenticated and ErrUnavailable.
+type Client struct {
+	tasks conveyorv1connect.TaskServiceClient
+}
+
+// NewClient returns a client of the server at addr, an http:// URL (HTTP/2
+// without TLS, h2c) or an https:// URL (HTTP/2 over TLS), such as
+// "http://127.0.0.1:7420". It does not connect: the first call does.
+func NewClient(addr string, opts ...Option) (*Client, error) {
+	cfg, url, err := newConnConfig(addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
+	}, nil
+}
+
+// Enqueue stores one task of taskType carrying payload and returns it as
+// committed, in its initial state: scheduled if delayed, blocked if it has
+// dependencies, aggregating if grouped, else pending. The server applies
+// the defaults of each option not given (queue "default", content type
+// application/json, priority 4, max retry 25).
+func (c *Client) Enqueue(ctx context.Context, taskType string, payload []byte, opts ...TaskOption) (*TaskInfo, error) {
+	return c.enqueue(ctx, NewTask(taskType, payload, opts...))
+}
+
+func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	res, err := c.tasks.Enqueue(ctx, connect.NewRequest(t.req))
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	if res.Msg.GetTask() == nil {
+		return nil, errors.New("conveyor: the server's Enqueue response holds no task")
+	}
+	return newTaskInfo(res.Msg.GetTask()), nil
+}
+
+// BatchResult is the outcome of one task of EnqueueBatch: either the
+// committed task or the reason it was not enqueued.
+type BatchResult struct {
+	// Task is the committed task; nil when Err is set.
+	Task *TaskInfo
+	// Err says why the task was not enqueued. It carries the server's
+	// message, but the protocol reports no code for one item, so it
+	// matches no sentinel error unless the SDK found the problem itself (a
+	// nil task or an option's programmer error, which match
+	// ErrInvalidArgument).
+	Err error
+}
+
+// EnqueueBatch stores 1..1000 tasks in one call. The tasks succeed or fail
+// independently: results[i] is the outcome of tasks[i]. The call itself
+// fails only if the batch is empty or too large (ErrInvalidArgument) or the
+// server cannot be reached.
+func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult, error) {
+	results := make([]BatchResult, len(tasks))
+	items := make([]*conveyorv1.EnqueueRequest, 0, len(tasks))
+	index := make([]int, 0, len(tasks)) // items[j] is tasks[index[j]]
+	for i, t := range tasks {
+		switch {
+		case t == nil:
+			results[i].Err = optionErrorf("tasks[%d] is nil", i)
+		case t.err != nil:
+			results[i].Err = t.err
+		default:
+			items = append(items, t.req)
+			index = append(index, i)
+		}
+	}
+	if len(items) == 0 && len(tasks) > 0 {
+		return results, nil // every task failed before the call
+	}
+	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items}))
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	got := res.Msg.GetResults()
+	if len(got) != len(items) {
+		return nil, fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(got), len(items))
+	}
+	for j, r := range got {
+		i := index[j]
+		switch {
+		case r.GetError() != "":
+			results[i].Err = errors.New(r.GetError())
+		case r.GetTask() == nil:
+			results[i].Err = errors.New("conveyor: the server's EnqueueBatch result holds neither a task nor an error")
+		default:
+			results[i].Task = newTaskInfo(r.GetTask())
+		}
+	}
+	return results, nil
+}
+
+// EnqueueTx stores 1..1000 tasks atomically: all of them or none. If any
+// task fails (a validation error, a unique key already held or shared by
+// two of the tasks), the call fails with that error (ErrInvalidArgument or
+// ErrAlreadyExists) and nothing is stored. A task whose TaskID already
+// exists is not an error: its existing TaskInfo is returned in its place.
+// On success the committed tasks are returned in the order given.
+func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, error) {
+	items := make([]*conveyorv1.EnqueueRequest, len(tasks))
+	for i, t := range tasks {
+		if t == nil {
+			return nil, optionErrorf("tasks[%d] is nil", i)
+		}
+		if t.err != nil {
+			return nil, optionErrorf("tasks[%d]: %s", i, t.err.msg)
+		}
+		items[i] = t.req
+	}
+	res, err := c.tasks.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: items}))
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	got := res.Msg.GetTasks()
+	if len(got) != len(items) {
+		return nil, fmt.Errorf("conveyor: the server's EnqueueTx response holds %d tasks for %d items", len(got), len(items))
+	}
+	out := make([]*TaskInfo, len(got))
+	for i, m := range got {
+		out[i] = newTaskInfo(m)
+	}
+	return out, nil
+}
+
+// GetTask returns the task with id. An unknown (or purged) id fails with
+// ErrNotFound, an empty one with ErrInvalidArgument.
+func (c *Client) GetTask(ctx context.Context, id string) (*TaskInfo, error) {
+	res, err := c.tasks.GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	return newTaskInfo(res.Msg), nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -18,6 +19,8 @@ type op func(w *txw) error
 // batch is the set of ops that share one transaction and one fsync.
 type batch struct {
 	ops []op
+	// waiters counts callers that block until the batch is durable.
+	waiters int
 	// post runs under Engine.mu once the batch is durable, in order.
 	post []func()
 	done chan struct{}
@@ -39,6 +42,15 @@ type committer struct {
 	quit     chan struct{}
 	wg       sync.WaitGroup
 
+	// Lingering (see linger): while lingerTarget > 0 the committer waits
+	// for the open batch to reach that many waiters; lingered is signalled
+	// when it does. lastCommit is how long the latest commit took.
+	lingerTarget int
+	lingered     chan struct{}
+	lastCommit   time.Duration
+	// busy is the total time spent in transactions (under Engine.mu).
+	busy time.Duration
+
 	// Transactions and Ops count commits and the ops they carried, so tests
 	// and benchmarks can see how much group commit merges.
 	transactions, ops int64
@@ -48,6 +60,7 @@ func (c *committer) start(e *Engine) {
 	c.e = e
 	c.open = newBatch()
 	c.kick = make(chan struct{}, 1)
+	c.lingered = make(chan struct{}, 1)
 	c.quit = make(chan struct{})
 	c.wg.Add(1)
 	go c.loop()
@@ -69,6 +82,22 @@ func (c *committer) appendLocked(o op, post func()) *batch {
 	if len(b.ops) == 1 {
 		select {
 		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	return b
+}
+
+// appendSyncLocked is appendLocked for a caller that will wait for the
+// batch to be durable; the committer counts such callers to decide how
+// long to linger.
+func (c *committer) appendSyncLocked(o op, post func()) *batch {
+	b := c.appendLocked(o, post)
+	b.waiters++
+	if c.lingerTarget > 0 && b.waiters >= c.lingerTarget {
+		c.lingerTarget = 0
+		select {
+		case c.lingered <- struct{}{}:
 		default:
 		}
 	}
@@ -123,9 +152,12 @@ func (c *committer) drain() {
 		c.inflight = b
 		e.mu.Unlock()
 
+		start := time.Now()
 		err := e.db.Update(func(tx *bbolt.Tx) error { return runOps(e, tx, b.ops) })
+		c.lastCommit = time.Since(start)
 
 		e.mu.Lock()
+		c.busy += c.lastCommit
 		c.transactions++
 		c.ops += int64(len(b.ops))
 		if err == nil {
@@ -144,7 +176,48 @@ func (c *committer) drain() {
 		e.mu.Unlock()
 		b.err = err
 		close(b.done)
+		if b.waiters > 1 {
+			c.linger(b.waiters)
+		}
 	}
+}
+
+// linger holds the next commit back briefly when the one just made served
+// several waiting callers. Those callers come back with their next
+// requests a moment later; committing at once would catch only the callers
+// that arrived during the last commit, and the two groups would keep
+// alternating, each paying a full commit. Waiting until the open batch has
+// as many waiters as the last one and the open one together (or at most
+// half a commit, and never more than Config.MaxCommitLinger) lets them
+// share one fsync instead. A lone caller never waits.
+func (c *committer) linger(served int) {
+	e := c.e
+	wait := min(c.lastCommit/2, e.cfg.MaxCommitLinger)
+	if wait <= 0 {
+		return
+	}
+	e.mu.Lock()
+	target := served + c.open.waiters
+	if c.open.waiters >= target {
+		e.mu.Unlock()
+		return
+	}
+	c.lingerTarget = target
+	select { // drop a stale signal
+	case <-c.lingered:
+	default:
+	}
+	e.mu.Unlock()
+	t := time.NewTimer(wait)
+	select {
+	case <-c.lingered:
+	case <-t.C:
+	case <-c.quit:
+	}
+	t.Stop()
+	e.mu.Lock()
+	c.lingerTarget = 0
+	e.mu.Unlock()
 }
 
 // failOpenLocked fails every op queued so far: they were decided on memory

@@ -42,6 +42,10 @@ type Config struct {
 	// LimitGrace is how long past its deadline or timeout an attempt may
 	// hold its lease before the reaper takes the task back. Defaults to 5s.
 	LimitGrace time.Duration
+	// MaxCommitLinger bounds how long the committer holds a commit back to
+	// let callers it just served join the next one (see committer.linger).
+	// Defaults to 1ms; a negative value disables lingering.
+	MaxCommitLinger time.Duration
 	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
 	// transaction stays short. Defaults to 10,000.
 	PurgeBatch int
@@ -68,6 +72,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LimitGrace <= 0 {
 		c.LimitGrace = 5 * time.Second
+	}
+	if c.MaxCommitLinger == 0 {
+		c.MaxCommitLinger = time.Millisecond
 	}
 	if c.PurgeBatch <= 0 {
 		c.PurgeBatch = 10_000
@@ -161,6 +168,9 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.commit.stop()
+	tx, ops := e.CommitStats()
+	e.log.Info("store closed", "commits", tx, "ops", ops, "ops_per_commit", float64(ops)/float64(max(tx, 1)),
+		"commit_seconds", e.commit.busy.Seconds())
 	return e.db.Close()
 }
 

@@ -317,7 +317,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 			}
 		}
 	}
-	return e.commit.appendLocked(write, publish)
+	return e.commit.appendSyncLocked(write, publish)
 }
 
 // existsLookup answers "does a task with this id exist?" for producer-chosen

@@ -28,6 +28,7 @@ type serverCmd struct {
 	ShutdownTimeout  time.Duration `default:"30s" env:"CONVEYOR_SHUTDOWN_TIMEOUT" help:"How long shutdown waits for in-flight RPCs."`
 	LogFormat        string        `default:"text" enum:"text,json" env:"CONVEYOR_LOG_FORMAT" help:"Log format: text or json."`
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
+	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty."`
 }
 
 func (c *serverCmd) Run() error {
@@ -65,6 +66,11 @@ func (c *serverCmd) Run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.DebugAddr != "" {
+		if err := serveDebug(c.DebugAddr, log); err != nil {
+			return err
+		}
+	}
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ type cli struct {
 	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
 	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
 	Task    taskCmd    `cmd:"" help:"Inspect tasks."`
+	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 

@@ -82,6 +82,21 @@ func Start(t testing.TB, cfg server.Config) *Server {
 	return ts
 }
 
+// Restart stops s and starts a new server on the same address and data
+// directory, as an operator restarting the process would; tasks persist
+// and leased ones are redelivered. The new server is stopped at cleanup.
+func Restart(t testing.TB, s *Server) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("server.Stop: %v", err)
+	}
+	cfg := s.Config
+	cfg.Listen = s.Addr().String()
+	return Start(t, cfg)
+}
+
 // HTTPClient returns an HTTP client that speaks HTTP/2 without TLS (h2c,
 // prior knowledge) to the test server, as gRPC and session streams need.
 func HTTPClient() *http.Client {

@@ -41,14 +41,20 @@ func (p Protocol) String() string {
 	return fmt.Sprintf("Protocol(%d)", int(p))
 }
 
-// Option configures how a Client or a Worker reaches the server.
+// Option configures how a Client or a Worker reaches the server. Every
+// Option is also a WorkerOption, so NewWorker accepts it directly.
 type Option interface {
 	apply(*connConfig)
+	// applyToWorker lets NewWorker take connection options alongside its
+	// own WorkerOptions.
+	applyToWorker(*workerConfig)
 }
 
 type optionFunc func(*connConfig)
 
 func (f optionFunc) apply(c *connConfig) { f(c) }
+
+func (f optionFunc) applyToWorker(c *workerConfig) { c.connOpts = append(c.connOpts, f) }
 
 type connConfig struct {
 	token      string

@@ -8,6 +8,27 @@
 // Connect protocol (HTTP/JSON-friendly) for the Client. A Worker's session
 // is a bidirectional stream and needs gRPC or Connect.
 //
+// # Producing
+//
+// NewClient, then Enqueue (or EnqueueJSON for a typed payload) with task
+// options such as Queue, ProcessIn, Unique and MaxRetry. EnqueueBatch
+// stores up to 1000 tasks with a result per task; EnqueueTx stores them all
+// or none.
+//
+// # Working
+//
+// NewWorker with the queues it serves (WithQueue, with a weight each) and
+// its concurrency (WithConcurrency), register handlers with Handle,
+// HandleFunc or HandleJSON, then Run. A handler's return value is its
+// outcome: nil completes the task, SkipRetry(err) archives it at once, any
+// other error (or a panic) retries it with backoff. The handler's context
+// ends at the task's deadline or timeout, on a Cancel from the server, or
+// when the worker stops. The Worker heartbeats every running task, reports
+// progress (Delivery.Progress), reconnects with jittered backoff after a
+// transient failure, and on shutdown drains: running tasks get a grace
+// period to finish, and those that cannot are handed back un-penalized
+// (RELEASED) rather than retried.
+//
 // The SDK imports only the generated API, connect and protobuf: never the
 // server's packages.
 package conveyor

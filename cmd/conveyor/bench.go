@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/internal/bench"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+)
+
+type benchCmd struct {
+	Workload    string        `required:"" enum:"W1,W2,W3,W4,MEM,w1,w2,w3,w4,mem" help:"Workload: W1 enqueue-bulk, W2 enqueue-unary, W3 drain, W4 latency, MEM one million pending tasks."`
+	N           int           `help:"Task count (default: the workload's)."`
+	Runs        int           `default:"1" help:"How many runs; each prints one JSON line."`
+	Addr        string        `env:"CONVEYOR_BENCH_ADDR" help:"Use this running server instead of starting a fresh one per run."`
+	Token       string        `env:"CONVEYOR_TOKEN" help:"Bearer token for --addr."`
+	Callers     int           `default:"2" help:"Concurrent EnqueueBatch calls (W1 and prefills)."`
+	Producers   int           `default:"32" help:"Concurrent producers (W2, W4)."`
+	Concurrency int           `default:"64" help:"Worker concurrency (W3, W4)."`
+	Rate        int           `default:"2000" help:"W4 enqueue rate, tasks/s."`
+	Duration    time.Duration `default:"10s" help:"W4 enqueue duration."`
+	Protocol    string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
+}
+
+func (c *benchCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	proto := conveyor.ProtocolGRPC
+	if c.Protocol == "connect" {
+		proto = conveyor.ProtocolConnect
+	}
+	failed := 0
+	for run := 1; run <= c.Runs; run++ {
+		res := bench.Run(ctx, bench.Config{
+			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
+			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
+			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Run: run,
+		})
+		if err := bench.WriteJSON(os.Stdout, res); err != nil {
+			return err
+		}
+		if !res.OK {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed", failed, c.Runs)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+)
+
+// Config selects one benchmark run.
+type Config struct {
+	// Workload is W1, W2, W3, W4 or MEM.
+	Workload string
+	// N is the task count. Defaults: W1, W3 100,000; W2 20,000; W4
+	// Rate*Duration; MEM 1,000,000.
+	N int
+	// Addr is a running server to use. Empty starts a fresh server process
+	// (Binary, a temp data dir, loopback) for the run and stops it after.
+	Addr string
+	// Token is the bearer token for Addr.
+	Token string
+	// Binary is the conveyor binary to start. Defaults to this executable.
+	Binary string
+	// Callers is how many EnqueueBatch calls run at once (W1, prefills).
+	// Defaults to 2.
+	Callers int
+	// Producers is how many goroutines enqueue (W2, W4). Defaults to 32.
+	Producers int
+	// Concurrency is the worker's concurrency (W3, W4). Defaults to 64.
+	Concurrency int
+	// Rate is W4's open-loop enqueue rate, tasks/s. Defaults to 2000.
+	Rate int
+	// Duration is how long W4 enqueues. Defaults to 10s.
+	Duration time.Duration
+	// Protocol is the SDK's wire format. Defaults to gRPC.
+	Protocol conveyor.Protocol
+	// Run is the run index recorded in the result.
+	Run int
+	// Timeout bounds the run. Defaults to 10 minutes.
+	Timeout time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	c.Workload = strings.ToUpper(c.Workload)
+	if c.Callers <= 0 {
+		c.Callers = 2
+	}
+	if c.Producers <= 0 {
+		c.Producers = 32
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.Rate <= 0 {
+		c.Rate = 2000
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Binary == "" && c.Addr == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the conveyor binary: %w", err)
+		}
+		c.Binary = bin
+	}
+	if c.N <= 0 {
+		switch c.Workload {
+		case "W1", "W3":
+			c.N = 100_000
+		case "W2":
+			c.N = 20_000
+		case "W4":
+			c.N = int(float64(c.Rate) * c.Duration.Seconds())
+		case "MEM":
+			c.N = 1_000_000
+		}
+	}
+	switch c.Workload {
+	case "W1", "W2", "W3", "W4", "MEM":
+		return nil
+	}
+	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4 or MEM", c.Workload)
+}
+
+// Result is one run's JSON line. The field names are the shared harness's.
+type Result struct {
+	Peer     string  `json:"peer"`
+	Label    string  `json:"label"`
+	Workload string  `json:"workload"`
+	Run      int     `json:"run"`
+	N        int     `json:"n"`
+	OK       bool    `json:"ok"`
+	Err      string  `json:"err,omitempty"`
+	WallS    float64 `json:"wall_s"`
+	TPS      float64 `json:"tasks_per_s"`
+	P50Ms    float64 `json:"p50_ms,omitempty"`
+	P99Ms    float64 `json:"p99_ms,omitempty"`
+	MaxMs    float64 `json:"max_ms,omitempty"`
+
+	AchievedRate float64 `json:"achieved_enqueue_rate,omitempty"`
+	EnqP50Ms     float64 `json:"enqueue_call_p50_ms,omitempty"`
+	EnqP99Ms     float64 `json:"enqueue_call_p99_ms,omitempty"`
+
+	BenchPeakRSSMB  float64 `json:"bench_peak_rss_mb"`
+	ServerPeakRSSMB float64 `json:"server_peak_rss_mb,omitempty"`
+	CPUMachinePct   float64 `json:"cpu_machine_pct"`
+	CPUBenchPct     float64 `json:"cpu_bench_pct"`
+	CPUServerPct    float64 `json:"cpu_server_pct,omitempty"`
+
+	// MEM only: the server's anonymous memory holding N pending tasks, and
+	// how long a restart takes to reopen them ready to dispatch.
+	ServerRSSAnonMB       float64 `json:"server_rss_anon_mb,omitempty"`
+	ReopenS               float64 `json:"reopen_s,omitempty"`
+	ReopenedRSSAnonMB     float64 `json:"reopened_rss_anon_mb,omitempty"`
+	ReopenFirstDispatchMs float64 `json:"reopen_first_dispatch_ms,omitempty"`
+
+	Settings map[string]string `json:"settings"`
+	Started  string            `json:"started"`
+}
+
+// Run runs one workload and returns its result; the result's OK and Err
+// say whether it succeeded.
+func Run(ctx context.Context, cfg Config) Result {
+	res := Result{Peer: "conveyor", Label: "conveyor", Run: cfg.Run, Started: time.Now().UTC().Format(time.RFC3339)}
+	if err := cfg.setDefaults(); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	res.Workload, res.N = cfg.Workload, cfg.N
+	res.Settings = map[string]string{
+		"go": runtime.Version(), "gomaxprocs": fmt.Sprint(runtime.GOMAXPROCS(0)),
+		"protocol": cfg.Protocol.String(), "callers": fmt.Sprint(cfg.Callers),
+		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
+		"durability": "fsync per group commit (bbolt)",
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	r := &runner{cfg: cfg, res: &res}
+	err := r.run(ctx)
+	res.BenchPeakRSSMB = kbToMB(procStatusKB(0, "VmHWM"))
+	if err != nil {
+		res.Err = err.Error()
+	}
+	res.OK = err == nil
+	return res
+}
+
+// WriteJSON prints r as one JSON line.
+func WriteJSON(w io.Writer, r Result) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+type runner struct {
+	cfg    Config
+	res    *Result
+	srv    *serverProc
+	addr   string
+	client *conveyor.Client
+}
+
+func (r *runner) run(ctx context.Context) error {
+	if r.cfg.Workload == "MEM" {
+		return r.runMEM(ctx)
+	}
+	r.addr = r.cfg.Addr
+	if r.addr == "" {
+		dir, err := os.MkdirTemp("", "conveyor-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+			return err
+		}
+		defer func() { _ = r.srv.stop() }()
+		r.addr = r.srv.url
+	}
+	var err error
+	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+		return err
+	}
+	var m measured
+	switch r.cfg.Workload {
+	case "W1":
+		m, err = r.w1(ctx)
+	case "W2":
+		m, err = r.w2(ctx)
+	case "W3":
+		m, err = r.w3(ctx)
+	case "W4":
+		m, err = r.w4(ctx)
+	}
+	if r.srv != nil {
+		r.res.ServerPeakRSSMB = kbToMB(procStatusKB(r.srv.pid(), "VmHWM"))
+	}
+	if err != nil {
+		return err
+	}
+	r.res.WallS = m.wall.Seconds()
+	r.res.TPS = float64(m.count) / m.wall.Seconds()
+	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = m.cpu.machinePct, m.cpu.benchPct, m.cpu.serverPct
+	return nil
+}
+
+func (r *runner) connOptions() []conveyor.Option {
+	opts := []conveyor.Option{conveyor.WithProtocol(r.cfg.Protocol)}
+	if r.cfg.Token != "" {
+		opts = append(opts, conveyor.WithToken(r.cfg.Token))
+	}
+	return opts
+}
+
+func (r *runner) serverPid() int {
+	if r.srv == nil {
+		return 0
+	}
+	return r.srv.pid()
+}
+
+type measured struct {
+	wall  time.Duration
+	count int
+	cpu   cpuUse
+}
+
+var errIncomplete = errors.New("the server did not report every task completed")

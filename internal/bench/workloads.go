@@ -1,0 +1,371 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+)
+
+// Every workload uses one queue and the harness's 128-byte JSON payload.
+const (
+	benchQueue  = "bench"
+	benchType   = "bench"
+	payloadSize = 128
+	batchSize   = 1000
+)
+
+var payloadPad = strings.Repeat("x", payloadSize-len(fmt.Sprintf(`{"seq":"%012d","enq_ns":"%019d","pad":""}`, 0, 0)))
+
+// payload is {"seq":…,"enq_ns":…,"pad":"xxx…"}, exactly 128 bytes.
+func payload(seq int, enqNs int64) []byte {
+	return fmt.Appendf(make([]byte, 0, payloadSize), `{"seq":"%012d","enq_ns":"%019d","pad":"%s"}`, seq, enqNs, payloadPad)
+}
+
+// payloadSeq reads seq back from a payload without a JSON decoder.
+func payloadSeq(p []byte) int {
+	const prefix = `{"seq":"`
+	if len(p) < len(prefix)+12 {
+		return -1
+	}
+	n := 0
+	for _, c := range p[len(prefix) : len(prefix)+12] {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+var monoBase = time.Now()
+
+func mono() int64 { return int64(time.Since(monoBase)) }
+
+// enqueueBulk enqueues seq [0, n) in batches of 1000 with cfg.Callers
+// concurrent EnqueueBatch calls.
+func (r *runner) enqueueBulk(ctx context.Context, n int) error {
+	var next atomic.Int64
+	errs := make(chan error, r.cfg.Callers)
+	var wg sync.WaitGroup
+	for range r.cfg.Callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tasks := make([]*conveyor.Task, 0, batchSize)
+			for {
+				first := int(next.Add(batchSize)) - batchSize
+				if first >= n || ctx.Err() != nil {
+					return
+				}
+				tasks = tasks[:0]
+				for seq := first; seq < min(first+batchSize, n); seq++ {
+					tasks = append(tasks, conveyor.NewTask(benchType, payload(seq, 0), conveyor.Queue(benchQueue)))
+				}
+				res, err := r.client.EnqueueBatch(ctx, tasks)
+				if err == nil {
+					for _, br := range res {
+						if br.Err != nil {
+							err = br.Err
+							break
+						}
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (r *runner) w1(ctx context.Context) (measured, error) {
+	cpu := markCPU(r.serverPid())
+	t0 := time.Now()
+	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
+		return measured{}, err
+	}
+	return measured{wall: time.Since(t0), count: r.cfg.N, cpu: cpu.since()}, nil
+}
+
+func (r *runner) w2(ctx context.Context) (measured, error) {
+	var next atomic.Int64
+	errs := make(chan error, r.cfg.Producers)
+	var wg sync.WaitGroup
+	cpu := markCPU(r.serverPid())
+	t0 := time.Now()
+	for range r.cfg.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				seq := int(next.Add(1)) - 1
+				if seq >= r.cfg.N || ctx.Err() != nil {
+					return
+				}
+				if _, err := r.client.Enqueue(ctx, benchType, payload(seq, mono()), conveyor.Queue(benchQueue)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		return measured{}, err
+	}
+	return measured{wall: wall, count: r.cfg.N, cpu: cpu.since()}, nil
+}
+
+// startWorker runs an SDK worker with concurrency cfg.Concurrency whose
+// handler calls onStart with the task's seq first thing.
+func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func(), err error) {
+	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency)}
+	if r.cfg.Token != "" {
+		opts = append(opts, conveyor.WithToken(r.cfg.Token))
+	}
+	w, err := conveyor.NewWorker(r.addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	w.HandleFunc(benchType, func(_ context.Context, d *conveyor.Delivery) error {
+		onStart(payloadSeq(d.Payload))
+		return nil
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+// waitDone waits until the handler saw n tasks, then until the server
+// reports n completed and none outstanding.
+func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (time.Time, error) {
+	for handled.Load() < int64(n) {
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d handled: %w", handled.Load(), n, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	admin := conveyorv1connect.NewAdminServiceClient(conveyor.H2CClient(), r.addr, adminOptions(r.cfg.Token)...)
+	for {
+		res, err := admin.ListQueues(ctx, connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+		if err == nil {
+			for _, q := range res.Msg.GetQueues() {
+				if q.GetName() != benchQueue {
+					continue
+				}
+				notDone := q.GetPending() + q.GetActive() + q.GetRetry() + q.GetScheduled()
+				if q.GetCompleted() >= int64(n) && notDone == 0 {
+					return time.Now(), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, errIncomplete
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func adminOptions(token string) []connect.ClientOption {
+	opts := []connect.ClientOption{connect.WithGRPC()}
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(headerInterceptor{"Authorization", "Bearer " + token}))
+	}
+	return opts
+}
+
+func (r *runner) w3(ctx context.Context) (measured, error) {
+	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
+		return measured{}, fmt.Errorf("prefill: %w", err)
+	}
+	var handled atomic.Int64
+	cpu := markCPU(r.serverPid())
+	t0 := time.Now()
+	stop, err := r.startWorker(ctx, func(int) { handled.Add(1) })
+	if err != nil {
+		return measured{}, err
+	}
+	defer stop()
+	end, err := r.waitDone(ctx, r.cfg.N, &handled)
+	if err != nil {
+		return measured{}, err
+	}
+	return measured{wall: end.Sub(t0), count: r.cfg.N, cpu: cpu.since()}, nil
+}
+
+func (r *runner) w4(ctx context.Context) (measured, error) {
+	n := r.cfg.N
+	returned := make([]int64, n)
+	started := make([]int64, n)
+	callStart := make([]int64, n)
+	var handled atomic.Int64
+	stop, err := r.startWorker(ctx, func(seq int) {
+		now := mono()
+		if seq >= 0 && seq < n {
+			atomic.StoreInt64(&started[seq], now)
+		}
+		handled.Add(1)
+	})
+	if err != nil {
+		return measured{}, err
+	}
+	defer stop()
+	time.Sleep(time.Second) // let the session open before the load starts
+
+	jobs := make(chan int, n)
+	errs := make(chan error, r.cfg.Producers)
+	var wg sync.WaitGroup
+	for range r.cfg.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range jobs {
+				s := mono()
+				_, err := r.client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
+				atomic.StoreInt64(&returned[seq], mono())
+				callStart[seq] = s
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	cpu := markCPU(r.serverPid())
+	t0 := time.Now()
+	interval := time.Second / time.Duration(r.cfg.Rate)
+	for sent := 0; sent < n && ctx.Err() == nil; {
+		due := min(int(time.Since(t0)/interval)+1, n)
+		for ; sent < due; sent++ {
+			jobs <- sent
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	close(jobs)
+	wg.Wait()
+	r.res.AchievedRate = float64(n) / time.Since(t0).Seconds()
+	close(errs)
+	if err := <-errs; err != nil {
+		return measured{}, err
+	}
+	end, err := r.waitDone(ctx, n, &handled)
+	if err != nil {
+		return measured{}, err
+	}
+	lat := make([]float64, 0, n)
+	enq := make([]float64, 0, n)
+	for i := range n {
+		st, rt := atomic.LoadInt64(&started[i]), atomic.LoadInt64(&returned[i])
+		if st == 0 || rt == 0 {
+			return measured{}, fmt.Errorf("task %d has no timestamps", i)
+		}
+		lat = append(lat, max(float64(st-rt)/1e6, 0))
+		enq = append(enq, float64(rt-callStart[i])/1e6)
+	}
+	sort.Float64s(lat)
+	sort.Float64s(enq)
+	r.res.P50Ms, r.res.P99Ms, r.res.MaxMs = pct(lat, 50), pct(lat, 99), lat[len(lat)-1]
+	r.res.EnqP50Ms, r.res.EnqP99Ms = pct(enq, 50), pct(enq, 99)
+	return measured{wall: end.Sub(t0), count: n, cpu: cpu.since()}, nil
+}
+
+func pct(sorted []float64, p float64) float64 {
+	idx := min(max(int(float64(len(sorted))*p/100+0.5)-1, 0), len(sorted)-1)
+	return sorted[idx]
+}
+
+// runMEM fills a fresh server with N pending tasks, reads its anonymous
+// memory, restarts it on the same file and times the reopen.
+func (r *runner) runMEM(ctx context.Context) error {
+	if r.cfg.Addr != "" {
+		return fmt.Errorf("MEM starts its own server; do not pass --addr")
+	}
+	dir, err := os.MkdirTemp("", "conveyor-bench-mem-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+		return err
+	}
+	r.addr = r.srv.url
+	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+		return err
+	}
+	cpu := markCPU(r.srv.pid())
+	t0 := time.Now()
+	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
+		_ = r.srv.stop()
+		return err
+	}
+	r.res.WallS = time.Since(t0).Seconds()
+	r.res.TPS = float64(r.cfg.N) / r.res.WallS
+	use := cpu.since()
+	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = use.machinePct, use.benchPct, use.serverPct
+	r.res.ServerRSSAnonMB = kbToMB(procStatusKB(r.srv.pid(), "RssAnon"))
+	r.res.ServerPeakRSSMB = kbToMB(procStatusKB(r.srv.pid(), "VmHWM"))
+	if err := r.srv.stop(); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+
+	if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	defer func() { _ = r.srv.stop() }()
+	r.res.ReopenS = r.srv.ready.Seconds()
+	r.res.ReopenedRSSAnonMB = kbToMB(procStatusKB(r.srv.pid(), "RssAnon"))
+	r.addr = r.srv.url
+	first := make(chan struct{})
+	var once sync.Once
+	stop, err := r.startWorker(ctx, func(int) { once.Do(func() { close(first) }) })
+	if err != nil {
+		return err
+	}
+	defer stop()
+	select {
+	case <-first:
+		r.res.ReopenFirstDispatchMs = float64(time.Since(r.srv.started).Microseconds()) / 1000
+	case <-ctx.Done():
+		return fmt.Errorf("no dispatch after the reopen: %w", ctx.Err())
+	}
+	return nil
+}
+
+type headerInterceptor struct{ key, value string }
+
+func (h headerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(h.key, h.value)
+		return next(ctx, req)
+	}
+}
+
+func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

@@ -1,0 +1,384 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// An execution is one Dispatch (or one BatchDispatch) on a session, from
+// its arrival to its Result. Each has a goroutine that waits for its turn
+// (executions take concurrency slots in dispatch order), for a slot, and
+// for any earlier attempt of the same task on the session to be answered;
+// then runs the handler and queues exactly one Result (or BatchResult). An
+// execution that cannot start (canceled, past its deadline, or parked by a
+// drain) is settled without running; see session for when a Result is
+// still owed.
+
+// execution is one dispatched task, or one batch, on a session.
+type execution struct {
+	s            *session
+	d            *Delivery // the task, or a batch's first member
+	ids          []string  // the task ids it holds: one, or a batch's members
+	batch        *DeliveryBatch
+	batchFrame   bool // it came as a BatchDispatch, and is answered with a BatchResult
+	ctx          context.Context
+	cancel       context.CancelCauseFunc
+	stopDeadline context.CancelFunc
+	// prev is an earlier execution of the same task id on this session
+	// (its lease lapsed and the task came back here): its Result must go
+	// first, since the server drops the first Result after a lapse as the
+	// late answer of the lapsed attempt.
+	prev *execution
+	done chan struct{} // closed once settled
+	// after is closed once the previously dispatched execution has taken
+	// a slot or given up; turn is this execution's own, for the next one.
+	after, turn chan struct{}
+
+	// Guarded by s.mu.
+	started, finished bool
+	leaseExpiry       time.Time
+	prog              progressState
+}
+
+type progressState struct {
+	percent  int32
+	message  string
+	dirty    bool
+	lastSent time.Time
+	timer    *time.Timer
+}
+
+// dispatch takes one Dispatch, received at now.
+func (s *session) dispatch(base context.Context, d *conveyorv1.Dispatch, now time.Time) {
+	env := d.GetTask()
+	if env.GetId() == "" {
+		s.log.Warn("ignored a dispatch without a task id")
+		return
+	}
+	del := newDelivery(env, now)
+	ex := s.newExecution(base, del, []string{del.ID}, del.Deadline, now)
+	if s.w.batchHandlerFor(del.Type) != nil {
+		// A batch member back on its own: a batch of one.
+		ex.batch = &DeliveryBatch{Tasks: []*Delivery{del}}
+	} else {
+		del.ex = ex
+	}
+	s.admit(ex)
+}
+
+// dispatchBatch takes one BatchDispatch, received at now.
+func (s *session) dispatchBatch(base context.Context, b *conveyorv1.BatchDispatch, now time.Time) {
+	envs := b.GetTasks()
+	if len(envs) == 0 {
+		return
+	}
+	if s.w.batchHandlerFor(envs[0].GetType()) == nil {
+		s.refuseBatch(b)
+		return
+	}
+	batch := &DeliveryBatch{Group: b.GetGroup()}
+	ids := make([]string, 0, len(envs))
+	var deadline time.Time
+	for _, env := range envs {
+		d := newDelivery(env, now)
+		batch.Tasks = append(batch.Tasks, d)
+		ids = append(ids, d.ID)
+		if !d.Deadline.IsZero() && (deadline.IsZero() || d.Deadline.Before(deadline)) {
+			deadline = d.Deadline
+		}
+	}
+	ex := s.newExecution(base, batch.Tasks[0], ids, deadline, now)
+	ex.batch, ex.batchFrame = batch, true
+	s.admit(ex)
+}
+
+// newExecution builds an execution whose context ends at deadline (none
+// when zero).
+func (s *session) newExecution(base context.Context, d *Delivery, ids []string, deadline, now time.Time) *execution {
+	ctx, cancel := context.WithCancelCause(base)
+	stop := context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		ctx, stop = context.WithDeadline(ctx, deadline)
+	}
+	return &execution{s: s, d: d, ids: ids, ctx: ctx, cancel: cancel, stopDeadline: stop,
+		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL)}
+}
+
+// admit registers ex with the session and starts its goroutine.
+func (s *session) admit(ex *execution) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		ex.cancel(ErrSessionLost)
+		ex.stopDeadline()
+		return
+	}
+	if !ex.batchFrame {
+		ex.prev = s.tasks[ex.ids[0]]
+	}
+	for _, id := range ex.ids {
+		s.tasks[id] = ex
+	}
+	s.live[ex] = struct{}{}
+	s.w.turnMu.Lock()
+	ex.after, s.w.lastTurn = s.w.lastTurn, ex.turn
+	s.w.turnMu.Unlock()
+	s.mu.Unlock()
+	s.w.running.Add(1)
+	go s.execute(ex)
+}
+
+// execute runs one execution: wait for its turn and a slot, run the
+// handler, queue the Result.
+func (s *session) execute(ex *execution) {
+	defer s.w.running.Done()
+	defer ex.cancel(nil)
+	defer ex.stopDeadline()
+	if !s.acquire(ex) {
+		return
+	}
+	defer func() { <-s.w.slots }()
+	// Settle in a defer, so that even a handler that never returns
+	// normally (runtime.Goexit, as t.FailNow does) yields one Result.
+	rs := ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "the handler exited without returning (runtime.Goexit)")
+	defer func() { s.settle(ex, rs) }()
+	rs = s.w.invoke(ex)
+}
+
+// acquire waits for ex's turn (executions take concurrency slots in the
+// order they were dispatched, so the server's priority order holds even
+// when dispatches queue up locally), then for a slot, then for an earlier
+// attempt of the same task to be settled, and marks ex started. It returns
+// false, having settled ex, when ex must not start: its context ended
+// first, or the session is draining (ex then stays listed in heartbeats
+// until the session ends).
+func (s *session) acquire(ex *execution) bool {
+	select {
+	case <-ex.after:
+	case <-ex.ctx.Done():
+		s.endUnstarted(ex)
+		s.passTurn(ex)
+		return false
+	case <-s.drainCh:
+		s.passTurn(ex)
+		s.park(ex)
+		return false
+	}
+	select {
+	case s.w.slots <- struct{}{}:
+		close(ex.turn)
+	case <-ex.ctx.Done():
+		close(ex.turn)
+		s.endUnstarted(ex)
+		return false
+	case <-s.drainCh:
+		close(ex.turn)
+		s.park(ex)
+		return false
+	}
+	if ex.prev != nil {
+		select {
+		case <-ex.prev.done:
+		case <-ex.ctx.Done():
+		case <-s.drainCh:
+		}
+	}
+	s.mu.Lock()
+	if s.draining || s.ended || ex.ctx.Err() != nil {
+		s.mu.Unlock()
+		<-s.w.slots
+		s.park(ex)
+		return false
+	}
+	ex.started = true
+	s.started++
+	s.mu.Unlock()
+	return true
+}
+
+// passTurn lets the next execution try for a slot once the previous one
+// has, keeping the dispatch order among those still waiting.
+func (s *session) passTurn(ex *execution) {
+	<-ex.after
+	close(ex.turn)
+}
+
+// park holds an execution that will not start until its context ends (at
+// the latest when the session does), then settles it.
+func (s *session) park(ex *execution) {
+	<-ex.ctx.Done()
+	s.endUnstarted(ex)
+}
+
+// endUnstarted settles an execution whose context ended before it started.
+func (s *session) endUnstarted(ex *execution) {
+	cause := context.Cause(ex.ctx)
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		s.settle(ex, ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "task deadline exceeded before the task started"))
+	case errors.Is(cause, ErrCanceledByServer), errors.Is(cause, ErrLeaseExpired):
+		// The server still expects this attempt's Result (it drops it),
+		// before any Result for a redelivery of the task.
+		s.settle(ex, ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED, "canceled before it started"))
+	default:
+		s.settle(ex, nil) // the session is gone: nothing to report
+	}
+}
+
+// results gives every task of ex the same outcome.
+func (ex *execution) results(outcome conveyorv1.TaskOutcome, msg string) []*conveyorv1.Result {
+	rs := make([]*conveyorv1.Result, len(ex.ids))
+	for i, id := range ex.ids {
+		rs[i] = &conveyorv1.Result{TaskId: id, Outcome: outcome, ErrorMsg: msg}
+	}
+	return rs
+}
+
+// settle removes ex from the session and queues its results (none when
+// rs is nil): a Result, or a BatchResult for a BatchDispatch, after any
+// progress update still pending.
+func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
+	s.mu.Lock()
+	if ex.finished {
+		s.mu.Unlock()
+		return
+	}
+	ex.finished = true
+	delete(s.live, ex)
+	for _, id := range ex.ids {
+		if s.tasks[id] == ex {
+			delete(s.tasks, id)
+		}
+	}
+	if ex.started {
+		s.started--
+		if s.started == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+	}
+	if ex.prog.timer != nil {
+		ex.prog.timer.Stop()
+		ex.prog.timer = nil
+	}
+	queued := false
+	if len(rs) > 0 && !s.ended && !s.closeRequested {
+		if ex.prog.dirty {
+			s.outbox = append(s.outbox, progressFrame(ex))
+		}
+		if ex.batchFrame {
+			s.outbox = append(s.outbox, &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_BatchResult{
+				BatchResult: &conveyorv1.BatchResult{Results: rs}}})
+		} else {
+			s.outbox = append(s.outbox, &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: rs[0]}})
+		}
+		queued = true
+	}
+	s.mu.Unlock()
+	close(ex.done)
+	if queued {
+		s.signal()
+	}
+}
+
+// cancelTask handles a server Cancel: best effort, and a no-op for a task
+// this session does not hold (it may have finished as the Cancel crossed
+// its Result on the wire).
+func (s *session) cancelTask(id string) {
+	s.mu.Lock()
+	ex := s.tasks[id]
+	s.mu.Unlock()
+	if ex == nil {
+		s.log.Debug("ignored a cancel for a task this worker does not hold", "task", id)
+		return
+	}
+	s.log.Info("the server canceled a task", "task", id)
+	ex.cancel(ErrCanceledByServer)
+}
+
+// refuseBatch answers a BatchDispatch of a type this worker has no batch
+// handler for (the server sends none unless asked), releasing every member.
+func (s *session) refuseBatch(b *conveyorv1.BatchDispatch) {
+	s.log.Warn("released a batch dispatch: this worker does not handle batches", "group", b.GetGroup(), "tasks", len(b.GetTasks()))
+	results := make([]*conveyorv1.Result, 0, len(b.GetTasks()))
+	for _, t := range b.GetTasks() {
+		results = append(results, &conveyorv1.Result{TaskId: t.GetId(),
+			Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED, ErrorMsg: "this worker does not handle batches"})
+	}
+	s.mu.Lock()
+	if !s.ended && !s.closeRequested {
+		s.outbox = append(s.outbox, &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_BatchResult{
+			BatchResult: &conveyorv1.BatchResult{Results: results}}})
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// progress records a handler's progress, sending it now or at the end of
+// the task's progress interval, whichever is later (the latest value wins).
+func (s *session) progress(ex *execution, percent int32, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ex.finished || s.ended || s.closeRequested {
+		return
+	}
+	ex.prog.percent, ex.prog.message, ex.prog.dirty = percent, message, true
+	if ex.prog.timer != nil {
+		return // a flush is scheduled and will carry this value
+	}
+	wait := time.Until(ex.prog.lastSent.Add(s.w.cfg.progressInterval))
+	if wait <= 0 {
+		s.flushProgressLocked(ex)
+		return
+	}
+	ex.prog.timer = time.AfterFunc(wait, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ex.prog.timer = nil
+		if !ex.finished && !s.ended && !s.closeRequested {
+			s.flushProgressLocked(ex)
+		}
+	})
+}
+
+func (s *session) flushProgressLocked(ex *execution) {
+	if !ex.prog.dirty {
+		return
+	}
+	s.outbox = append(s.outbox, progressFrame(ex))
+	s.signal()
+}
+
+// progressFrame takes ex's pending progress into a frame. Call with s.mu.
+func progressFrame(ex *execution) *conveyorv1.WorkerMessage {
+	ex.prog.dirty = false
+	ex.prog.lastSent = time.Now()
+	return &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Progress{Progress: &conveyorv1.Progress{
+		TaskId: ex.d.ID, Percent: ex.prog.percent, Message: ex.prog.message}}}
+}
+
+// invoke runs the handler for ex and maps its return (or panic) to its
+// results.
+func (w *Worker) invoke(ex *execution) (rs []*conveyorv1.Result) {
+	d := ex.d
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("task handler panicked", "task", d.ID, "type", d.Type, "panic", p, "stack", string(debug.Stack()))
+			rs = ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, fmt.Sprintf("panic: %v", p))
+		}
+	}()
+	if b := ex.batch; b != nil {
+		err := w.batchHandlerFor(d.Type).ProcessBatch(ex.ctx, b)
+		rs = make([]*conveyorv1.Result, 0, len(b.Tasks))
+		for _, m := range b.Tasks {
+			rs = append(rs, resultFor(ex.ctx, m, b.memberErr(m, err)))
+		}
+		return rs
+	}
+	return []*conveyorv1.Result{resultFor(ex.ctx, d, w.handlerFor(d.Type).ProcessTask(ex.ctx, d))}
+}

@@ -1,0 +1,460 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// A session is one WorkerService.Session stream, from Hello to its end.
+// Four goroutines serve it:
+//
+//   - the reader (the caller of run) receives Dispatch, Cancel, Ping and
+//     BatchDispatch frames until the stream ends;
+//   - the writer is the stream's only sender: Results, Progress, Heartbeats
+//     and finally CloseRequest go through its outbox, in order;
+//   - the heartbeat ticker asks the writer for a Heartbeat every
+//     Welcome.heartbeat_interval, listing every task the session holds
+//     (running, waiting for a concurrency slot, or parked by a drain);
+//   - the controller runs the drain when the Worker stops.
+//
+// Each Dispatch becomes an execution with a goroutine of its own that waits
+// for a concurrency slot, runs the handler and queues exactly one Result.
+// When the stream ends, every execution still held is canceled with cause
+// ErrSessionLost and its result is dropped: the server has released its
+// lease (and may already have given the task to another worker).
+//
+// # Deadlines
+//
+// Dispatch.deadline is min(lease expiry, task deadline, dispatch time +
+// task timeout). Its lease part moves: every Heartbeat extends the lease to
+// heartbeat time + lease_ttl, so a long task that heartbeats must not be
+// stopped when the first lease expiry passes. The handler's context
+// therefore ends at the task's own bound only, computed from the envelope's
+// options (the earlier of options.deadline and receive time +
+// options.timeout; see Delivery.Deadline), and the lease part is tracked
+// separately: each execution's lease is reckoned as receive time + lease_ttl
+// and pushed to heartbeat time + lease_ttl by every Heartbeat actually
+// sent. Only if that reckoning passes (heartbeats could not be sent) is the
+// handler canceled, with cause ErrLeaseExpired. A handler that overruns its
+// task's bound gets context.DeadlineExceeded and is reported RETRY.
+//
+// # Drain
+//
+// When the Worker stops, the controller stops new starts (a dispatch that
+// arrives or is still waiting for a slot is not started but stays listed in
+// heartbeats, so its lease survives until the close releases it with no
+// penalty, protocol §5.10), gives the running handlers the drain grace to
+// finish and report their real outcome, cancels the rest with cause
+// ErrWorkerShutdown (reported RELEASED), closes the request side and waits,
+// bounded, for the server to end the stream.
+type session struct {
+	w                 *Worker
+	id                string
+	stream            *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]
+	abort             func() // cuts the stream at once
+	log               *slog.Logger
+	leaseTTL          time.Duration
+	heartbeatInterval time.Duration
+
+	wake    chan struct{} // wakes the writer; capacity 1
+	drainCh chan struct{} // closed when the drain begins
+	done    chan struct{} // closed once the read side has ended
+
+	mu             sync.Mutex
+	tasks          map[string]*execution   // newest unreported execution per task id
+	live           map[*execution]struct{} // every unreported execution
+	outbox         []*conveyorv1.WorkerMessage
+	heartbeatDue   bool
+	closeRequested bool
+	ended          bool
+	draining       bool
+	started        int           // started, unreported executions
+	idle           chan struct{} // closed when started drops to 0 during a drain
+}
+
+var errHandshakeTimeout = fmt.Errorf("conveyor: no Welcome within %s of Hello", handshakeTimeout)
+
+// runSession opens a stream, says Hello, waits for Welcome and serves the
+// session until the stream ends. established reports whether Welcome came.
+func (w *Worker) runSession(base context.Context) (established bool, err error) {
+	streamCtx, cancelStream := context.WithCancelCause(context.Background())
+	defer cancelStream(nil)
+	stream := w.client.Session(streamCtx)
+	// Canceling the context alone does not always unblock a pending
+	// Receive: once the response has started, net/http's HTTP/2 transport
+	// notices the cancellation only when the request body yields, which a
+	// quiet bidi stream never does. Closing both sides does unblock it.
+	var abortOnce sync.Once
+	abort := func(cause error) {
+		abortOnce.Do(func() {
+			cancelStream(cause)
+			_ = stream.CloseResponse()
+			_ = stream.CloseRequest()
+		})
+	}
+
+	// Until Welcome, a stop or the handshake timeout aborts the stream.
+	handshaking, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTimer(handshakeTimeout)
+		defer t.Stop()
+		select {
+		case <-handshaking:
+		case <-w.stopCh:
+			abort(ErrWorkerShutdown)
+		case <-t.C:
+			abort(errHandshakeTimeout)
+		}
+	}()
+	welcome, err := w.handshake(stream)
+	close(handshaking)
+	<-watched
+	if cause := context.Cause(streamCtx); cause != nil {
+		return false, cause
+	}
+	if err != nil {
+		return false, err
+	}
+
+	s := &session{
+		w:                 w,
+		id:                welcome.GetSessionId(),
+		stream:            stream,
+		abort:             func() { abort(ErrSessionLost) },
+		log:               w.log.With("session", welcome.GetSessionId()),
+		leaseTTL:          welcome.GetLeaseTtl().AsDuration(),
+		heartbeatInterval: welcome.GetHeartbeatInterval().AsDuration(),
+		wake:              make(chan struct{}, 1),
+		drainCh:           make(chan struct{}),
+		done:              make(chan struct{}),
+		tasks:             map[string]*execution{},
+		live:              map[*execution]struct{}{},
+	}
+	if s.leaseTTL <= 0 {
+		s.leaseTTL = 60 * time.Second // the protocol's default
+	}
+	if s.heartbeatInterval <= 0 {
+		s.heartbeatInterval = s.leaseTTL / 3
+	}
+	s.log.Info("worker session established", "server_version", welcome.GetServerVersion(),
+		"lease_ttl", s.leaseTTL, "heartbeat_interval", s.heartbeatInterval)
+	return true, s.run(base)
+}
+
+// handshake sends Hello and returns the server's Welcome.
+func (w *Worker) handshake(stream *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) (*conveyorv1.Welcome, error) {
+	hello := &conveyorv1.Hello{
+		Queues:           w.cfg.queues,
+		Concurrency:      int32(w.cfg.concurrency),
+		Labels:           w.cfg.labels,
+		SdkVersion:       Version,
+		MinServerVersion: w.cfg.minServerVersion,
+		BatchTypes:       w.batchTypes(),
+	}
+	err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: hello}})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	// On io.EOF the server ended the stream: Receive has its error.
+	msg, err := stream.Receive()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("conveyor: the server ended the stream before Welcome")
+	}
+	if err != nil {
+		return nil, err
+	}
+	welcome := msg.GetWelcome()
+	if welcome == nil {
+		return nil, fmt.Errorf("conveyor: the server's first frame is %T, not Welcome", msg.GetFrame())
+	}
+	return welcome, nil
+}
+
+// run serves an established session until its stream ends, and returns why
+// it ended (nil for a clean end).
+func (s *session) run(base context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.writeLoop() }()
+	go func() { defer wg.Done(); s.heartbeatLoop() }()
+	go func() { defer wg.Done(); s.control() }()
+	err := s.readLoop(base)
+	s.end()
+	close(s.done)
+	s.abort()
+	wg.Wait()
+	return err
+}
+
+// readLoop handles server frames until the stream ends.
+func (s *session) readLoop(base context.Context) error {
+	for {
+		msg, err := s.stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch f := msg.GetFrame().(type) {
+		case *conveyorv1.ServerMessage_Dispatch:
+			s.dispatch(base, f.Dispatch, time.Now())
+		case *conveyorv1.ServerMessage_Cancel:
+			s.cancelTask(f.Cancel.GetTaskId())
+		case *conveyorv1.ServerMessage_Ping:
+			// A liveness probe: tolerated, never answered (§5.7).
+		case *conveyorv1.ServerMessage_BatchDispatch:
+			s.dispatchBatch(base, f.BatchDispatch, time.Now())
+		default:
+			// A repeated Welcome, an empty frame or one this SDK does not
+			// know (a newer server): ignored.
+		}
+	}
+}
+
+// end marks the stream gone and cancels every execution it still holds.
+func (s *session) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for ex := range s.live {
+		ex.cancel(ErrSessionLost)
+		if ex.prog.timer != nil {
+			ex.prog.timer.Stop()
+			ex.prog.timer = nil
+		}
+	}
+}
+
+// signal wakes the writer.
+func (s *session) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the stream's only sender.
+func (s *session) writeLoop() {
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		}
+		for {
+			s.mu.Lock()
+			frames := s.outbox
+			s.outbox = nil
+			beat := s.heartbeatDue
+			s.heartbeatDue = false
+			var ids []string
+			var beating []*execution
+			if beat {
+				ids = make([]string, 0, len(s.tasks))
+				beating = make([]*execution, 0, len(s.tasks))
+				for id, ex := range s.tasks {
+					ids = append(ids, id)
+					beating = append(beating, ex)
+				}
+			}
+			closing := s.closeRequested
+			s.mu.Unlock()
+			if len(frames) == 0 && !beat && !closing {
+				break
+			}
+			for _, f := range frames {
+				if !s.send(f) {
+					return
+				}
+			}
+			if beat {
+				at := time.Now()
+				hb := &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{
+					Heartbeat: &conveyorv1.Heartbeat{ActiveTaskIds: ids}}}
+				if !s.send(hb) {
+					return
+				}
+				s.extendLeases(beating, at.Add(s.leaseTTL))
+			}
+			if closing {
+				if err := s.stream.CloseRequest(); err != nil {
+					s.log.Debug("close the request side", "err", err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// send sends one frame; false means the stream is broken.
+func (s *session) send(m *conveyorv1.WorkerMessage) bool {
+	err := s.stream.Send(m)
+	if err == nil {
+		return true
+	}
+	// io.EOF: the server ended the stream, and the reader will get the
+	// reason. Anything else: cut the stream so the reader stops too.
+	if !errors.Is(err, io.EOF) {
+		s.log.Warn("send to the server", "err", err)
+		s.abort()
+	}
+	return false
+}
+
+// extendLeases records that a heartbeat sent at (expiry - lease_ttl)
+// renewed the listed executions' leases.
+func (s *session) extendLeases(exs []*execution, expiry time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ex := range exs {
+		if expiry.After(ex.leaseExpiry) {
+			ex.leaseExpiry = expiry
+		}
+	}
+}
+
+// heartbeatLoop asks the writer for a Heartbeat every interval, and cancels
+// executions whose lease, as reckoned here, has lapsed.
+func (s *session) heartbeatLoop() {
+	t := time.NewTicker(s.heartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.done:
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		for ex := range s.live {
+			if now.After(ex.leaseExpiry) && ex.ctx.Err() == nil {
+				s.log.Warn("task lease lapsed: heartbeats could not be sent", "tasks", ex.ids)
+				ex.cancel(ErrLeaseExpired)
+			}
+		}
+		s.heartbeatDue = true
+		s.mu.Unlock()
+		s.signal()
+	}
+}
+
+// waitResult says how a control wait ended.
+type waitResult int
+
+const (
+	waitReached  waitResult = iota // the awaited channel closed
+	waitTimedOut                   // the bound passed
+	waitAbandon                    // Shutdown's context ended
+	waitKilled                     // Close
+	waitEnded                      // the stream ended
+)
+
+// await waits for ch, at most d, watching for Close, for Shutdown's
+// context and for the stream's end.
+func (s *session) await(ch <-chan struct{}, d time.Duration) waitResult {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return waitReached
+	case <-t.C:
+		return waitTimedOut
+	case <-s.w.abandonCh:
+		return waitAbandon
+	case <-s.w.killCh:
+		return waitKilled
+	case <-s.done:
+		return waitEnded
+	}
+}
+
+// control waits for the Worker to stop, then drains the session (or cuts
+// it, on Close).
+func (s *session) control() {
+	select {
+	case <-s.w.stopCh:
+	case <-s.done:
+		return
+	}
+	select {
+	case <-s.w.killCh:
+		s.abort()
+		return
+	default:
+	}
+	idle, running := s.beginDrain()
+	s.log.Info("worker draining", "running", running, "grace", s.w.cfg.drainGrace)
+	switch s.await(idle, s.w.cfg.drainGrace) {
+	case waitKilled:
+		s.abort()
+		return
+	case waitEnded:
+		return
+	case waitReached:
+	default:
+		n := s.cancelStarted(ErrWorkerShutdown)
+		s.log.Info("drain grace over: releasing the tasks still running", "count", n)
+		switch s.await(idle, drainUnwind) {
+		case waitKilled:
+			s.abort()
+			return
+		case waitEnded:
+			return
+		}
+	}
+	s.requestClose()
+	switch s.await(s.done, closeWait) {
+	case waitReached, waitEnded:
+	default:
+		s.abort()
+	}
+}
+
+// beginDrain stops new starts and returns a channel closed once no started
+// execution is left, and how many are running now.
+func (s *session) beginDrain() (<-chan struct{}, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	close(s.drainCh)
+	ch := make(chan struct{})
+	if s.started == 0 {
+		close(ch)
+	} else {
+		s.idle = ch
+	}
+	return ch, s.started
+}
+
+// cancelStarted cancels every running handler with cause.
+func (s *session) cancelStarted(cause error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for ex := range s.live {
+		if ex.started {
+			ex.cancel(cause)
+			n++
+		}
+	}
+	return n
+}
+
+// requestClose has the writer flush its outbox and close the request side.
+func (s *session) requestClose() {
+	s.mu.Lock()
+	s.closeRequested = true
+	s.mu.Unlock()
+	s.signal()
+}

@@ -1,0 +1,536 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+)
+
+// Worker defaults.
+const (
+	// DefaultWorkerConcurrency is how many tasks a Worker runs at once
+	// unless WithConcurrency says otherwise.
+	DefaultWorkerConcurrency = 10
+	// DefaultDrainGrace is how long a stopping Worker lets running handlers
+	// finish before it cancels them (see WithDrainGrace).
+	DefaultDrainGrace = 30 * time.Second
+	// DefaultProgressInterval is the shortest gap between two progress
+	// updates of one task (see WithProgressInterval).
+	DefaultProgressInterval = time.Second
+)
+
+// Fixed bounds of a stop, after the drain grace.
+const (
+	// drainUnwind is how long handlers canceled at the end of the drain
+	// grace get to return and report RELEASED before the stream closes
+	// anyway (the server then releases their leases itself).
+	drainUnwind = 5 * time.Second
+	// closeWait is how long the worker waits for the server to end the
+	// stream after the worker closed its side.
+	closeWait = 5 * time.Second
+	// handshakeTimeout bounds the wait for Welcome after Hello.
+	handshakeTimeout = 30 * time.Second
+	// workerDefaultQueue is served when no queue is configured.
+	workerDefaultQueue = "default"
+)
+
+// WorkerOption configures a Worker. Every connection Option (WithToken,
+// WithProtocol, WithHTTPClient, WithTLSConfig, WithLogger) is a
+// WorkerOption too.
+type WorkerOption interface {
+	applyToWorker(*workerConfig)
+}
+
+type workerOptionFunc func(*workerConfig)
+
+func (f workerOptionFunc) applyToWorker(c *workerConfig) { f(c) }
+
+type workerConfig struct {
+	connOpts         []Option
+	queues           map[string]int32
+	concurrency      int
+	labels           map[string]string
+	drainGrace       time.Duration
+	progressInterval time.Duration
+	minServerVersion string
+	backoff          backoff
+	errs             []error
+}
+
+func (c *workerConfig) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("conveyor: "+format, args...))
+}
+
+// WithQueue adds a queue for the Worker to serve, with its weight: under
+// backlog the server dispatches from each queue in proportion to its weight
+// (3 and 1 give a 3:1 mix). Weights must be > 0. A Worker serves the queue
+// "default" with weight 1 unless WithQueue or WithQueues names others.
+func WithQueue(name string, weight int32) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if c.queues == nil {
+			c.queues = map[string]int32{}
+		}
+		c.queues[name] = weight
+	})
+}
+
+// WithQueues replaces the served queues with queues (name → weight); see
+// WithQueue.
+func WithQueues(queues map[string]int32) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) { c.queues = maps.Clone(queues) })
+}
+
+// WithConcurrency sets how many tasks the Worker runs at once, across all
+// its queues; it is also the dispatch window it asks of the server. It must
+// be > 0. Defaults to DefaultWorkerConcurrency (10).
+func WithConcurrency(n int) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if n <= 0 || n > math.MaxInt32 {
+			c.errorf("concurrency must be 1..%d, got %d", math.MaxInt32, n)
+			return
+		}
+		c.concurrency = n
+	})
+}
+
+// WithLabels adds informational labels (such as a host name or a version)
+// that operators see in the server's worker list. Defaults to none.
+func WithLabels(labels map[string]string) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if c.labels == nil {
+			c.labels = map[string]string{}
+		}
+		maps.Copy(c.labels, labels)
+	})
+}
+
+// WithDrainGrace sets how long a stopping Worker lets its running handlers
+// finish and report their real outcome. Handlers still running then have
+// their context canceled with cause ErrWorkerShutdown and are reported
+// RELEASED (back to PENDING, no retry counted) if they return within 5 more
+// seconds; the stream then closes, and the server releases whatever is
+// left the same way. 0 cancels running handlers at once. Defaults to
+// DefaultDrainGrace (30s).
+func WithDrainGrace(d time.Duration) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if d < 0 {
+			c.errorf("drain grace must not be negative, got %s", d)
+			return
+		}
+		c.drainGrace = d
+	})
+}
+
+// WithProgressInterval sets the shortest gap between two progress updates
+// the Worker sends for one task; updates in between are coalesced, the
+// latest winning. It must be > 0. Defaults to DefaultProgressInterval (1s).
+func WithProgressInterval(d time.Duration) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if d <= 0 {
+			c.errorf("progress interval must be > 0, got %s", d)
+			return
+		}
+		c.progressInterval = d
+	})
+}
+
+// WithMinServerVersion makes the Worker require a server of at least
+// version v (semver, such as "v1.2.0"). An older server refuses the session
+// with invalid_argument, which ends Run with that error. Defaults to no
+// requirement.
+func WithMinServerVersion(v string) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) { c.minServerVersion = v })
+}
+
+// WithReconnectBackoff sets the reconnect backoff: the delay before attempt
+// n (0-based, reset once a session is established) is uniformly random in
+// [0, min(max, base*2^n)). Both must be > 0. Defaults to
+// DefaultReconnectBase (500ms) and DefaultReconnectMax (30s), the
+// protocol's reference values.
+func WithReconnectBackoff(base, max time.Duration) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		if base <= 0 || max <= 0 {
+			c.errorf("reconnect backoff base and max must be > 0, got %s and %s", base, max)
+			return
+		}
+		c.backoff = backoff{base: base, max: max}
+	})
+}
+
+// Worker holds a session with a Conveyor server and runs handlers for the
+// tasks the server dispatches to it. Register handlers with Handle,
+// HandleFunc or HandleJSON, then call Run.
+//
+// A Worker runs at most its concurrency of handlers at once; the server
+// never has more than that many tasks out to it. It heartbeats every task
+// it holds, reconnects with jittered backoff when the session breaks, and
+// stops gracefully (see Run). Delivery is at least once: a task may run
+// again after a crash, a lost connection or a lapsed lease.
+type Worker struct {
+	cfg        workerConfig
+	log        *slog.Logger
+	httpClient *http.Client
+	client     conveyorv1connect.WorkerServiceClient
+
+	mu            sync.RWMutex
+	handlers      map[string]Handler
+	batchHandlers map[string]BatchHandler
+	middleware    []Middleware
+
+	// slots is the concurrency semaphore: a handler holds a slot from the
+	// moment it starts until its result is queued. It spans sessions, so a
+	// handler still unwinding from a lost session keeps its slot.
+	slots chan struct{}
+	// running counts the goroutines of every execution.
+	running sync.WaitGroup
+	// lastTurn is the turn of the latest dispatched execution: executions
+	// try for a slot one after another, in dispatch order.
+	turnMu   sync.Mutex
+	lastTurn chan struct{}
+
+	runMu   sync.Mutex
+	started bool
+
+	stopCh                          chan struct{} // closed to drain and stop
+	abandonCh                       chan struct{} // closed to cut the drain short (Shutdown's ctx ended)
+	killCh                          chan struct{} // closed to stop at once (Close)
+	doneCh                          chan struct{} // closed when Run returns
+	stopOnce, abandonOnce, killOnce sync.Once
+}
+
+// NewWorker returns a Worker for the server at addr (an http:// or https://
+// URL; plain http uses HTTP/2 without TLS). It takes WorkerOptions and the
+// connection Options. The session needs the gRPC protocol (the default) or
+// the Connect protocol: ProtocolGRPCWeb cannot carry it.
+func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
+	cfg := workerConfig{
+		concurrency:      DefaultWorkerConcurrency,
+		drainGrace:       DefaultDrainGrace,
+		progressInterval: DefaultProgressInterval,
+		backoff:          backoff{base: DefaultReconnectBase, max: DefaultReconnectMax},
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyToWorker(&cfg)
+		}
+	}
+	if len(cfg.queues) == 0 {
+		cfg.queues = map[string]int32{workerDefaultQueue: 1}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.queues)) {
+		if !validWorkerQueueName(name) {
+			cfg.errorf("queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$", name)
+		}
+		if w := cfg.queues[name]; w <= 0 {
+			cfg.errorf("queue %q: weight must be > 0, got %d", name, w)
+		}
+	}
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	conn, url, err := newConnConfig(addr, cfg.connOpts)
+	if err != nil {
+		return nil, err
+	}
+	if conn.protocol == ProtocolGRPCWeb {
+		return nil, errors.New("conveyor: a worker session is a bidirectional stream, which gRPC-Web cannot carry: use ProtocolGRPC or ProtocolConnect")
+	}
+	return &Worker{
+		cfg:           cfg,
+		log:           conn.logger,
+		httpClient:    conn.httpClient,
+		client:        conveyorv1connect.NewWorkerServiceClient(conn.httpClient, url, conn.connectOptions()...),
+		handlers:      map[string]Handler{},
+		batchHandlers: map[string]BatchHandler{},
+		slots:         make(chan struct{}, cfg.concurrency),
+		lastTurn:      closedChan(),
+		stopCh:        make(chan struct{}),
+		abandonCh:     make(chan struct{}),
+		killCh:        make(chan struct{}),
+		doneCh:        make(chan struct{}),
+	}, nil
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// validWorkerQueueName reports whether name matches ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
+func validWorkerQueueName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '-' && c != '_' && c != '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Handle registers h for tasks of taskType. It panics if taskType is empty,
+// h is nil, or taskType already has a handler (as http.ServeMux does).
+// Register handlers before Run; a task whose type has no handler is retried
+// (see ErrNoHandler).
+func (w *Worker) Handle(taskType string, h Handler) {
+	if taskType == "" {
+		panic("conveyor: Handle with an empty task type")
+	}
+	if h == nil {
+		panic("conveyor: Handle with a nil handler for " + taskType)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checkNewTypeLocked(taskType)
+	w.handlers[taskType] = h
+}
+
+func (w *Worker) checkNewTypeLocked(taskType string) {
+	_, dup := w.handlers[taskType]
+	_, dupBatch := w.batchHandlers[taskType]
+	if dup || dupBatch {
+		panic("conveyor: a handler for task type " + taskType + " is already registered")
+	}
+}
+
+// HandleBatch registers h for tasks of taskType delivered in batches
+// (aggregation groups, protocol §5.11). The Worker then advertises the type
+// in Hello.batch_types, and the server delivers a fired group of that type
+// as one batch: it takes one concurrency slot, every member's lease is
+// heartbeated, and each member gets its own result. A member that comes
+// back alone (after a retry or a release) is handed to h as a batch of one.
+// Middleware (Use) does not wrap batch handlers. Batch members' Progress
+// is not reported. It panics as Handle does.
+func (w *Worker) HandleBatch(taskType string, h BatchHandler) {
+	if taskType == "" {
+		panic("conveyor: HandleBatch with an empty task type")
+	}
+	if h == nil {
+		panic("conveyor: HandleBatch with a nil handler for " + taskType)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checkNewTypeLocked(taskType)
+	w.batchHandlers[taskType] = h
+}
+
+// batchHandlerFor returns the batch handler for taskType, or nil.
+func (w *Worker) batchHandlerFor(taskType string) BatchHandler {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.batchHandlers[taskType]
+}
+
+// batchTypes lists the types with a batch handler, sorted.
+func (w *Worker) batchTypes() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return slices.Sorted(maps.Keys(w.batchHandlers))
+}
+
+// HandleFunc registers fn for tasks of taskType; see Handle.
+func (w *Worker) HandleFunc(taskType string, fn func(ctx context.Context, d *Delivery) error) {
+	if fn == nil {
+		panic("conveyor: HandleFunc with a nil function for " + taskType)
+	}
+	w.Handle(taskType, HandlerFunc(fn))
+}
+
+// Use appends middleware around every handler, including the one that
+// answers unknown task types. The first middleware added is the outermost.
+// Panics are recovered outside all middleware.
+func (w *Worker) Use(mw ...Middleware) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range mw {
+		if m != nil {
+			w.middleware = append(w.middleware, m)
+		}
+	}
+}
+
+// handlerFor returns the handler for taskType wrapped in the middleware.
+func (w *Worker) handlerFor(taskType string) Handler {
+	w.mu.RLock()
+	h, ok := w.handlers[taskType]
+	mws := w.middleware
+	w.mu.RUnlock()
+	if !ok {
+		h = noHandler{}
+	}
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// Run connects to the server and runs handlers until ctx is canceled or
+// Shutdown or Close is called, reconnecting whenever the session breaks.
+// It returns nil after a stop, or the error that ended the session when
+// that error is fatal (protocol §4): unauthenticated or permission_denied
+// (fix the token), or invalid_argument (the server refused the Hello, such
+// as a version requirement; reconnecting would not help). The error wraps
+// the *connect.Error: test it with connect.CodeOf.
+//
+// Canceling ctx stops the Worker gracefully, as Shutdown does with no
+// bound of its own: it starts no new tasks, lets running handlers finish
+// within the drain grace (WithDrainGrace), reports RELEASED for those it
+// then abandons, closes the stream and returns once the server has ended
+// it. Handlers get a context that carries ctx's values but not its
+// cancellation.
+//
+// Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.runMu.Lock()
+	if w.started {
+		w.runMu.Unlock()
+		return errors.New("conveyor: Worker.Run called twice")
+	}
+	w.started = true
+	w.runMu.Unlock()
+	defer close(w.doneCh)
+
+	w.mu.RLock()
+	n := len(w.handlers) + len(w.batchHandlers)
+	w.mu.RUnlock()
+	if n == 0 {
+		return errors.New("conveyor: the worker has no handlers: register some with Handle before Run")
+	}
+	stopOnCancel := context.AfterFunc(ctx, w.requestStop)
+	defer stopOnCancel()
+	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	err := w.loop(base)
+	cancelBase(ErrSessionLost)
+	w.waitHandlers(drainUnwind)
+	w.httpClient.CloseIdleConnections()
+	return err
+}
+
+// loop runs sessions until a stop or a fatal error.
+func (w *Worker) loop(base context.Context) error {
+	attempt := 0
+	for {
+		if w.stopping() {
+			return nil
+		}
+		established, err := w.runSession(base)
+		if w.stopping() {
+			return nil
+		}
+		if isFatalSessionError(err) {
+			w.log.Error("worker session refused; not reconnecting", "err", err)
+			return fmt.Errorf("conveyor: worker session: %w", wrapError(err))
+		}
+		if established {
+			attempt = 0
+		}
+		delay := w.cfg.backoff.delay(attempt)
+		attempt++
+		w.log.Warn("worker session ended; reconnecting", "err", err, "attempt", attempt, "delay", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-w.stopCh:
+			t.Stop()
+			return nil
+		}
+	}
+}
+
+// isFatalSessionError classifies a session's end (protocol §4): a bad
+// token or a refused Hello is fatal; anything else, including a clean end,
+// is transient.
+func isFatalSessionError(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeInvalidArgument:
+		return true
+	}
+	return false
+}
+
+func (w *Worker) stopping() bool {
+	select {
+	case <-w.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) requestStop() { w.stopOnce.Do(func() { close(w.stopCh) }) }
+
+// Shutdown stops the Worker gracefully, as canceling Run's context does,
+// and waits for Run to return. If ctx ends first, the drain is cut short:
+// running handlers are canceled at once (cause ErrWorkerShutdown, reported
+// RELEASED), the stream is closed, and Shutdown returns ctx's error once
+// Run has returned. Shutdown is safe to call more than once and before or
+// without Run.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.requestStop()
+	if !w.wasStarted() {
+		return nil
+	}
+	select {
+	case <-w.doneCh:
+		return nil
+	case <-ctx.Done():
+		w.abandonOnce.Do(func() { close(w.abandonCh) })
+		<-w.doneCh
+		return ctx.Err()
+	}
+}
+
+// Close stops the Worker at once, without draining: the stream is cut and
+// every handler's context is canceled with cause ErrSessionLost; no
+// results are sent. The server releases the tasks' leases (no retry
+// counted) and redelivers them, so running tasks may run twice. It waits
+// for Run to return, and is safe to call more than once.
+func (w *Worker) Close() error {
+	w.killOnce.Do(func() { close(w.killCh) })
+	w.requestStop()
+	if w.wasStarted() {
+		<-w.doneCh
+	}
+	return nil
+}
+
+func (w *Worker) wasStarted() bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	return w.started
+}
+
+// waitHandlers waits up to d for every execution goroutine to return. A
+// handler that ignores its canceled context is left behind, and logged.
+func (w *Worker) waitHandlers(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		w.running.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.log.Warn("handlers still running after their context was canceled; leaving them behind", "waited", d)
+	}
+}

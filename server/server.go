@@ -99,7 +99,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 
 	if err := s.listen(); err != nil {
-		s.closeBackground()
+		_ = s.closeBackground() // the listen error is the one to report
 		return err
 	}
 	s.httpSrv = s.newHTTPServer(s.routes(engine))

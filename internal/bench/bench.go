@@ -185,7 +185,7 @@ func (r *runner) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
 			return err
 		}

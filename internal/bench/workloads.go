@@ -132,7 +132,7 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 
 // startWorker runs an SDK worker with concurrency cfg.Concurrency whose
 // handler calls onStart with the task's seq first thing.
-func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func(), err error) {
+func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func() error, err error) {
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency)}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
@@ -148,9 +148,9 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	return func() {
+	return func() error {
 		cancel()
-		<-done
+		return <-done
 	}, nil
 }
 
@@ -205,7 +205,7 @@ func (r *runner) w3(ctx context.Context) (measured, error) {
 	if err != nil {
 		return measured{}, err
 	}
-	defer stop()
+	defer func() { _ = stop() }()
 	end, err := r.waitDone(ctx, r.cfg.N, &handled)
 	if err != nil {
 		return measured{}, err
@@ -229,7 +229,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	if err != nil {
 		return measured{}, err
 	}
-	defer stop()
+	defer func() { _ = stop() }()
 	time.Sleep(time.Second) // let the session open before the load starts
 
 	jobs := make(chan int, n)
@@ -306,7 +306,7 @@ func (r *runner) runMEM(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func (r *runner) runMEM(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer func() { _ = stop() }()
 	select {
 	case <-first:
 		r.res.ReopenFirstDispatchMs = float64(time.Since(r.srv.started).Microseconds()) / 1000

@@ -126,7 +126,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	s.listener = ln
+	s.listener = bufferedListener{ln}
 	return nil
 }
 

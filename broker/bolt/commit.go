@@ -47,6 +47,9 @@ type committer struct {
 	// when it does. lastCommit is how long the latest commit took.
 	lingerTarget int
 	lingered     chan struct{}
+	// urgent is signalled when the open batch gets its first waiter, to end
+	// an async delay (see delayAsync).
+	urgent chan struct{}
 	lastCommit   time.Duration
 	// busy is the total time spent in transactions (under Engine.mu).
 	busy time.Duration
@@ -61,6 +64,7 @@ func (c *committer) start(e *Engine) {
 	c.open = newBatch()
 	c.kick = make(chan struct{}, 1)
 	c.lingered = make(chan struct{}, 1)
+	c.urgent = make(chan struct{}, 1)
 	c.quit = make(chan struct{})
 	c.wg.Add(1)
 	go c.loop()
@@ -93,7 +97,19 @@ func (c *committer) appendLocked(o op, post func()) *batch {
 // long to linger.
 func (c *committer) appendSyncLocked(o op, post func()) *batch {
 	b := c.appendLocked(o, post)
+	c.addWaiterLocked(b)
+	return b
+}
+
+// addWaiterLocked records a caller that will wait for b to be durable.
+func (c *committer) addWaiterLocked(b *batch) {
 	b.waiters++
+	if b == c.open && b.waiters == 1 {
+		select {
+		case c.urgent <- struct{}{}:
+		default:
+		}
+	}
 	if c.lingerTarget > 0 && b.waiters >= c.lingerTarget {
 		c.lingerTarget = 0
 		select {
@@ -101,12 +117,14 @@ func (c *committer) appendSyncLocked(o op, post func()) *batch {
 		default:
 		}
 	}
-	return b
 }
 
-// pendingLocked returns the latest batch that is not durable yet, or nil.
-func (c *committer) pendingLocked() *batch {
+// syncPointLocked returns the latest batch that is not durable yet (nil if
+// none) and counts the caller as its waiter, so an open batch of async ops
+// is committed now rather than after its delay.
+func (c *committer) syncPointLocked() *batch {
 	if len(c.open.ops) > 0 {
+		c.addWaiterLocked(c.open)
 		return c.open
 	}
 	return c.inflight
@@ -142,6 +160,7 @@ func (c *committer) loop() {
 func (c *committer) drain() {
 	e := c.e
 	for {
+		c.delayAsync()
 		e.mu.Lock()
 		b := c.open
 		if len(b.ops) == 0 {
@@ -180,6 +199,30 @@ func (c *committer) drain() {
 			c.linger(b.waiters)
 		}
 	}
+}
+
+// delayAsync lets an open batch that nobody waits for (leases, results,
+// heartbeats, progress: changes whose callers do not wait for the disk)
+// collect more ops for up to Config.AsyncCommitDelay before it commits. It
+// ends early when a caller starts waiting on the batch, and on Close. Under
+// a steady stream of results this turns hundreds of small commits a second,
+// each with two fsyncs, into a few large ones; it delays no caller.
+func (c *committer) delayAsync() {
+	e := c.e
+	delay := e.cfg.AsyncCommitDelay
+	e.mu.Lock()
+	idle := len(c.open.ops) > 0 && c.open.waiters == 0
+	e.mu.Unlock()
+	if !idle || delay <= 0 {
+		return
+	}
+	t := time.NewTimer(delay)
+	select {
+	case <-c.urgent:
+	case <-t.C:
+	case <-c.quit:
+	}
+	t.Stop()
 }
 
 // linger holds the next commit back briefly when the one just made served

@@ -46,6 +46,10 @@ type Config struct {
 	// let callers it just served join the next one (see committer.linger).
 	// Defaults to 1ms; a negative value disables lingering.
 	MaxCommitLinger time.Duration
+	// AsyncCommitDelay is how long a batch of changes that no caller waits
+	// for (leases, results, heartbeats, progress) may collect more before
+	// it commits. Defaults to 5ms; a negative value commits at once.
+	AsyncCommitDelay time.Duration
 	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
 	// transaction stays short. Defaults to 10,000.
 	PurgeBatch int
@@ -75,6 +79,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxCommitLinger == 0 {
 		c.MaxCommitLinger = time.Millisecond
+	}
+	if c.AsyncCommitDelay == 0 {
+		c.AsyncCommitDelay = 5 * time.Millisecond
 	}
 	if c.PurgeBatch <= 0 {
 		c.PurgeBatch = 10_000
@@ -177,7 +184,7 @@ func (e *Engine) Close() error {
 // Sync waits until every change applied so far is durable.
 func (e *Engine) Sync(ctx context.Context) error {
 	e.mu.Lock()
-	b := e.commit.pendingLocked()
+	b := e.commit.syncPointLocked()
 	e.mu.Unlock()
 	if b == nil {
 		return nil

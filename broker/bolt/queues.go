@@ -32,7 +32,7 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 	}
 	q := e.queueLocked(name)
 	q.paused = paused
-	b := e.commit.appendLocked(func(w *txw) error {
+	b := e.commit.appendSyncLocked(func(w *txw) error {
 		rec := &storagev1.QueueRecord{}
 		if v := w.qrecs.Get([]byte(name)); v != nil {
 			if err := proto.Unmarshal(v, rec); err != nil {

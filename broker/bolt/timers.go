@@ -95,7 +95,7 @@ func (e *Engine) Purge(ctx context.Context, at time.Time) (time.Time, error) {
 	var gone []purged
 	var fileNext int64
 	limit := e.cfg.PurgeBatch
-	b := e.commit.appendLocked(func(w *txw) error {
+	b := e.commit.appendSyncLocked(func(w *txw) error {
 		var err error
 		gone, fileNext, err = purgeDue(w, now, limit)
 		return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
@@ -173,6 +174,8 @@ type runner struct {
 	srv    *serverProc
 	addr   string
 	client *conveyor.Client
+	// taskID is some enqueued task's id, for GetTask.
+	taskID atomic.Pointer[string]
 }
 
 func (r *runner) run(ctx context.Context) error {

@@ -78,6 +78,9 @@ func (r *runner) enqueueBulk(ctx context.Context, n int) error {
 						}
 					}
 				}
+				if err == nil && len(res) > 0 {
+					r.taskID.CompareAndSwap(nil, &res[0].Task.ID)
+				}
 				if err != nil {
 					errs <- err
 					return
@@ -155,7 +158,9 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 }
 
 // waitDone waits until the handler saw n tasks, then until the server
-// reports n completed and none outstanding.
+// reports n completed and none outstanding, then until all of that is on
+// disk (GetTask reads the server's own writes: it waits for every change
+// already made to be durable).
 func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (time.Time, error) {
 	for handled.Load() < int64(n) {
 		select {
@@ -174,7 +179,7 @@ func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (ti
 				}
 				notDone := q.GetPending() + q.GetActive() + q.GetRetry() + q.GetScheduled()
 				if q.GetCompleted() >= int64(n) && notDone == 0 {
-					return time.Now(), nil
+					return r.durable(ctx)
 				}
 			}
 		}
@@ -241,8 +246,11 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 			defer wg.Done()
 			for seq := range jobs {
 				s := mono()
-				_, err := r.client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
+				info, err := r.client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
 				atomic.StoreInt64(&returned[seq], mono())
+				if err == nil {
+					r.taskID.CompareAndSwap(nil, &info.ID)
+				}
 				callStart[seq] = s
 				if err != nil {
 					select {
@@ -368,4 +376,17 @@ func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc)
 
 func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// durable waits until every change the server has made is on disk and
+// returns the time it was.
+func (r *runner) durable(ctx context.Context) (time.Time, error) {
+	id := r.taskID.Load()
+	if id == nil {
+		return time.Time{}, fmt.Errorf("no task id to sync on")
+	}
+	if _, err := r.client.GetTask(ctx, *id); err != nil {
+		return time.Time{}, fmt.Errorf("sync: %w", err)
+	}
+	return time.Now(), nil
 }

@@ -49,8 +49,8 @@ type committer struct {
 	lingered     chan struct{}
 	// urgent is signalled when the open batch gets its first waiter, to end
 	// an async delay (see delayAsync).
-	urgent chan struct{}
-	lastCommit   time.Duration
+	urgent     chan struct{}
+	lastCommit time.Duration
 	// busy is the total time spent in transactions (under Engine.mu).
 	busy time.Duration
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ type benchCmd struct {
 	Rate        int           `default:"2000" help:"W4 enqueue rate, tasks/s."`
 	Duration    time.Duration `default:"10s" help:"W4 enqueue duration."`
 	Protocol    string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
+	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 }
 
 func (c *benchCmd) Run() error {
@@ -33,6 +35,19 @@ func (c *benchCmd) Run() error {
 	proto := conveyor.ProtocolGRPC
 	if c.Protocol == "connect" {
 		proto = conveyor.ProtocolConnect
+	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	failed := 0
 	for run := 1; run <= c.Runs; run++ {

@@ -250,7 +250,7 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		cfg:           cfg,
 		log:           conn.logger,
 		httpClient:    conn.httpClient,
-		client:        conveyorv1connect.NewWorkerServiceClient(conn.httpClient, url, conn.connectOptions()...),
+		client:        conveyorv1connect.NewWorkerServiceClient(sessionClient(conn.httpClient), url, conn.connectOptions()...),
 		handlers:      map[string]Handler{},
 		batchHandlers: map[string]BatchHandler{},
 		slots:         make(chan struct{}, cfg.concurrency),

@@ -101,7 +101,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	closed  bool
-	tasks   map[key]meta
+	tasks   *table // live tasks
 	queues  []*queue
 	byName  map[string]*queue
 	leases  map[key]*lease
@@ -139,10 +139,10 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	db, err := bbolt.Open(cfg.Path, 0o600, &bbolt.Options{
 		Timeout: 2 * time.Second,
-		// The freelist is rebuilt on open instead of written on every
-		// commit, which keeps commits small.
-		NoFreelistSync: true,
-		FreelistType:   bbolt.FreelistMapType,
+		// The freelist is written with every commit (a page or two) rather
+		// than rebuilt on open: rebuilding walks every page of the file,
+		// over a second for a million tasks.
+		FreelistType: bbolt.FreelistMapType,
 		// Reserve address space up front so that growing the file rarely
 		// remaps (a remap waits for every reader).
 		InitialMmapSize: 1 << 30,
@@ -175,6 +175,9 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.commit.stop()
+	e.mu.Lock()
+	e.freeIndexesLocked()
+	e.mu.Unlock()
 	tx, ops := e.CommitStats()
 	e.log.Info("store closed", "commits", tx, "ops", ops, "ops_per_commit", float64(ops)/float64(max(tx, 1)),
 		"commit_seconds", e.commit.busy.Seconds())
@@ -231,12 +234,37 @@ func incrementULID(id *ulid.ULID) {
 	}
 }
 
-// queueLocked returns the named queue, creating it in memory if needed.
+// freeIndexesLocked releases the off-heap index memory.
+func (e *Engine) freeIndexesLocked() {
+	if e.tasks != nil {
+		e.tasks.free()
+	}
+	for _, q := range e.queues {
+		for p := range q.ready {
+			q.ready[p].free()
+		}
+	}
+}
+
+// errTooManyQueues refuses a new queue when the engine knows maxQueues.
+var errTooManyQueues = fmt.Errorf("the server already knows %d queues, its limit", maxQueues)
+
+// checkQueueLocked fails when name is a new queue and there is no room
+// for another.
+func (e *Engine) checkQueueLocked(name string) error {
+	if e.byName[name] == nil && len(e.queues) >= maxQueues {
+		return errTooManyQueues
+	}
+	return nil
+}
+
+// queueLocked returns the named queue, creating it in memory if needed
+// (callers check checkQueueLocked first).
 func (e *Engine) queueLocked(name string) *queue {
 	if q := e.byName[name]; q != nil {
 		return q
 	}
-	q := &queue{name: name, index: uint32(len(e.queues))}
+	q := &queue{name: name, index: uint16(len(e.queues))}
 	e.queues = append(e.queues, q)
 	e.byName[name] = q
 	return q

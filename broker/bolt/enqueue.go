@@ -103,6 +103,10 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 			pt.err = fmt.Errorf("task %s: %w", pt.nt.ID, broker.ErrAlreadyExists)
 			continue
 		}
+		if err := e.checkQueueLocked(pt.nt.Queue); err != nil {
+			pt.err = err
+			continue
+		}
 		if err := e.checkUniqueLocked(pt.nt.UniqueKey, now); err != nil {
 			pt.err = err
 			continue
@@ -213,6 +217,9 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 				continue
 			}
 		}
+		if err := e.checkQueueLocked(pt.nt.Queue); err != nil {
+			return fmt.Errorf("items[%d]: %w", i, err)
+		}
 		uk := pt.nt.UniqueKey
 		if uk == "" {
 			continue
@@ -237,7 +244,7 @@ func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 	if !ok {
 		return nil
 	}
-	if _, live := e.tasks[c.k]; live && (c.until == 0 || c.until > now) {
+	if _, live := e.tasks.get(c.k); live && (c.until == 0 || c.until > now) {
 		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
 	}
 	return nil
@@ -271,7 +278,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 			e.note.TimersChanged()
 		}
 	}
-	e.tasks[pt.k] = m
+	e.tasks.put(pt.k, m)
 }
 
 // queueInsertsLocked queues the writes of the inserted tasks and the hook
@@ -306,12 +313,12 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	}
 	publish := func() {
 		for _, k := range keys {
-			m, ok := e.tasks[k]
+			m, ok := e.tasks.get(k)
 			if !ok {
 				continue
 			}
 			m.flags |= flagCommitted
-			e.tasks[k] = m
+			e.tasks.put(k, m)
 			if m.state == statePending {
 				e.pushReadyLocked(k)
 			}
@@ -330,7 +337,7 @@ type existsLookup struct {
 func (e *Engine) newExistsLookup() *existsLookup { return &existsLookup{e: e} }
 
 func (l *existsLookup) exists(k key) (bool, error) {
-	if _, ok := l.e.tasks[k]; ok {
+	if _, ok := l.e.tasks.get(k); ok {
 		return true, nil
 	}
 	if _, ok := l.e.settling[k]; ok {

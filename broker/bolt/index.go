@@ -8,18 +8,20 @@ import (
 )
 
 // meta is what the engine keeps in memory for each live task: just enough
-// to decide every state change without reading the file. It holds no
-// pointers, so the map of a million of them costs the garbage collector
-// nothing to scan.
+// to decide every state change without reading the file. It is 24 bytes
+// and holds no pointers (see table).
 type meta struct {
 	due      int64 // next_process_at of a SCHEDULED or RETRY task (Unix ns)
-	queue    uint32
 	retried  int32
 	maxRetry int32
 	state    broker.State
+	queue    uint16 // index into Engine.queues
 	prio     uint8
 	flags    metaFlags
 }
+
+// maxQueues bounds how many queues the engine knows (meta.queue is 16 bits).
+const maxQueues = 1<<16 - 1
 
 type metaFlags uint8
 
@@ -30,6 +32,8 @@ const (
 	flagInReady
 	// flagCanceled: an operator canceled the task while it ran.
 	flagCanceled
+	// flagUsed marks an occupied table slot.
+	flagUsed
 )
 
 const (
@@ -50,7 +54,7 @@ const numStates = 10
 // queue is the in-memory state of one queue.
 type queue struct {
 	name   string
-	index  uint32
+	index  uint16
 	paused bool
 	// ready holds one FIFO per priority (index 1..9). Entries whose task is
 	// no longer pending are skipped when popped (lazy deletion).
@@ -67,37 +71,60 @@ func (q *queue) info() broker.QueueInfo {
 		Processed: q.processed, Failed: q.failed}
 }
 
-// fifo is a queue of task keys backed by a slice that is compacted as it
-// drains and released when empty.
+// fifo is a queue of task keys: a ring buffer outside the Go heap (see
+// allocOffHeap) that doubles when full, halves when a quarter full, and is
+// released when it drains.
 type fifo struct {
-	items []key
-	head  int
+	buf     []key
+	release func()
+	head, n int
 }
 
-func (f *fifo) push(k key) { f.items = append(f.items, k) }
+const fifoMinCap = 256
 
-func (f *fifo) len() int { return len(f.items) - f.head }
+func (f *fifo) push(k key) {
+	if f.n == len(f.buf) {
+		f.resize(max(fifoMinCap, 2*len(f.buf)))
+	}
+	f.buf[(f.head+f.n)%len(f.buf)] = k
+	f.n++
+}
+
+func (f *fifo) len() int { return f.n }
 
 func (f *fifo) pop() (key, bool) {
-	if f.head >= len(f.items) {
+	if f.n == 0 {
 		return key{}, false
 	}
-	k := f.items[f.head]
-	f.head++
+	k := f.buf[f.head]
+	f.head = (f.head + 1) % len(f.buf)
+	f.n--
 	switch {
-	case f.head == len(f.items):
-		if cap(f.items) > 4096 {
-			f.items = nil
-		} else {
-			f.items = f.items[:0]
-		}
-		f.head = 0
-	case f.head >= 4096 && f.head*2 >= len(f.items):
-		n := copy(f.items, f.items[f.head:])
-		f.items = f.items[:n]
-		f.head = 0
+	case f.n == 0:
+		f.free()
+	case len(f.buf) > fifoMinCap && f.n < len(f.buf)/4:
+		f.resize(len(f.buf) / 2)
 	}
 	return k, true
+}
+
+func (f *fifo) resize(size int) {
+	buf, release := allocOffHeap[key](size)
+	for i := 0; i < f.n; i++ {
+		buf[i] = f.buf[(f.head+i)%len(f.buf)]
+	}
+	if f.release != nil {
+		f.release()
+	}
+	f.buf, f.release, f.head = buf, release, 0
+}
+
+// free releases the buffer; the fifo is empty and usable after.
+func (f *fifo) free() {
+	if f.release != nil {
+		f.release()
+	}
+	f.buf, f.release, f.head, f.n = nil, nil, 0, 0
 }
 
 // timed is an entry of a time-ordered index. Entries are never removed out

@@ -72,7 +72,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		}
 	}
 	for _, k := range expired {
-		e.finishLocked(k, e.tasks[k], stateArchived, now, func(st *storagev1.TaskStatus) {
+		e.finishLocked(k, e.tasks.getOrZero(k), stateArchived, now, func(st *storagev1.TaskStatus) {
 			st.LastError = "expired before it could run"
 		})
 	}
@@ -246,7 +246,7 @@ func (e *Engine) Release(_ context.Context, p broker.ReleaseParams) error {
 // once, or canceled if an operator canceled it while it ran.
 func (e *Engine) releaseLocked(k key, now int64) {
 	delete(e.leases, k)
-	m := e.tasks[k]
+	m := e.tasks.getOrZero(k)
 	if m.flags&flagCanceled != 0 {
 		e.finishLocked(k, m, stateCanceled, now, nil)
 		return
@@ -307,7 +307,7 @@ func (e *Engine) ReapLeases(_ context.Context, at time.Time) ([]broker.LapsedLea
 		lapsed = append(lapsed, ll)
 		e.note.LeaseLapsed(ll)
 		delete(e.leases, t.k)
-		m := e.tasks[t.k]
+		m := e.tasks.getOrZero(t.k)
 		msg := "lease expired: the worker stopped heartbeating"
 		if l.limit != 0 && t.at == l.limit {
 			msg = "the attempt ran past its timeout or deadline"

@@ -46,7 +46,8 @@ func (e *Engine) load() error {
 // task found ACTIVE is made PENDING (its session cannot exist any more), in
 // one transaction, before anything is dispatched.
 func (e *Engine) reloadLocked() error {
-	e.tasks = make(map[key]meta)
+	e.freeIndexesLocked()
+	e.tasks = newTable(0)
 	e.queues = nil
 	e.byName = make(map[string]*queue)
 	e.leases = make(map[key]*lease)
@@ -74,8 +75,12 @@ func (e *Engine) reloadLocked() error {
 		}); err != nil {
 			return err
 		}
+		live := tx.Bucket(bucketLive)
+		// Size the table once, instead of growing it through the scan.
+		e.tasks.free()
+		e.tasks = newTable(live.Stats().KeyN)
 		st := &storagev1.TaskStatus{}
-		c := tx.Bucket(bucketLive).Cursor()
+		c := live.Cursor()
 		for kb, v := c.First(); kb != nil; kb, v = c.Next() {
 			var k key
 			copy(k[:], kb)
@@ -147,5 +152,5 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 		e.expires[k] = at
 		e.expHeap.add(timed{at: at, k: k})
 	}
-	e.tasks[k] = m
+	e.tasks.put(k, m)
 }

@@ -43,7 +43,7 @@ func (e *Engine) Complete(_ context.Context, p broker.CompleteParams) (broker.St
 	if err != nil {
 		return 0, err
 	}
-	m := e.tasks[k]
+	m := e.tasks.getOrZero(k)
 	q := e.queues[m.queue]
 	errMsg := p.ErrorMsg
 	switch p.Outcome {
@@ -78,7 +78,7 @@ func (e *Engine) Complete(_ context.Context, p broker.CompleteParams) (broker.St
 }
 
 func (e *Engine) stateOfLocked(k key) broker.State {
-	if m, ok := e.tasks[k]; ok {
+	if m, ok := e.tasks.get(k); ok {
 		return m.state
 	}
 	return stateCanceled

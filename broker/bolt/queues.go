@@ -30,6 +30,10 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 		e.mu.Unlock()
 		return broker.QueueInfo{}, errClosed
 	}
+	if err := e.checkQueueLocked(name); err != nil {
+		e.mu.Unlock()
+		return broker.QueueInfo{}, err
+	}
 	q := e.queueLocked(name)
 	q.paused = paused
 	b := e.commit.appendSyncLocked(func(w *txw) error {

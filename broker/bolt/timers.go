@@ -27,7 +27,7 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		if !ok {
 			break
 		}
-		m, live := e.tasks[t.k]
+		m, live := e.tasks.get(t.k)
 		current := live && (m.state == stateScheduled || m.state == stateRetry) && m.due == t.at
 		if current && t.at > now {
 			break
@@ -42,7 +42,7 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		if !ok {
 			break
 		}
-		m, live := e.tasks[t.k]
+		m, live := e.tasks.get(t.k)
 		current := live && e.expires[t.k] == t.at
 		if current && t.at > now {
 			break

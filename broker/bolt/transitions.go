@@ -15,12 +15,12 @@ import (
 // pushReadyLocked makes a pending, durable task dispatchable, and signals
 // the queue's sessions when it was empty.
 func (e *Engine) pushReadyLocked(k key) {
-	m := e.tasks[k]
+	m := e.tasks.getOrZero(k)
 	if m.state != statePending || m.flags&flagCommitted == 0 || m.flags&flagInReady != 0 {
 		return
 	}
 	m.flags |= flagInReady
-	e.tasks[k] = m
+	e.tasks.put(k, m)
 	q := e.queues[m.queue]
 	q.ready[m.prio].push(k)
 	q.readyN++
@@ -36,12 +36,12 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 		f := &q.ready[p]
 		for f.len() > 0 {
 			k, _ := f.pop()
-			m, live := e.tasks[k]
+			m, live := e.tasks.get(k)
 			if !live || m.state != statePending || m.flags&flagInReady == 0 || m.queue != q.index {
 				continue
 			}
 			m.flags &^= flagInReady
-			e.tasks[k] = m
+			e.tasks.put(k, m)
 			q.readyN--
 			return k, m, true
 		}
@@ -62,7 +62,7 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	q.counts[m.state]--
 	q.counts[to]++
 	m.state = to
-	e.tasks[k] = *m
+	e.tasks.put(k, *m)
 }
 
 // expiredLocked archives a task that comes back to wait after its expiry
@@ -128,7 +128,7 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 	q := e.queues[m.queue]
 	q.counts[m.state]--
 	q.counts[to]++
-	delete(e.tasks, k)
+	e.tasks.del(k)
 	delete(e.leases, k)
 	delete(e.expires, k)
 	if uk, ok := e.uniqOf[k]; ok {

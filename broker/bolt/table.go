@@ -8,8 +8,9 @@ import (
 // table maps live task keys to their meta. It is an open-addressing hash
 // table with linear probing and backward-shift deletion (no tombstones),
 // in one pointer-free array outside the Go heap (see allocOffHeap). A
-// slot is 40 bytes (a 16-byte key and a 24-byte meta); the table grows by half when it is 85% full, so a
-// million tasks take 50 to 75 MB.
+// slot is 40 bytes (a 16-byte key and a 24-byte meta); the table grows by
+// half when it is 70% full (linear probing degrades fast beyond that), so a
+// million tasks take 57 to 85 MB.
 type table struct {
 	slots   []slot
 	release func()
@@ -25,7 +26,7 @@ func (s *slot) used() bool { return s.m.flags&flagUsed != 0 }
 
 const (
 	tableMinSize = 1024
-	tableMaxLoad = 0.85
+	tableMaxLoad = 0.7
 )
 
 func newTable(hint int) *table {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/oklog/ulid/v2"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -197,5 +198,58 @@ func TestOversizedResultFailsOnlyItsStream(t *testing.T) {
 	case err := <-bystander.end:
 		t.Fatalf("the bystander stream ended: %v", err)
 	default:
+	}
+}
+
+// TestSessionToleratesUnknownIDs sends Result, Progress and Heartbeat
+// frames for tasks the session does not hold: they are dropped and the
+// stream carries on.
+func TestSessionToleratesUnknownIDs(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := ulid.Make().String()
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{TaskId: unknown, Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}}})
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{TaskId: "not-an-id"}}})
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Progress{Progress: &conveyorv1.Progress{TaskId: unknown, Percent: 50}}})
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{ActiveTaskIds: []string{unknown, ""}}}})
+	w.send(&conveyorv1.WorkerMessage{}) // an empty frame, as from a newer worker
+	// The session still works: a task enqueued now is dispatched to it.
+	tasks := taskClient(t, s, testserver.GRPC)
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != res.Msg.GetTask().GetId() {
+		t.Fatalf("after unknown ids, got %v, want the dispatch of %s", d, res.Msg.GetTask().GetId())
+	}
+}
+
+func TestCreditBounds(t *testing.T) {
+	t.Parallel()
+	s := testserver.Start(t, server.Config{})
+	for _, tc := range []struct {
+		n    int32
+		fail bool
+	}{{1, false}, {3, false}, {0, true}, {-1, true}, {4, true}} {
+		w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"credit": 1}, Concurrency: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{Credit: &conveyorv1.Credit{N: tc.n}}})
+		// A Heartbeat after the Credit proves the stream is still read.
+		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}})
+		_ = w.stream.CloseRequest()
+		err = <-w.end
+		if tc.fail {
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "credit.n") {
+				t.Errorf("Credit{%d} with concurrency 3: %v, want invalid_argument naming credit.n", tc.n, err)
+			}
+		} else if !errors.Is(err, io.EOF) {
+			t.Errorf("Credit{%d} with concurrency 3 ended the stream: %v", tc.n, err)
+		}
 	}
 }

@@ -156,3 +156,59 @@ func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
 		}
 	}
 }
+
+// TestSIGTERMShutsDownCleanly sends SIGTERM to a server holding a worker
+// session with a leased task: the session ends with unavailable, the
+// process exits with status 0, and after a restart the task is pending
+// again with no retry counted.
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	dataDir := t.TempDir()
+	child := startChild(t, dataDir)
+	tasks := conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+	stream := workers.Session(context.Background())
+	defer func() { _ = stream.CloseResponse() }()
+	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: &conveyorv1.Hello{
+		Queues: map[string]int32{"default": 1}, Concurrency: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // Welcome, then the Dispatch
+		if _, err := stream.Receive(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Receive(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("session at shutdown: %v, want unavailable", err)
+	}
+	_ = stream.CloseRequest()
+	exited := make(chan error, 1)
+	go func() { exited <- child.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("server exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("server still running 30s after SIGTERM")
+	}
+
+	restarted := startChild(t, dataDir)
+	tasks = conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), restarted.url, connect.WithGRPC())
+	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: res.Msg.GetTask().GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || got.Msg.GetRetried() != 0 {
+		t.Fatalf("after a graceful shutdown: state %v retried %d, want PENDING with 0", got.Msg.GetState(), got.Msg.GetRetried())
+	}
+}

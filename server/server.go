@@ -130,6 +130,35 @@ func (s *Server) listen() error {
 	return nil
 }
 
+// Stats are counters of a running server, for monitoring.
+type Stats struct {
+	// Sessions is the number of live worker sessions.
+	Sessions int `json:"sessions"`
+	// LateResults counts Results dropped because their lease had lapsed or
+	// been reassigned: the reaper had already taken the task back.
+	LateResults int64 `json:"late_results"`
+	// UnknownResults counts Results for tasks the session never held.
+	UnknownResults int64 `json:"unknown_results"`
+	// Commits and CommitOps count group commits and the changes they
+	// carried; their ratio is how much group commit merges.
+	Commits   int64 `json:"commits"`
+	CommitOps int64 `json:"commit_ops"`
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	st := Stats{}
+	if s.hub != nil {
+		st.Sessions = len(s.hub.list())
+		st.LateResults = s.hub.lateResults.Load()
+		st.UnknownResults = s.hub.unknownResults.Load()
+	}
+	if s.engine != nil {
+		st.Commits, st.CommitOps = s.engine.CommitStats()
+	}
+	return st
+}
+
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 
@@ -174,10 +203,11 @@ func (s *Server) stop(ctx context.Context) error {
 			_ = s.httpSrv.Close()
 		}
 	}
+	st := s.Stats()
 	if err := s.closeBackground(); err != nil {
 		errs = append(errs, err)
 	}
-	s.log.Info("conveyor stopped")
+	s.log.Info("conveyor stopped", "late_results", st.LateResults, "unknown_results", st.UnknownResults)
 	return errors.Join(errs...)
 }
 

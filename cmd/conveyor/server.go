@@ -66,13 +66,14 @@ func (c *serverCmd) Run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if c.DebugAddr != "" {
-		if err := serveDebug(c.DebugAddr, log); err != nil {
-			return err
-		}
-	}
 	if err := srv.Start(ctx); err != nil {
 		return err
+	}
+	if c.DebugAddr != "" {
+		if err := serveDebug(c.DebugAddr, srv, log); err != nil {
+			_ = srv.Stop(context.Background())
+			return err
+		}
 	}
 	// The one line scripts and tests wait for.
 	fmt.Printf("conveyor serving on %s\n", srv.URL())

@@ -239,9 +239,13 @@ func TestCreditBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{Credit: &conveyorv1.Credit{N: tc.n}}})
-		// A Heartbeat after the Credit proves the stream is still read.
-		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}})
+		// A failing Credit ends the stream at once, so later sends may fail:
+		// only the end of the stream is checked.
+		_ = w.stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{Credit: &conveyorv1.Credit{N: tc.n}}})
+		if !tc.fail {
+			// A Heartbeat after the Credit proves the stream is still read.
+			w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}})
+		}
 		_ = w.stream.CloseRequest()
 		err = <-w.end
 		if tc.fail {

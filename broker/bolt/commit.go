@@ -7,9 +7,6 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/proto"
-
-	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
 // op is one write in a group commit. It runs inside the committer's
@@ -172,7 +169,7 @@ func (c *committer) drain() {
 		e.mu.Unlock()
 
 		start := time.Now()
-		err := e.db.Update(func(tx *bbolt.Tx) error { return runOps(e, tx, b.ops) })
+		err := e.db.Update(func(tx *bbolt.Tx) error { return runOps(tx, b.ops) })
 		c.lastCommit = time.Since(start)
 
 		e.mu.Lock()
@@ -273,114 +270,4 @@ func (c *committer) failOpenLocked(err error) {
 	c.open = newBatch()
 	b.err = err
 	close(b.done)
-}
-
-// txw is what an op sees: the transaction, its buckets, and the per-queue
-// count deltas of terminal tasks, flushed into the queue records at the end.
-type txw struct {
-	tx                              *bbolt.Tx
-	tasks, live, done, purge, qrecs *bbolt.Bucket
-	term                            map[string]*[3]int64 // queue → completed, archived, canceled deltas
-	status                          storagev1.TaskStatus // scratch for updates
-}
-
-func runOps(e *Engine, tx *bbolt.Tx, ops []op) error {
-	w := &txw{
-		tx:    tx,
-		tasks: tx.Bucket(bucketTasks),
-		live:  tx.Bucket(bucketLive),
-		done:  tx.Bucket(bucketDone),
-		purge: tx.Bucket(bucketPurge),
-		qrecs: tx.Bucket(bucketQueues),
-	}
-	// Specs are written in id order and never rewritten: pack their pages.
-	w.tasks.FillPercent = 0.95
-	for _, o := range ops {
-		if err := o(w); err != nil {
-			return err
-		}
-	}
-	return w.flushTerm()
-}
-
-// termDelta adjusts the persisted count of terminal tasks in a queue.
-func (w *txw) termDelta(queue string, state int32, d int64) {
-	i := -1
-	switch state {
-	case int32(stateCompleted):
-		i = 0
-	case int32(stateArchived):
-		i = 1
-	case int32(stateCanceled):
-		i = 2
-	}
-	if i < 0 {
-		return
-	}
-	if w.term == nil {
-		w.term = map[string]*[3]int64{}
-	}
-	t := w.term[queue]
-	if t == nil {
-		t = new([3]int64)
-		w.term[queue] = t
-	}
-	t[i] += d
-}
-
-func (w *txw) flushTerm() error {
-	for name, t := range w.term {
-		rec := &storagev1.QueueRecord{}
-		if v := w.qrecs.Get([]byte(name)); v != nil {
-			if err := proto.Unmarshal(v, rec); err != nil {
-				return fmt.Errorf("queue record %q: %w", name, err)
-			}
-		}
-		rec.Completed += t[0]
-		rec.Archived += t[1]
-		rec.Canceled += t[2]
-		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// updateLive rewrites a live task's status record with fn applied.
-func (w *txw) updateLive(k key, fn func(st *storagev1.TaskStatus)) error {
-	v := w.live.Get(k[:])
-	if v == nil {
-		return fmt.Errorf("live status of %s is missing", k)
-	}
-	st := &w.status
-	st.Reset()
-	if err := proto.Unmarshal(v, st); err != nil {
-		return fmt.Errorf("status of %s: %w", k, err)
-	}
-	fn(st)
-	return w.live.Put(k[:], marshal(st))
-}
-
-// finish moves a live task's status to the done bucket in a terminal state
-// and indexes it for purging at purgeAt.
-func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) error {
-	v := w.live.Get(k[:])
-	if v == nil {
-		return fmt.Errorf("live status of %s is missing", k)
-	}
-	st := &w.status
-	st.Reset()
-	if err := proto.Unmarshal(v, st); err != nil {
-		return fmt.Errorf("status of %s: %w", k, err)
-	}
-	fn(st)
-	st.PurgeAt = purgeAt
-	if err := w.live.Delete(k[:]); err != nil {
-		return err
-	}
-	if err := w.done.Put(k[:], marshal(st)); err != nil {
-		return err
-	}
-	w.termDelta(st.GetQueue(), int32(st.GetState()), 1)
-	return w.purge.Put(purgeKey(purgeAt, k), nil)
 }

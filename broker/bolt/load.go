@@ -104,13 +104,13 @@ func (e *Engine) reloadLocked() error {
 	}
 	if len(wasActive) > 0 {
 		err = e.db.Update(func(tx *bbolt.Tx) error {
-			w := &txw{live: tx.Bucket(bucketLive)}
+			w := newTxw(tx)
 			for _, k := range wasActive {
 				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = statePending }); err != nil {
 					return err
 				}
 			}
-			return nil
+			return w.flush()
 		})
 		if err != nil {
 			return fmt.Errorf("release tasks that were active: %w", err)

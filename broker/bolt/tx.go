@@ -1,0 +1,169 @@
+package bolt
+
+import (
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// txw is what an op sees: the transaction, its buckets, the live statuses
+// the transaction has read or changed, and the per-queue count deltas of
+// terminal tasks.
+//
+// Live statuses are decoded once per transaction and written back once, at
+// the end: a task leased and completed within one group commit (common
+// under load) costs one read and no rewrite of its live record, instead of
+// a read-modify-write for each change.
+type txw struct {
+	tx                              *bbolt.Tx
+	tasks, live, done, purge, qrecs *bbolt.Bucket
+	statuses                        map[key]*liveStatus
+	changed                         []key                // keys of changed statuses, in first-change order
+	term                            map[string]*[3]int64 // queue → completed, archived, canceled deltas
+}
+
+// liveStatus is a live task's status as the transaction sees it.
+type liveStatus struct {
+	st      storagev1.TaskStatus
+	changed bool
+	gone    bool // moved to the done bucket
+}
+
+func newTxw(tx *bbolt.Tx) *txw {
+	return &txw{
+		tx:    tx,
+		tasks: tx.Bucket(bucketTasks),
+		live:  tx.Bucket(bucketLive),
+		done:  tx.Bucket(bucketDone),
+		purge: tx.Bucket(bucketPurge),
+		qrecs: tx.Bucket(bucketQueues),
+	}
+}
+
+func runOps(tx *bbolt.Tx, ops []op) error {
+	w := newTxw(tx)
+	// Specs are written in id order and never rewritten: pack their pages.
+	w.tasks.FillPercent = 0.95
+	for _, o := range ops {
+		if err := o(w); err != nil {
+			return err
+		}
+	}
+	return w.flush()
+}
+
+// flush writes the changed live statuses and the terminal counts.
+func (w *txw) flush() error {
+	for _, k := range w.changed {
+		ls := w.statuses[k]
+		if ls.gone {
+			continue
+		}
+		if err := w.live.Put(k[:], marshal(&ls.st)); err != nil {
+			return err
+		}
+	}
+	return w.flushTerm()
+}
+
+// loadLive returns a live task's status for this transaction.
+func (w *txw) loadLive(k key) (*liveStatus, error) {
+	if ls, ok := w.statuses[k]; ok && !ls.gone {
+		return ls, nil
+	}
+	v := w.live.Get(k[:])
+	if v == nil {
+		return nil, fmt.Errorf("live status of %s is missing", k)
+	}
+	ls := &liveStatus{}
+	if err := proto.Unmarshal(v, &ls.st); err != nil {
+		return nil, fmt.Errorf("status of %s: %w", k, err)
+	}
+	if w.statuses == nil {
+		w.statuses = make(map[key]*liveStatus)
+	}
+	w.statuses[k] = ls
+	return ls, nil
+}
+
+// updateLive applies fn to a live task's status; the record is rewritten
+// when the transaction ends.
+func (w *txw) updateLive(k key, fn func(st *storagev1.TaskStatus)) error {
+	ls, err := w.loadLive(k)
+	if err != nil {
+		return err
+	}
+	fn(&ls.st)
+	if !ls.changed {
+		ls.changed = true
+		w.changed = append(w.changed, k)
+	}
+	return nil
+}
+
+// finish moves a live task's status to the done bucket in a terminal state
+// and indexes it for purging at purgeAt.
+func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) error {
+	ls, err := w.loadLive(k)
+	if err != nil {
+		return err
+	}
+	st := &ls.st
+	fn(st)
+	st.PurgeAt = purgeAt
+	ls.gone = true
+	if err := w.live.Delete(k[:]); err != nil {
+		return err
+	}
+	if err := w.done.Put(k[:], marshal(st)); err != nil {
+		return err
+	}
+	w.termDelta(st.GetQueue(), int32(st.GetState()), 1)
+	return w.purge.Put(purgeKey(purgeAt, k), nil)
+}
+
+// termDelta adjusts the persisted count of terminal tasks in a queue.
+func (w *txw) termDelta(queue string, state int32, d int64) {
+	i := -1
+	switch state {
+	case int32(stateCompleted):
+		i = 0
+	case int32(stateArchived):
+		i = 1
+	case int32(stateCanceled):
+		i = 2
+	}
+	if i < 0 {
+		return
+	}
+	if w.term == nil {
+		w.term = map[string]*[3]int64{}
+	}
+	t := w.term[queue]
+	if t == nil {
+		t = new([3]int64)
+		w.term[queue] = t
+	}
+	t[i] += d
+}
+
+func (w *txw) flushTerm() error {
+	for name, t := range w.term {
+		rec := &storagev1.QueueRecord{}
+		if v := w.qrecs.Get([]byte(name)); v != nil {
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("queue record %q: %w", name, err)
+			}
+		}
+		rec.Completed += t[0]
+		rec.Archived += t[1]
+		rec.Canceled += t[2]
+		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -57,5 +57,7 @@ func envelope(t *broker.Task) *conveyorv1.TaskEnvelope {
 		Metadata:    t.Metadata,
 		Options:     t.Options,
 		Retried:     t.Retried,
+		MaxRetry:    t.MaxRetry,
+		Priority:    t.Priority,
 	}
 }

@@ -101,7 +101,8 @@ func TestSessionDispatchAndResult(t *testing.T) {
 		}
 		if p == testserver.GRPC {
 			d := w.next(10 * time.Second).GetDispatch()
-			if d.GetTask().GetId() != res.Msg.GetTask().GetId() || string(d.GetTask().GetPayload()) != "p" {
+			if d.GetTask().GetId() != res.Msg.GetTask().GetId() || string(d.GetTask().GetPayload()) != "p" ||
+				d.GetTask().GetMaxRetry() != 25 || d.GetTask().GetPriority() != 4 {
 				t.Fatalf("dispatch %v", d)
 			}
 			w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{

@@ -233,12 +233,20 @@ func newDelivery(env *conveyorv1.TaskEnvelope, now time.Time) *Delivery {
 		ContentType: env.GetContentType(),
 		Metadata:    env.GetMetadata(),
 		Retried:     int(env.GetRetried()),
-		MaxRetry:    int(opts.GetMaxRetry()),
-		Priority:    int(opts.GetPriority()),
+		MaxRetry:    int(env.GetMaxRetry()),
+		Priority:    int(env.GetPriority()),
 		Options:     taskOptions(opts),
+	}
+	// Servers older than the envelope's max_retry and priority fields send
+	// 0: take the task's options, then the protocol's defaults.
+	if d.MaxRetry <= 0 {
+		d.MaxRetry = int(opts.GetMaxRetry())
 	}
 	if d.MaxRetry <= 0 {
 		d.MaxRetry = workerDefaultMaxRetry
+	}
+	if d.Priority <= 0 {
+		d.Priority = int(opts.GetPriority())
 	}
 	if d.Priority <= 0 {
 		d.Priority = workerDefaultPriority

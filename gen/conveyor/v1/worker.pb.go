@@ -568,7 +568,13 @@ type TaskEnvelope struct {
 	// options are the task's options as enqueued.
 	Options *TaskOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
 	// retried counts failed attempts before this one.
-	Retried       int32 `protobuf:"varint,8,opt,name=retried,proto3" json:"retried,omitempty"`
+	Retried int32 `protobuf:"varint,8,opt,name=retried,proto3" json:"retried,omitempty"`
+	// max_retry is the effective retry budget (the option, or the server's
+	// default when the option was 0). Added after the first contract: a
+	// worker that sees 0 falls back to the protocol default, 25.
+	MaxRetry int32 `protobuf:"varint,9,opt,name=max_retry,json=maxRetry,proto3" json:"max_retry,omitempty"`
+	// priority is the effective priority, 1..9 (the option, or the default 4).
+	Priority      int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +661,20 @@ func (x *TaskEnvelope) GetOptions() *TaskOptions {
 func (x *TaskEnvelope) GetRetried() int32 {
 	if x != nil {
 		return x.Retried
+	}
+	return 0
+}
+
+func (x *TaskEnvelope) GetMaxRetry() int32 {
+	if x != nil {
+		return x.MaxRetry
+	}
+	return 0
+}
+
+func (x *TaskEnvelope) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
 	}
 	return 0
 }
@@ -1177,7 +1197,7 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
 	"\x0eserver_version\x18\x04 \x01(\tR\rserverVersion\x12&\n" +
-	"\x0fmin_sdk_version\x18\x05 \x01(\tR\rminSdkVersion\"\xd5\x02\n" +
+	"\x0fmin_sdk_version\x18\x05 \x01(\tR\rminSdkVersion\"\x8e\x03\n" +
 	"\fTaskEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1186,7 +1206,10 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12C\n" +
 	"\bmetadata\x18\x06 \x03(\v2'.conveyor.v1.TaskEnvelope.MetadataEntryR\bmetadata\x122\n" +
 	"\aoptions\x18\a \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x12\x18\n" +
-	"\aretried\x18\b \x01(\x05R\aretried\x1a;\n" +
+	"\aretried\x18\b \x01(\x05R\aretried\x12\x1b\n" +
+	"\tmax_retry\x18\t \x01(\x05R\bmaxRetry\x12\x1a\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x05R\bpriority\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +

@@ -14,9 +14,12 @@
 // # Memory and file
 //
 // Every decision (which task to lease, whether a unique key is free, what
-// a Result does) is made on in-memory indexes under one mutex: a compact
-// pointer-free record per live task, a FIFO per queue and priority, heaps
-// for due times, expiries and lease expiries, and the unique-key table.
+// a Result does) is made on in-memory indexes under one mutex: a 24-byte
+// pointer-free record per live task in an open-addressing table, a FIFO per
+// queue and priority, heaps for due times, expiries and lease expiries, and
+// the unique-key table. The table and the FIFOs live in memory mapped
+// outside the Go heap (offheap_unix.go), so a million pending tasks do not
+// double the garbage collector's heap goal.
 // The same critical section appends the decision's write to the open
 // group-commit batch, so the file applies writes in decision order. On Open
 // the indexes are rebuilt from the live bucket alone; terminal tasks are
@@ -25,10 +28,14 @@
 // # Group commit
 //
 // One goroutine commits: it takes the whole open batch, runs it in one
-// read-write transaction and one fsync, runs the batch's post-commit hooks,
-// and repeats. Enqueue waits for its batch; a new task becomes dispatchable
-// only in the post-commit hook, so no worker ever sees a task that a crash
-// could still lose. Lease, Complete, Extend and Progress do not wait.
+// read-write transaction (bbolt's commit: two fsyncs), runs the batch's
+// post-commit hooks, and repeats. Enqueue waits for its batch; a new task
+// becomes dispatchable only in the post-commit hook, so no worker ever sees
+// a task that a crash could still lose. Lease, Complete, Extend and
+// Progress do not wait: a batch holding only such changes collects for up
+// to Config.AsyncCommitDelay first, and after a commit that released
+// several waiting callers the committer lingers briefly so that they share
+// the next one (commit.go explains both).
 //
 // # Caveats
 //

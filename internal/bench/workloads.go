@@ -194,7 +194,7 @@ func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (ti
 func adminOptions(token string) []connect.ClientOption {
 	opts := []connect.ClientOption{connect.WithGRPC()}
 	if token != "" {
-		opts = append(opts, connect.WithInterceptors(headerInterceptor{"Authorization", "Bearer " + token}))
+		opts = append(opts, connect.WithInterceptors(conveyor.TokenInterceptor(token)))
 	}
 	return opts
 }
@@ -359,23 +359,6 @@ func (r *runner) runMEM(ctx context.Context) error {
 		return fmt.Errorf("no dispatch after the reopen: %w", ctx.Err())
 	}
 	return nil
-}
-
-type headerInterceptor struct{ key, value string }
-
-func (h headerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(h.key, h.value)
-		return next(ctx, req)
-	}
-}
-
-func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
 
 // durable waits until every change the server has made is on disk and

@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
 )
 
@@ -116,30 +117,9 @@ func HTTP1Client() *http.Client {
 	return &http.Client{Transport: &http.Transport{}}
 }
 
-// BearerToken is a client interceptor that sends token on every call.
+// BearerToken is a client option that sends token on every call.
 func BearerToken(token string) connect.ClientOption {
-	return connect.WithInterceptors(bearer(token))
-}
-
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+	return connect.WithInterceptors(conveyor.TokenInterceptor(token))
 }
 
 type testWriter struct{ t testing.TB }

@@ -175,6 +175,12 @@ func tlsClient(cfg *tls.Config) *http.Client {
 	}}
 }
 
+// TokenInterceptor returns a connect client interceptor that sends
+// Authorization: Bearer <token> on every call and at every stream's open,
+// for code that uses the generated clients (gen/) directly. Client and
+// Worker do this themselves with WithToken.
+func TokenInterceptor(token string) connect.Interceptor { return bearerToken(token) }
+
 // bearerToken attaches Authorization: Bearer <token> to every request.
 type bearerToken string
 

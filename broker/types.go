@@ -184,3 +184,17 @@ type Info struct {
 	// Counts holds the number of tasks per state over all queues.
 	Counts [10]int64
 }
+
+// AttemptBound is the latest time an attempt that starts at now may run:
+// the earlier of the task's deadline and now plus its timeout, or zero
+// when it has neither. (The lease expiry bounds the attempt too, but
+// heartbeats move it.)
+func (t *Task) AttemptBound(now time.Time) time.Time {
+	bound := t.Deadline
+	if to := t.Options.GetTimeout(); to != nil && to.AsDuration() > 0 {
+		if b := now.Add(to.AsDuration()); bound.IsZero() || b.Before(bound) {
+			bound = b
+		}
+	}
+	return bound
+}

@@ -19,16 +19,10 @@ func HeartbeatInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 // Deadline is a Dispatch's deadline: the earliest of the lease expiry, the
 // task's absolute deadline and now plus the task's timeout.
 func Deadline(now, expiry time.Time, t *broker.Task) time.Time {
-	d := expiry
-	if !t.Deadline.IsZero() && t.Deadline.Before(d) {
-		d = t.Deadline
+	if b := t.AttemptBound(now); !b.IsZero() && b.Before(expiry) {
+		return b
 	}
-	if to := t.Options.GetTimeout(); to != nil && to.AsDuration() > 0 {
-		if byTimeout := now.Add(to.AsDuration()); byTimeout.Before(d) {
-			d = byTimeout
-		}
-	}
-	return d
+	return expiry
 }
 
 // Reaper reclaims lapsed leases. The broker tells the session that held

@@ -120,6 +120,13 @@ func (h *hub) closeAll() {
 // wait blocks until every session has unregistered.
 func (h *hub) wait() { h.wg.Wait() }
 
+// count is the number of live sessions.
+func (h *hub) count() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.sessions)
+}
+
 // list snapshots the live sessions, ordered by id.
 func (h *hub) list() []sessionInfo {
 	h.mu.RLock()

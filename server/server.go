@@ -149,7 +149,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{}
 	if s.hub != nil {
-		st.Sessions = len(s.hub.list())
+		st.Sessions = s.hub.count()
 		st.LateResults = s.hub.lateResults.Load()
 		st.UnknownResults = s.hub.unknownResults.Load()
 	}

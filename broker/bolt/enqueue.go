@@ -18,7 +18,9 @@ type pendingTask struct {
 	k      key
 	state  broker.State
 	status *storagev1.TaskStatus
-	spec   []byte
+	// spec and statusBytes are the records as written, encoded before the
+	// engine lock is taken.
+	spec, statusBytes []byte
 	// existing is set (EnqueueTx only) when the id already names a task.
 	existing bool
 	err      error
@@ -66,6 +68,7 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 			r := int64(*nt.Retention)
 			p.status.Retention = &r
 		}
+		p.statusBytes = marshal(p.status)
 		p.spec = marshal(&storagev1.TaskSpec{
 			Queue:       nt.Queue,
 			Type:        nt.Type,
@@ -133,10 +136,7 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 			res[i].Task = newTaskView(pt)
 		}
 	}
-	if err != nil {
-		return res, err
-	}
-	return res, nil
+	return res, err
 }
 
 // EnqueueTx stores all tasks or none; see broker.Broker.
@@ -294,7 +294,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 		}
 		keys = append(keys, pt.k)
 		specs = append(specs, pt.spec)
-		statuses = append(statuses, marshal(pt.status))
+		statuses = append(statuses, pt.statusBytes)
 	}
 	if len(keys) == 0 {
 		return nil

@@ -153,23 +153,18 @@ func (e *Engine) dropPastDeadline(ctx context.Context, p broker.LeaseParams, out
 // alive past it, so a worker that ignores its deadline loses the task to
 // the reaper (a failed attempt, and a Cancel) instead of holding it forever.
 func (e *Engine) limitLeases(now time.Time, out []broker.Lease) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var locked bool
 	for i := range out {
-		t := out[i].Task
-		var bound time.Time
-		if !t.Deadline.IsZero() {
-			bound = t.Deadline
-		}
-		if to := t.Options.GetTimeout(); to != nil && to.AsDuration() > 0 {
-			if b := now.Add(to.AsDuration()); bound.IsZero() || b.Before(bound) {
-				bound = b
-			}
-		}
+		bound := out[i].Task.AttemptBound(now)
 		if bound.IsZero() {
 			continue
 		}
-		k, _ := parseKey(t.ID)
+		if !locked { // most tasks have no bound: take the lock only if one does
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			locked = true
+		}
+		k, _ := parseKey(out[i].Task.ID)
 		l := e.leases[k]
 		if l == nil || l.token != out[i].Token {
 			continue

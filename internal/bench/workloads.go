@@ -169,7 +169,7 @@ func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (ti
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	admin := conveyorv1connect.NewAdminServiceClient(conveyor.H2CClient(), r.addr, adminOptions(r.cfg.Token)...)
+	admin := r.admin()
 	for {
 		res, err := admin.ListQueues(ctx, connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
 		if err == nil {
@@ -189,6 +189,12 @@ func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (ti
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// admin is an AdminService client of the server under test (the SDK has
+// no admin client; the bench reads queue counts and sessions from it).
+func (r *runner) admin() conveyorv1connect.AdminServiceClient {
+	return conveyorv1connect.NewAdminServiceClient(conveyor.H2CClient(), r.addr, adminOptions(r.cfg.Token)...)
 }
 
 func adminOptions(token string) []connect.ClientOption {
@@ -235,7 +241,9 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 		return measured{}, err
 	}
 	defer func() { _ = stop() }()
-	time.Sleep(time.Second) // let the session open before the load starts
+	if err := r.waitSession(ctx); err != nil {
+		return measured{}, err
+	}
 
 	jobs := make(chan int, n)
 	errs := make(chan error, r.cfg.Producers)
@@ -372,4 +380,21 @@ func (r *runner) durable(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("sync: %w", err)
 	}
 	return time.Now(), nil
+}
+
+// waitSession waits until the server lists a worker session, so that W4's
+// load does not start before anyone can take it.
+func (r *runner) waitSession(ctx context.Context) error {
+	admin := r.admin()
+	for {
+		res, err := admin.ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+		if err == nil && len(res.Msg.GetWorkers()) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no worker session: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -58,7 +58,7 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 	for i, it := range items {
 		nt, err := newTask(it, now)
 		if err != nil {
-			results[i] = &conveyorv1.EnqueueBatchResult{Error: err.Error()}
+			results[i] = &conveyorv1.EnqueueBatchResult{Error: err.Error(), Code: connect.CodeInvalidArgument.String()}
 			continue
 		}
 		tasks = append(tasks, nt)
@@ -71,7 +71,8 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 		}
 		for j, r := range res {
 			if r.Err != nil {
-				results[index[j]] = &conveyorv1.EnqueueBatchResult{Error: errorText(toConnectError(s.log, r.Err))}
+				ce := toConnectError(s.log, r.Err)
+				results[index[j]] = &conveyorv1.EnqueueBatchResult{Error: errorText(ce), Code: connect.CodeOf(ce).String()}
 				continue
 			}
 			results[index[j]] = &conveyorv1.EnqueueBatchResult{Task: taskInfo(r.Task)}

@@ -207,6 +207,9 @@ func TestEnqueueBatchAndTx(t *testing.T) {
 			if !strings.Contains(r[1].GetError(), "type") || !strings.Contains(r[3].GetError(), "unique_key") {
 				t.Errorf("per-item errors do not name the field: %q, %q", r[1].GetError(), r[3].GetError())
 			}
+			if r[0].GetCode() != "" || r[1].GetCode() != "invalid_argument" || r[3].GetCode() != "already_exists" {
+				t.Errorf("per-item codes = %q %q %q, want \"\", invalid_argument, already_exists", r[0].GetCode(), r[1].GetCode(), r[3].GetCode())
+			}
 			for _, n := range []int{0, 1001} {
 				_, err := client.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: make([]*conveyorv1.EnqueueRequest, n)}))
 				if connect.CodeOf(err) != connect.CodeInvalidArgument {

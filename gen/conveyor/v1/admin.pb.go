@@ -23,6 +23,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TaskAction is an operator action on tasks.
+type TaskAction int32
+
+const (
+	// TASK_ACTION_UNSPECIFIED is invalid.
+	TaskAction_TASK_ACTION_UNSPECIFIED TaskAction = 0
+	// TASK_ACTION_CANCEL cancels, as CancelTask does.
+	TaskAction_TASK_ACTION_CANCEL TaskAction = 1
+	// TASK_ACTION_DELETE deletes, as DeleteTask does.
+	TaskAction_TASK_ACTION_DELETE TaskAction = 2
+	// TASK_ACTION_RUN runs now, as RunTask does.
+	TaskAction_TASK_ACTION_RUN TaskAction = 3
+	// TASK_ACTION_ARCHIVE archives, as ArchiveTask does.
+	TaskAction_TASK_ACTION_ARCHIVE TaskAction = 4
+)
+
+// Enum value maps for TaskAction.
+var (
+	TaskAction_name = map[int32]string{
+		0: "TASK_ACTION_UNSPECIFIED",
+		1: "TASK_ACTION_CANCEL",
+		2: "TASK_ACTION_DELETE",
+		3: "TASK_ACTION_RUN",
+		4: "TASK_ACTION_ARCHIVE",
+	}
+	TaskAction_value = map[string]int32{
+		"TASK_ACTION_UNSPECIFIED": 0,
+		"TASK_ACTION_CANCEL":      1,
+		"TASK_ACTION_DELETE":      2,
+		"TASK_ACTION_RUN":         3,
+		"TASK_ACTION_ARCHIVE":     4,
+	}
+)
+
+func (x TaskAction) Enum() *TaskAction {
+	p := new(TaskAction)
+	*p = x
+	return p
+}
+
+func (x TaskAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_conveyor_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (TaskAction) Type() protoreflect.EnumType {
+	return &file_conveyor_v1_admin_proto_enumTypes[0]
+}
+
+func (x TaskAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskAction.Descriptor instead.
+func (TaskAction) EnumDescriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 // QueueInfo describes one queue.
 type QueueInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -51,7 +112,9 @@ type QueueInfo struct {
 	// processed counts attempts that ended with a result since the server started.
 	Processed int64 `protobuf:"varint,12,opt,name=processed,proto3" json:"processed,omitempty"`
 	// failed counts attempts that ended in failure since the server started.
-	Failed        int64 `protobuf:"varint,13,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed int64 `protobuf:"varint,13,opt,name=failed,proto3" json:"failed,omitempty"`
+	// config is the queue's configuration (defaults when never configured).
+	Config        *QueueConfig `protobuf:"bytes,14,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +240,502 @@ func (x *QueueInfo) GetFailed() int64 {
 	return 0
 }
 
+func (x *QueueInfo) GetConfig() *QueueConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// QueueConfig holds a queue's dispatch limits and group policy.
+type QueueConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// concurrency_limit caps how many tasks sharing one concurrency_key may be
+	// ACTIVE at once in this queue, across every worker. 0 means the default, 1.
+	ConcurrencyLimit int32 `protobuf:"varint,2,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
+	// max_active caps how many tasks of the queue may be ACTIVE at once across
+	// every worker. 0 means no limit.
+	MaxActive int32 `protobuf:"varint,3,opt,name=max_active,json=maxActive,proto3" json:"max_active,omitempty"`
+	// rate_limit is a token bucket on the queue's dispatches.
+	RateLimit *RateLimit `protobuf:"bytes,4,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// group_policy says when the queue's aggregation groups fire.
+	GroupPolicy   *GroupPolicy `protobuf:"bytes,5,opt,name=group_policy,json=groupPolicy,proto3" json:"group_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueConfig) Reset() {
+	*x = QueueConfig{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueConfig) ProtoMessage() {}
+
+func (x *QueueConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
+func (*QueueConfig) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QueueConfig) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueConfig) GetConcurrencyLimit() int32 {
+	if x != nil {
+		return x.ConcurrencyLimit
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetMaxActive() int32 {
+	if x != nil {
+		return x.MaxActive
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+func (x *QueueConfig) GetGroupPolicy() *GroupPolicy {
+	if x != nil {
+		return x.GroupPolicy
+	}
+	return nil
+}
+
+// RateLimit is a token bucket on a queue's dispatches.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// per_second is the refill rate; 0 means no limit.
+	PerSecond int32 `protobuf:"varint,1,opt,name=per_second,json=perSecond,proto3" json:"per_second,omitempty"`
+	// burst is the bucket's size; 0 means per_second.
+	Burst         int32 `protobuf:"varint,2,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RateLimit) GetPerSecond() int32 {
+	if x != nil {
+		return x.PerSecond
+	}
+	return 0
+}
+
+func (x *RateLimit) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+// GroupPolicy says when an aggregation group fires: at whichever of its
+// triggers comes first. A zero field takes the server's default.
+type GroupPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_size fires a group once it holds this many tasks.
+	MaxSize int32 `protobuf:"varint,1,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
+	// max_delay fires a group this long after its first task was enqueued.
+	MaxDelay *durationpb.Duration `protobuf:"bytes,2,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
+	// grace_period fires a group this long after its latest task was enqueued.
+	GracePeriod   *durationpb.Duration `protobuf:"bytes,3,opt,name=grace_period,json=gracePeriod,proto3" json:"grace_period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPolicy) Reset() {
+	*x = GroupPolicy{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPolicy) ProtoMessage() {}
+
+func (x *GroupPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPolicy.ProtoReflect.Descriptor instead.
+func (*GroupPolicy) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupPolicy) GetMaxSize() int32 {
+	if x != nil {
+		return x.MaxSize
+	}
+	return 0
+}
+
+func (x *GroupPolicy) GetMaxDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDelay
+	}
+	return nil
+}
+
+func (x *GroupPolicy) GetGracePeriod() *durationpb.Duration {
+	if x != nil {
+		return x.GracePeriod
+	}
+	return nil
+}
+
+// GetQueueConfigRequest names a queue.
+type GetQueueConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the queue's name.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueConfigRequest) Reset() {
+	*x = GetQueueConfigRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueConfigRequest) ProtoMessage() {}
+
+func (x *GetQueueConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueConfigRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetQueueConfigRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// UpdateQueueConfigRequest replaces a queue's configuration.
+type UpdateQueueConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config is the new configuration; config.queue names the queue.
+	Config        *QueueConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateQueueConfigRequest) Reset() {
+	*x = UpdateQueueConfigRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateQueueConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateQueueConfigRequest) ProtoMessage() {}
+
+func (x *UpdateQueueConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateQueueConfigRequest.ProtoReflect.Descriptor instead.
+func (*UpdateQueueConfigRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateQueueConfigRequest) GetConfig() *QueueConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// ListGroupsRequest selects the aggregation groups to list.
+type ListGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue limits the listing to one queue; empty lists every queue's groups.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListGroupsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// GroupInfo describes one aggregation group that is waiting to fire.
+type GroupInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the group's queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// group is the group key.
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// type is the members' task type.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// size counts the members waiting.
+	Size int32 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// first_enqueued_at is when the oldest waiting member was enqueued.
+	FirstEnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_enqueued_at,json=firstEnqueuedAt,proto3" json:"first_enqueued_at,omitempty"`
+	// last_enqueued_at is when the newest waiting member was enqueued.
+	LastEnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_enqueued_at,json=lastEnqueuedAt,proto3" json:"last_enqueued_at,omitempty"`
+	// fires_at is when the group fires by time; a group that has fired and
+	// waits for a worker that handles its type shows the time it fired.
+	FiresAt       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=fires_at,json=firesAt,proto3" json:"fires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupInfo) Reset() {
+	*x = GroupInfo{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupInfo) ProtoMessage() {}
+
+func (x *GroupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
+func (*GroupInfo) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GroupInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetSize() int32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GroupInfo) GetFirstEnqueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstEnqueuedAt
+	}
+	return nil
+}
+
+func (x *GroupInfo) GetLastEnqueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastEnqueuedAt
+	}
+	return nil
+}
+
+func (x *GroupInfo) GetFiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FiresAt
+	}
+	return nil
+}
+
+// ListGroupsResponse lists the waiting groups.
+type ListGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// groups are ordered by queue, group and type.
+	Groups        []*GroupInfo `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*GroupInfo {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // ListQueuesRequest has no fields.
 type ListQueuesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -186,7 +745,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +757,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[1]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +770,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 // ListQueuesResponse lists the queues by name.
@@ -225,7 +784,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +796,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +809,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -271,7 +830,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +842,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +855,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -317,7 +876,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +888,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +901,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -362,14 +921,19 @@ type ListTasksRequest struct {
 	// page_size is 1..1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// page_token continues a previous listing.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// type filters by task type (exact match); empty matches every type.
+	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// search keeps tasks whose id, a metadata value or payload contains this
+	// case-sensitive substring; empty keeps every task.
+	Search        string `protobuf:"bytes,6,opt,name=search,proto3" json:"search,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +945,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +958,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -425,6 +989,20 @@ func (x *ListTasksRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListTasksRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetSearch() string {
+	if x != nil {
+		return x.Search
+	}
+	return ""
+}
+
 // ListTasksResponse is one page of tasks.
 type ListTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -438,7 +1016,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +1028,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +1041,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskInfo {
@@ -491,7 +1069,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +1081,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +1094,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelTaskRequest) GetId() string {
@@ -537,7 +1115,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +1127,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +1140,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -581,7 +1159,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +1171,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +1184,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 // RunTaskRequest names one task.
@@ -620,7 +1198,7 @@ type RunTaskRequest struct {
 
 func (x *RunTaskRequest) Reset() {
 	*x = RunTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +1210,7 @@ func (x *RunTaskRequest) String() string {
 func (*RunTaskRequest) ProtoMessage() {}
 
 func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +1223,7 @@ func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunTaskRequest) GetId() string {
@@ -666,7 +1244,7 @@ type ArchiveTaskRequest struct {
 
 func (x *ArchiveTaskRequest) Reset() {
 	*x = ArchiveTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +1256,7 @@ func (x *ArchiveTaskRequest) String() string {
 func (*ArchiveTaskRequest) ProtoMessage() {}
 
 func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +1269,7 @@ func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ArchiveTaskRequest) GetId() string {
@@ -712,7 +1290,7 @@ type BatchCancelTasksRequest struct {
 
 func (x *BatchCancelTasksRequest) Reset() {
 	*x = BatchCancelTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +1302,7 @@ func (x *BatchCancelTasksRequest) String() string {
 func (*BatchCancelTasksRequest) ProtoMessage() {}
 
 func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +1315,7 @@ func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchCancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchCancelTasksRequest) GetIds() []string {
@@ -758,7 +1336,7 @@ type BatchDeleteTasksRequest struct {
 
 func (x *BatchDeleteTasksRequest) Reset() {
 	*x = BatchDeleteTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +1348,7 @@ func (x *BatchDeleteTasksRequest) String() string {
 func (*BatchDeleteTasksRequest) ProtoMessage() {}
 
 func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +1361,7 @@ func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BatchDeleteTasksRequest) GetIds() []string {
@@ -804,7 +1382,7 @@ type BatchRunTasksRequest struct {
 
 func (x *BatchRunTasksRequest) Reset() {
 	*x = BatchRunTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1394,7 @@ func (x *BatchRunTasksRequest) String() string {
 func (*BatchRunTasksRequest) ProtoMessage() {}
 
 func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1407,7 @@ func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRunTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchRunTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchRunTasksRequest) GetIds() []string {
@@ -850,7 +1428,7 @@ type BatchArchiveTasksRequest struct {
 
 func (x *BatchArchiveTasksRequest) Reset() {
 	*x = BatchArchiveTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1440,7 @@ func (x *BatchArchiveTasksRequest) String() string {
 func (*BatchArchiveTasksRequest) ProtoMessage() {}
 
 func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1453,7 @@ func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchArchiveTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchArchiveTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchArchiveTasksRequest) GetIds() []string {
@@ -898,7 +1476,7 @@ type BatchTaskResult struct {
 
 func (x *BatchTaskResult) Reset() {
 	*x = BatchTaskResult{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1488,7 @@ func (x *BatchTaskResult) String() string {
 func (*BatchTaskResult) ProtoMessage() {}
 
 func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1501,7 @@ func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTaskResult.ProtoReflect.Descriptor instead.
 func (*BatchTaskResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchTaskResult) GetId() string {
@@ -951,7 +1529,7 @@ type BatchTasksResponse struct {
 
 func (x *BatchTasksResponse) Reset() {
 	*x = BatchTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1541,7 @@ func (x *BatchTasksResponse) String() string {
 func (*BatchTasksResponse) ProtoMessage() {}
 
 func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1554,7 @@ func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*BatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
@@ -984,6 +1562,173 @@ func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
 		return x.Results
 	}
 	return nil
+}
+
+// BulkTasksRequest applies one action to every task that matches a filter.
+type BulkTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// action is the action to apply; required.
+	Action TaskAction `protobuf:"varint,1,opt,name=action,proto3,enum=conveyor.v1.TaskAction" json:"action,omitempty"`
+	// queue is the queue whose tasks are acted on; required.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// state selects the tasks' state; required (a bulk action names a state).
+	State TaskState `protobuf:"varint,3,opt,name=state,proto3,enum=conveyor.v1.TaskState" json:"state,omitempty"`
+	// type filters by task type (exact match); empty matches every type.
+	Type string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	// search filters as ListTasksRequest.search does.
+	Search        string `protobuf:"bytes,5,opt,name=search,proto3" json:"search,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkTasksRequest) Reset() {
+	*x = BulkTasksRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkTasksRequest) ProtoMessage() {}
+
+func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkTasksRequest.ProtoReflect.Descriptor instead.
+func (*BulkTasksRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *BulkTasksRequest) GetAction() TaskAction {
+	if x != nil {
+		return x.Action
+	}
+	return TaskAction_TASK_ACTION_UNSPECIFIED
+}
+
+func (x *BulkTasksRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *BulkTasksRequest) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *BulkTasksRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *BulkTasksRequest) GetSearch() string {
+	if x != nil {
+		return x.Search
+	}
+	return ""
+}
+
+// BulkTasksProgress reports how far a bulk action has come. The last
+// message of the stream has done set.
+type BulkTasksProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// total is how many tasks the filter matched when the action started
+	// (an estimate when a type or search filter is set).
+	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// succeeded counts tasks the action applied to.
+	Succeeded int64 `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// failed counts tasks the action did not apply to (they changed state
+	// meanwhile, or the action does not apply to them).
+	Failed int64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	// done is set on the final message.
+	Done bool `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	// first_error is the first per-task error met, if any.
+	FirstError    string `protobuf:"bytes,5,opt,name=first_error,json=firstError,proto3" json:"first_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkTasksProgress) Reset() {
+	*x = BulkTasksProgress{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkTasksProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkTasksProgress) ProtoMessage() {}
+
+func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkTasksProgress.ProtoReflect.Descriptor instead.
+func (*BulkTasksProgress) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BulkTasksProgress) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *BulkTasksProgress) GetSucceeded() int64 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *BulkTasksProgress) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *BulkTasksProgress) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *BulkTasksProgress) GetFirstError() string {
+	if x != nil {
+		return x.FirstError
+	}
+	return ""
 }
 
 // CronEntry is a periodic task template.
@@ -1010,14 +1755,16 @@ type CronEntry struct {
 	// last_run_at is when the entry last fired.
 	LastRunAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_run_at,json=lastRunAt,proto3" json:"last_run_at,omitempty"`
 	// metadata is copied to every fired task.
-	Metadata      map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// last_task_id is the task the latest fire enqueued.
+	LastTaskId    string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1776,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1789,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CronEntry) GetId() string {
@@ -1122,6 +1869,13 @@ func (x *CronEntry) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *CronEntry) GetLastTaskId() string {
+	if x != nil {
+		return x.LastTaskId
+	}
+	return ""
+}
+
 // CreateCronRequest describes a new cron entry.
 type CreateCronRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1133,7 +1887,7 @@ type CreateCronRequest struct {
 
 func (x *CreateCronRequest) Reset() {
 	*x = CreateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1899,7 @@ func (x *CreateCronRequest) String() string {
 func (*CreateCronRequest) ProtoMessage() {}
 
 func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1912,7 @@ func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateCronRequest) GetEntry() *CronEntry {
@@ -1179,7 +1933,7 @@ type GetCronRequest struct {
 
 func (x *GetCronRequest) Reset() {
 	*x = GetCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1945,7 @@ func (x *GetCronRequest) String() string {
 func (*GetCronRequest) ProtoMessage() {}
 
 func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1958,7 @@ func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronRequest.ProtoReflect.Descriptor instead.
 func (*GetCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetCronRequest) GetId() string {
@@ -1223,7 +1977,7 @@ type ListCronsRequest struct {
 
 func (x *ListCronsRequest) Reset() {
 	*x = ListCronsRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1989,7 @@ func (x *ListCronsRequest) String() string {
 func (*ListCronsRequest) ProtoMessage() {}
 
 func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +2002,7 @@ func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 // ListCronsResponse lists every cron entry.
@@ -1262,7 +2016,7 @@ type ListCronsResponse struct {
 
 func (x *ListCronsResponse) Reset() {
 	*x = ListCronsResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +2028,7 @@ func (x *ListCronsResponse) String() string {
 func (*ListCronsResponse) ProtoMessage() {}
 
 func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +2041,7 @@ func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListCronsResponse) GetEntries() []*CronEntry {
@@ -1308,7 +2062,7 @@ type UpdateCronRequest struct {
 
 func (x *UpdateCronRequest) Reset() {
 	*x = UpdateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +2074,7 @@ func (x *UpdateCronRequest) String() string {
 func (*UpdateCronRequest) ProtoMessage() {}
 
 func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +2087,7 @@ func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCronRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
@@ -1354,7 +2108,7 @@ type DeleteCronRequest struct {
 
 func (x *DeleteCronRequest) Reset() {
 	*x = DeleteCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +2120,7 @@ func (x *DeleteCronRequest) String() string {
 func (*DeleteCronRequest) ProtoMessage() {}
 
 func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +2133,7 @@ func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteCronRequest) GetId() string {
@@ -1398,7 +2152,7 @@ type DeleteCronResponse struct {
 
 func (x *DeleteCronResponse) Reset() {
 	*x = DeleteCronResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +2164,7 @@ func (x *DeleteCronResponse) String() string {
 func (*DeleteCronResponse) ProtoMessage() {}
 
 func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +2177,7 @@ func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 // PauseCronRequest names one cron entry.
@@ -1437,7 +2191,7 @@ type PauseCronRequest struct {
 
 func (x *PauseCronRequest) Reset() {
 	*x = PauseCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +2203,7 @@ func (x *PauseCronRequest) String() string {
 func (*PauseCronRequest) ProtoMessage() {}
 
 func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +2216,7 @@ func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCronRequest.ProtoReflect.Descriptor instead.
 func (*PauseCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PauseCronRequest) GetId() string {
@@ -1483,7 +2237,7 @@ type ResumeCronRequest struct {
 
 func (x *ResumeCronRequest) Reset() {
 	*x = ResumeCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +2249,7 @@ func (x *ResumeCronRequest) String() string {
 func (*ResumeCronRequest) ProtoMessage() {}
 
 func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +2262,7 @@ func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeCronRequest) GetId() string {
@@ -1527,7 +2281,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2293,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2306,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 // NodeInfo describes one serving node.
@@ -1572,7 +2326,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +2338,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +2351,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1645,7 +2399,7 @@ type GetClusterInfoResponse struct {
 
 func (x *GetClusterInfoResponse) Reset() {
 	*x = GetClusterInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +2411,7 @@ func (x *GetClusterInfoResponse) String() string {
 func (*GetClusterInfoResponse) ProtoMessage() {}
 
 func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +2424,7 @@ func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetClusterInfoResponse) GetNodes() []*NodeInfo {
@@ -1710,7 +2464,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2476,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2489,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 // WorkerInfo describes one live worker session.
@@ -1757,13 +2511,17 @@ type WorkerInfo struct {
 	ConnectedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connected_at,json=connectedAt,proto3" json:"connected_at,omitempty"`
 	// last_heartbeat_at is when the latest heartbeat arrived.
 	LastHeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_heartbeat_at,json=lastHeartbeatAt,proto3" json:"last_heartbeat_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// task_ids lists the tasks the session holds (dispatched, not yet answered).
+	TaskIds []string `protobuf:"bytes,9,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	// batch_types are the task types the worker handles as batches.
+	BatchTypes    []string `protobuf:"bytes,10,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +2533,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +2546,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -1847,6 +2605,20 @@ func (x *WorkerInfo) GetLastHeartbeatAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkerInfo) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetBatchTypes() []string {
+	if x != nil {
+		return x.BatchTypes
+	}
+	return nil
+}
+
 // ListWorkersResponse lists the live sessions.
 type ListWorkersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1858,7 +2630,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2642,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2655,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1902,7 +2674,7 @@ type GetBrokerInfoRequest struct {
 
 func (x *GetBrokerInfoRequest) Reset() {
 	*x = GetBrokerInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2686,7 @@ func (x *GetBrokerInfoRequest) String() string {
 func (*GetBrokerInfoRequest) ProtoMessage() {}
 
 func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2699,7 @@ func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 // GetBrokerInfoResponse describes the storage engine.
@@ -1949,7 +2721,7 @@ type GetBrokerInfoResponse struct {
 
 func (x *GetBrokerInfoResponse) Reset() {
 	*x = GetBrokerInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2733,7 @@ func (x *GetBrokerInfoResponse) String() string {
 func (*GetBrokerInfoResponse) ProtoMessage() {}
 
 func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2746,7 @@ func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetBrokerInfoResponse) GetEngine() string {
@@ -2016,7 +2788,7 @@ var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x02\n" +
+	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x03\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1c\n" +
@@ -2031,20 +2803,55 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	" \x01(\x03R\vaggregating\x12\x18\n" +
 	"\ablocked\x18\v \x01(\x03R\ablocked\x12\x1c\n" +
 	"\tprocessed\x18\f \x01(\x03R\tprocessed\x12\x16\n" +
-	"\x06failed\x18\r \x01(\x03R\x06failed\"\x13\n" +
+	"\x06failed\x18\r \x01(\x03R\x06failed\x120\n" +
+	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\"\xe3\x01\n" +
+	"\vQueueConfig\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12+\n" +
+	"\x11concurrency_limit\x18\x02 \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +
+	"\n" +
+	"max_active\x18\x03 \x01(\x05R\tmaxActive\x125\n" +
+	"\n" +
+	"rate_limit\x18\x04 \x01(\v2\x16.conveyor.v1.RateLimitR\trateLimit\x12;\n" +
+	"\fgroup_policy\x18\x05 \x01(\v2\x18.conveyor.v1.GroupPolicyR\vgroupPolicy\"@\n" +
+	"\tRateLimit\x12\x1d\n" +
+	"\n" +
+	"per_second\x18\x01 \x01(\x05R\tperSecond\x12\x14\n" +
+	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\x9e\x01\n" +
+	"\vGroupPolicy\x12\x19\n" +
+	"\bmax_size\x18\x01 \x01(\x05R\amaxSize\x126\n" +
+	"\tmax_delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12<\n" +
+	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\"-\n" +
+	"\x15GetQueueConfigRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"L\n" +
+	"\x18UpdateQueueConfigRequest\x120\n" +
+	"\x06config\x18\x01 \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\")\n" +
+	"\x11ListGroupsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xa4\x02\n" +
+	"\tGroupInfo\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x05R\x04size\x12F\n" +
+	"\x11first_enqueued_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ffirstEnqueuedAt\x12D\n" +
+	"\x10last_enqueued_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastEnqueuedAt\x125\n" +
+	"\bfires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\afiresAt\"D\n" +
+	"\x12ListGroupsResponse\x12.\n" +
+	"\x06groups\x18\x01 \x03(\v2\x16.conveyor.v1.GroupInfoR\x06groups\"\x13\n" +
 	"\x11ListQueuesRequest\"D\n" +
 	"\x12ListQueuesResponse\x12.\n" +
 	"\x06queues\x18\x01 \x03(\v2\x16.conveyor.v1.QueueInfoR\x06queues\")\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x92\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xbe\x01\n" +
 	"\x10ListTasksRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"h\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12\x16\n" +
+	"\x06search\x18\x06 \x01(\tR\x06search\"h\n" +
 	"\x11ListTasksResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.conveyor.v1.TaskInfoR\x05tasks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
@@ -2069,7 +2876,20 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"L\n" +
 	"\x12BatchTasksResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xd9\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xb3\x01\n" +
+	"\x10BulkTasksRequest\x12/\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x17.conveyor.v1.TaskActionR\x06action\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12,\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x16\n" +
+	"\x06search\x18\x05 \x01(\tR\x06search\"\x94\x01\n" +
+	"\x11BulkTasksProgress\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x1c\n" +
+	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12\x1f\n" +
+	"\vfirst_error\x18\x05 \x01(\tR\n" +
+	"firstError\"\xfb\x03\n" +
 	"\tCronEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +
@@ -2082,7 +2902,9 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\vnext_run_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\x12:\n" +
 	"\vlast_run_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tlastRunAt\x12@\n" +
-	"\bmetadata\x18\v \x03(\v2$.conveyor.v1.CronEntry.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\v \x03(\v2$.conveyor.v1.CronEntry.MetadataEntryR\bmetadata\x12 \n" +
+	"\flast_task_id\x18\f \x01(\tR\n" +
+	"lastTaskId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
@@ -2114,7 +2936,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x121\n" +
 	"\x06uptime\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12%\n" +
 	"\x0estorage_engine\x18\x04 \x01(\tR\rstorageEngine\"\x14\n" +
-	"\x12ListWorkersRequest\"\x82\x04\n" +
+	"\x12ListWorkersRequest\"\xbe\x04\n" +
 	"\n" +
 	"WorkerInfo\x12\x1d\n" +
 	"\n" +
@@ -2126,7 +2948,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\vsdk_version\x18\x06 \x01(\tR\n" +
 	"sdkVersion\x12=\n" +
 	"\fconnected_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\x12F\n" +
-	"\x11last_heartbeat_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0flastHeartbeatAt\x1a9\n" +
+	"\x11last_heartbeat_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0flastHeartbeatAt\x12\x19\n" +
+	"\btask_ids\x18\t \x03(\tR\ataskIds\x12\x1f\n" +
+	"\vbatch_types\x18\n" +
+	" \x03(\tR\n" +
+	"batchTypes\x1a9\n" +
 	"\vQueuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +
@@ -2146,7 +2972,14 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"taskCounts\x1a=\n" +
 	"\x0fTaskCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\xa7\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x87\x01\n" +
+	"\n" +
+	"TaskAction\x12\x1b\n" +
+	"\x17TASK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TASK_ACTION_CANCEL\x10\x01\x12\x16\n" +
+	"\x12TASK_ACTION_DELETE\x10\x02\x12\x13\n" +
+	"\x0fTASK_ACTION_RUN\x10\x03\x12\x17\n" +
+	"\x13TASK_ACTION_ARCHIVE\x10\x04B\xa7\x01\n" +
 	"\x0fcom.conveyor.v1B\n" +
 	"AdminProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
 
@@ -2162,80 +2995,104 @@ func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
 	return file_conveyor_v1_admin_proto_rawDescData
 }
 
-var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_conveyor_v1_admin_proto_goTypes = []any{
-	(*QueueInfo)(nil),                // 0: conveyor.v1.QueueInfo
-	(*ListQueuesRequest)(nil),        // 1: conveyor.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),       // 2: conveyor.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),        // 3: conveyor.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),       // 4: conveyor.v1.ResumeQueueRequest
-	(*ListTasksRequest)(nil),         // 5: conveyor.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 6: conveyor.v1.ListTasksResponse
-	(*CancelTaskRequest)(nil),        // 7: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 8: conveyor.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),       // 9: conveyor.v1.DeleteTaskResponse
-	(*RunTaskRequest)(nil),           // 10: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 11: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 12: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 13: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 14: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 15: conveyor.v1.BatchArchiveTasksRequest
-	(*BatchTaskResult)(nil),          // 16: conveyor.v1.BatchTaskResult
-	(*BatchTasksResponse)(nil),       // 17: conveyor.v1.BatchTasksResponse
-	(*CronEntry)(nil),                // 18: conveyor.v1.CronEntry
-	(*CreateCronRequest)(nil),        // 19: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 20: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 21: conveyor.v1.ListCronsRequest
-	(*ListCronsResponse)(nil),        // 22: conveyor.v1.ListCronsResponse
-	(*UpdateCronRequest)(nil),        // 23: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 24: conveyor.v1.DeleteCronRequest
-	(*DeleteCronResponse)(nil),       // 25: conveyor.v1.DeleteCronResponse
-	(*PauseCronRequest)(nil),         // 26: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 27: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 28: conveyor.v1.GetClusterInfoRequest
-	(*NodeInfo)(nil),                 // 29: conveyor.v1.NodeInfo
-	(*GetClusterInfoResponse)(nil),   // 30: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersRequest)(nil),       // 31: conveyor.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),               // 32: conveyor.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),      // 33: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoRequest)(nil),     // 34: conveyor.v1.GetBrokerInfoRequest
-	(*GetBrokerInfoResponse)(nil),    // 35: conveyor.v1.GetBrokerInfoResponse
-	nil,                              // 36: conveyor.v1.CronEntry.MetadataEntry
-	nil,                              // 37: conveyor.v1.WorkerInfo.QueuesEntry
-	nil,                              // 38: conveyor.v1.WorkerInfo.LabelsEntry
-	nil,                              // 39: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	(TaskState)(0),                   // 40: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 41: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 42: conveyor.v1.TaskOptions
-	(*timestamppb.Timestamp)(nil),    // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 44: google.protobuf.Duration
+	(TaskAction)(0),                  // 0: conveyor.v1.TaskAction
+	(*QueueInfo)(nil),                // 1: conveyor.v1.QueueInfo
+	(*QueueConfig)(nil),              // 2: conveyor.v1.QueueConfig
+	(*RateLimit)(nil),                // 3: conveyor.v1.RateLimit
+	(*GroupPolicy)(nil),              // 4: conveyor.v1.GroupPolicy
+	(*GetQueueConfigRequest)(nil),    // 5: conveyor.v1.GetQueueConfigRequest
+	(*UpdateQueueConfigRequest)(nil), // 6: conveyor.v1.UpdateQueueConfigRequest
+	(*ListGroupsRequest)(nil),        // 7: conveyor.v1.ListGroupsRequest
+	(*GroupInfo)(nil),                // 8: conveyor.v1.GroupInfo
+	(*ListGroupsResponse)(nil),       // 9: conveyor.v1.ListGroupsResponse
+	(*ListQueuesRequest)(nil),        // 10: conveyor.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),       // 11: conveyor.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),        // 12: conveyor.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 13: conveyor.v1.ResumeQueueRequest
+	(*ListTasksRequest)(nil),         // 14: conveyor.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 15: conveyor.v1.ListTasksResponse
+	(*CancelTaskRequest)(nil),        // 16: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 17: conveyor.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),       // 18: conveyor.v1.DeleteTaskResponse
+	(*RunTaskRequest)(nil),           // 19: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 20: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 21: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 22: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 23: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 24: conveyor.v1.BatchArchiveTasksRequest
+	(*BatchTaskResult)(nil),          // 25: conveyor.v1.BatchTaskResult
+	(*BatchTasksResponse)(nil),       // 26: conveyor.v1.BatchTasksResponse
+	(*BulkTasksRequest)(nil),         // 27: conveyor.v1.BulkTasksRequest
+	(*BulkTasksProgress)(nil),        // 28: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 29: conveyor.v1.CronEntry
+	(*CreateCronRequest)(nil),        // 30: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 31: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 32: conveyor.v1.ListCronsRequest
+	(*ListCronsResponse)(nil),        // 33: conveyor.v1.ListCronsResponse
+	(*UpdateCronRequest)(nil),        // 34: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 35: conveyor.v1.DeleteCronRequest
+	(*DeleteCronResponse)(nil),       // 36: conveyor.v1.DeleteCronResponse
+	(*PauseCronRequest)(nil),         // 37: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 38: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 39: conveyor.v1.GetClusterInfoRequest
+	(*NodeInfo)(nil),                 // 40: conveyor.v1.NodeInfo
+	(*GetClusterInfoResponse)(nil),   // 41: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersRequest)(nil),       // 42: conveyor.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),               // 43: conveyor.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),      // 44: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoRequest)(nil),     // 45: conveyor.v1.GetBrokerInfoRequest
+	(*GetBrokerInfoResponse)(nil),    // 46: conveyor.v1.GetBrokerInfoResponse
+	nil,                              // 47: conveyor.v1.CronEntry.MetadataEntry
+	nil,                              // 48: conveyor.v1.WorkerInfo.QueuesEntry
+	nil,                              // 49: conveyor.v1.WorkerInfo.LabelsEntry
+	nil,                              // 50: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	(*durationpb.Duration)(nil),      // 51: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 52: google.protobuf.Timestamp
+	(TaskState)(0),                   // 53: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 54: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 55: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
-	0,  // 0: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	40, // 1: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	41, // 2: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	16, // 3: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
-	42, // 4: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	43, // 5: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	43, // 6: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	36, // 7: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
-	18, // 8: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	18, // 9: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
-	18, // 10: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	43, // 11: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	29, // 12: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	44, // 13: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	37, // 14: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	38, // 15: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	43, // 16: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	43, // 17: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	32, // 18: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	39, // 19: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
+	3,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
+	4,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
+	51, // 3: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
+	51, // 4: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
+	2,  // 5: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
+	52, // 6: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	52, // 7: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	52, // 8: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
+	1,  // 10: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
+	53, // 11: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	54, // 12: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	25, // 13: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
+	0,  // 14: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
+	53, // 15: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	55, // 16: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	52, // 17: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	52, // 18: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	47, // 19: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	29, // 20: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	29, // 21: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
+	29, // 22: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	52, // 23: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	40, // 24: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	51, // 25: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	48, // 26: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	49, // 27: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	52, // 28: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	52, // 29: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	43, // 30: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	50, // 31: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }
@@ -2249,13 +3106,14 @@ func file_conveyor_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   40,
+			NumEnums:      1,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_conveyor_v1_admin_proto_goTypes,
 		DependencyIndexes: file_conveyor_v1_admin_proto_depIdxs,
+		EnumInfos:         file_conveyor_v1_admin_proto_enumTypes,
 		MessageInfos:      file_conveyor_v1_admin_proto_msgTypes,
 	}.Build()
 	File_conveyor_v1_admin_proto = out.File

@@ -31,13 +31,17 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\"\x00\x12B\n" +
 	"\aGetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x03\x90\x02\x012X\n" +
 	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xf0\r\n" +
+	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xc1\x10\n" +
 	"\fAdminService\x12R\n" +
 	"\n" +
 	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\n" +
 	"PauseQueue\x12\x1e.conveyor.v1.PauseQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12H\n" +
-	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12O\n" +
+	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12S\n" +
+	"\x0eGetQueueConfig\x12\".conveyor.v1.GetQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x03\x90\x02\x01\x12V\n" +
+	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12R\n" +
+	"\n" +
+	"ListGroups\x12\x1e.conveyor.v1.ListGroupsRequest\x1a\x1f.conveyor.v1.ListGroupsResponse\"\x03\x90\x02\x01\x12O\n" +
 	"\tListTasks\x12\x1d.conveyor.v1.ListTasksRequest\x1a\x1e.conveyor.v1.ListTasksResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\n" +
 	"CancelTask\x12\x1e.conveyor.v1.CancelTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x00\x12O\n" +
@@ -48,7 +52,8 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\x10BatchCancelTasks\x12$.conveyor.v1.BatchCancelTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12[\n" +
 	"\x10BatchDeleteTasks\x12$.conveyor.v1.BatchDeleteTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12U\n" +
 	"\rBatchRunTasks\x12!.conveyor.v1.BatchRunTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12]\n" +
-	"\x11BatchArchiveTasks\x12%.conveyor.v1.BatchArchiveTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12F\n" +
+	"\x11BatchArchiveTasks\x12%.conveyor.v1.BatchArchiveTasksRequest\x1a\x1f.conveyor.v1.BatchTasksResponse\"\x00\x12N\n" +
+	"\tBulkTasks\x12\x1d.conveyor.v1.BulkTasksRequest\x1a\x1e.conveyor.v1.BulkTasksProgress\"\x000\x01\x12F\n" +
 	"\n" +
 	"CreateCron\x12\x1e.conveyor.v1.CreateCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12C\n" +
 	"\aGetCron\x12\x1b.conveyor.v1.GetCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x03\x90\x02\x01\x12O\n" +
@@ -74,41 +79,48 @@ var file_conveyor_v1_service_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),        // 5: conveyor.v1.ListQueuesRequest
 	(*PauseQueueRequest)(nil),        // 6: conveyor.v1.PauseQueueRequest
 	(*ResumeQueueRequest)(nil),       // 7: conveyor.v1.ResumeQueueRequest
-	(*ListTasksRequest)(nil),         // 8: conveyor.v1.ListTasksRequest
-	(*CancelTaskRequest)(nil),        // 9: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 10: conveyor.v1.DeleteTaskRequest
-	(*RunTaskRequest)(nil),           // 11: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 12: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 13: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 14: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 15: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 16: conveyor.v1.BatchArchiveTasksRequest
-	(*CreateCronRequest)(nil),        // 17: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 18: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 19: conveyor.v1.ListCronsRequest
-	(*UpdateCronRequest)(nil),        // 20: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 21: conveyor.v1.DeleteCronRequest
-	(*PauseCronRequest)(nil),         // 22: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 23: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 24: conveyor.v1.GetClusterInfoRequest
-	(*ListWorkersRequest)(nil),       // 25: conveyor.v1.ListWorkersRequest
-	(*GetBrokerInfoRequest)(nil),     // 26: conveyor.v1.GetBrokerInfoRequest
-	(*EnqueueResponse)(nil),          // 27: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 28: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxResponse)(nil),        // 29: conveyor.v1.EnqueueTxResponse
-	(*TaskInfo)(nil),                 // 30: conveyor.v1.TaskInfo
-	(*ServerMessage)(nil),            // 31: conveyor.v1.ServerMessage
-	(*ListQueuesResponse)(nil),       // 32: conveyor.v1.ListQueuesResponse
-	(*QueueInfo)(nil),                // 33: conveyor.v1.QueueInfo
-	(*ListTasksResponse)(nil),        // 34: conveyor.v1.ListTasksResponse
-	(*DeleteTaskResponse)(nil),       // 35: conveyor.v1.DeleteTaskResponse
-	(*BatchTasksResponse)(nil),       // 36: conveyor.v1.BatchTasksResponse
-	(*CronEntry)(nil),                // 37: conveyor.v1.CronEntry
-	(*ListCronsResponse)(nil),        // 38: conveyor.v1.ListCronsResponse
-	(*DeleteCronResponse)(nil),       // 39: conveyor.v1.DeleteCronResponse
-	(*GetClusterInfoResponse)(nil),   // 40: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersResponse)(nil),      // 41: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoResponse)(nil),    // 42: conveyor.v1.GetBrokerInfoResponse
+	(*GetQueueConfigRequest)(nil),    // 8: conveyor.v1.GetQueueConfigRequest
+	(*UpdateQueueConfigRequest)(nil), // 9: conveyor.v1.UpdateQueueConfigRequest
+	(*ListGroupsRequest)(nil),        // 10: conveyor.v1.ListGroupsRequest
+	(*ListTasksRequest)(nil),         // 11: conveyor.v1.ListTasksRequest
+	(*CancelTaskRequest)(nil),        // 12: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 13: conveyor.v1.DeleteTaskRequest
+	(*RunTaskRequest)(nil),           // 14: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 15: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 16: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 17: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 18: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 19: conveyor.v1.BatchArchiveTasksRequest
+	(*BulkTasksRequest)(nil),         // 20: conveyor.v1.BulkTasksRequest
+	(*CreateCronRequest)(nil),        // 21: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 22: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 23: conveyor.v1.ListCronsRequest
+	(*UpdateCronRequest)(nil),        // 24: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 25: conveyor.v1.DeleteCronRequest
+	(*PauseCronRequest)(nil),         // 26: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 27: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 28: conveyor.v1.GetClusterInfoRequest
+	(*ListWorkersRequest)(nil),       // 29: conveyor.v1.ListWorkersRequest
+	(*GetBrokerInfoRequest)(nil),     // 30: conveyor.v1.GetBrokerInfoRequest
+	(*EnqueueResponse)(nil),          // 31: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 32: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxResponse)(nil),        // 33: conveyor.v1.EnqueueTxResponse
+	(*TaskInfo)(nil),                 // 34: conveyor.v1.TaskInfo
+	(*ServerMessage)(nil),            // 35: conveyor.v1.ServerMessage
+	(*ListQueuesResponse)(nil),       // 36: conveyor.v1.ListQueuesResponse
+	(*QueueInfo)(nil),                // 37: conveyor.v1.QueueInfo
+	(*QueueConfig)(nil),              // 38: conveyor.v1.QueueConfig
+	(*ListGroupsResponse)(nil),       // 39: conveyor.v1.ListGroupsResponse
+	(*ListTasksResponse)(nil),        // 40: conveyor.v1.ListTasksResponse
+	(*DeleteTaskResponse)(nil),       // 41: conveyor.v1.DeleteTaskResponse
+	(*BatchTasksResponse)(nil),       // 42: conveyor.v1.BatchTasksResponse
+	(*BulkTasksProgress)(nil),        // 43: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 44: conveyor.v1.CronEntry
+	(*ListCronsResponse)(nil),        // 45: conveyor.v1.ListCronsResponse
+	(*DeleteCronResponse)(nil),       // 46: conveyor.v1.DeleteCronResponse
+	(*GetClusterInfoResponse)(nil),   // 47: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersResponse)(nil),      // 48: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoResponse)(nil),    // 49: conveyor.v1.GetBrokerInfoResponse
 }
 var file_conveyor_v1_service_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.TaskService.Enqueue:input_type -> conveyor.v1.EnqueueRequest
@@ -119,54 +131,62 @@ var file_conveyor_v1_service_proto_depIdxs = []int32{
 	5,  // 5: conveyor.v1.AdminService.ListQueues:input_type -> conveyor.v1.ListQueuesRequest
 	6,  // 6: conveyor.v1.AdminService.PauseQueue:input_type -> conveyor.v1.PauseQueueRequest
 	7,  // 7: conveyor.v1.AdminService.ResumeQueue:input_type -> conveyor.v1.ResumeQueueRequest
-	8,  // 8: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
-	9,  // 9: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
-	10, // 10: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
-	11, // 11: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
-	12, // 12: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
-	13, // 13: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
-	14, // 14: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
-	15, // 15: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
-	16, // 16: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
-	17, // 17: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
-	18, // 18: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
-	19, // 19: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
-	20, // 20: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
-	21, // 21: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
-	22, // 22: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
-	23, // 23: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
-	24, // 24: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
-	25, // 25: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	26, // 26: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	27, // 27: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
-	28, // 28: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
-	29, // 29: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
-	30, // 30: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
-	31, // 31: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	32, // 32: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	33, // 33: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	33, // 34: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	34, // 35: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	30, // 36: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	35, // 37: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	30, // 38: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	30, // 39: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	36, // 40: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	36, // 41: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	36, // 42: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	36, // 43: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	37, // 44: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	37, // 45: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	38, // 46: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	37, // 47: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	39, // 48: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	37, // 49: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	37, // 50: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	40, // 51: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	41, // 52: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	42, // 53: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	27, // [27:54] is the sub-list for method output_type
-	0,  // [0:27] is the sub-list for method input_type
+	8,  // 8: conveyor.v1.AdminService.GetQueueConfig:input_type -> conveyor.v1.GetQueueConfigRequest
+	9,  // 9: conveyor.v1.AdminService.UpdateQueueConfig:input_type -> conveyor.v1.UpdateQueueConfigRequest
+	10, // 10: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
+	11, // 11: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
+	12, // 12: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
+	13, // 13: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
+	14, // 14: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
+	15, // 15: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
+	16, // 16: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
+	17, // 17: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
+	18, // 18: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
+	19, // 19: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
+	20, // 20: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
+	21, // 21: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
+	22, // 22: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
+	23, // 23: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
+	24, // 24: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
+	25, // 25: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
+	26, // 26: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
+	27, // 27: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
+	28, // 28: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
+	29, // 29: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
+	30, // 30: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
+	31, // 31: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
+	32, // 32: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
+	33, // 33: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
+	34, // 34: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
+	35, // 35: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
+	36, // 36: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
+	37, // 37: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
+	37, // 38: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
+	38, // 39: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
+	38, // 40: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
+	39, // 41: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
+	40, // 42: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
+	34, // 43: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
+	41, // 44: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
+	34, // 45: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
+	34, // 46: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
+	42, // 47: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
+	42, // 48: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
+	42, // 49: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
+	42, // 50: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
+	43, // 51: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
+	44, // 52: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
+	44, // 53: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
+	45, // 54: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
+	44, // 55: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
+	46, // 56: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
+	44, // 57: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
+	44, // 58: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
+	47, // 59: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
+	48, // 60: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
+	49, // 61: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
+	31, // [31:62] is the sub-list for method output_type
+	0,  // [0:31] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

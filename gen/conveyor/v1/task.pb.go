@@ -227,7 +227,10 @@ type TaskDependency struct {
 	// task_id is the ULID of the task depended on.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// on_failure governs the dependent task when this dependency fails terminally.
-	OnFailure     OnFailure `protobuf:"varint,2,opt,name=on_failure,json=onFailure,proto3,enum=conveyor.v1.OnFailure" json:"on_failure,omitempty"`
+	OnFailure OnFailure `protobuf:"varint,2,opt,name=on_failure,json=onFailure,proto3,enum=conveyor.v1.OnFailure" json:"on_failure,omitempty"`
+	// state is the dependency's current state. Output only: the server fills it
+	// in TaskInfo.depends_on and ignores it on enqueue.
+	State         TaskState `protobuf:"varint,3,opt,name=state,proto3,enum=conveyor.v1.TaskState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +279,132 @@ func (x *TaskDependency) GetOnFailure() OnFailure {
 	return OnFailure_ON_FAILURE_UNSPECIFIED
 }
 
+func (x *TaskDependency) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+// TaskLink names another task and its current state.
+type TaskLink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task_id is the linked task's ULID.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// state is the linked task's state when the view was taken.
+	State         TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=conveyor.v1.TaskState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskLink) Reset() {
+	*x = TaskLink{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLink) ProtoMessage() {}
+
+func (x *TaskLink) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLink.ProtoReflect.Descriptor instead.
+func (*TaskLink) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TaskLink) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskLink) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+// TaskError is one failed attempt of a task.
+type TaskError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempt is the attempt's number, 1 for the first.
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// message is the failure reason the worker (or the server) gave.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// at is when the attempt ended.
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskError) Reset() {
+	*x = TaskError{}
+	mi := &file_conveyor_v1_task_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskError) ProtoMessage() {}
+
+func (x *TaskError) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_task_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskError.ProtoReflect.Descriptor instead.
+func (*TaskError) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TaskError) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *TaskError) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // RetryPolicy overrides the server's default retry backoff for one task.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -291,7 +420,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[1]
+	mi := &file_conveyor_v1_task_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +432,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[1]
+	mi := &file_conveyor_v1_task_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +445,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{1}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RetryPolicy) GetStrategy() RetryStrategy {
@@ -390,7 +519,7 @@ type TaskOptions struct {
 
 func (x *TaskOptions) Reset() {
 	*x = TaskOptions{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[2]
+	mi := &file_conveyor_v1_task_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +531,7 @@ func (x *TaskOptions) String() string {
 func (*TaskOptions) ProtoMessage() {}
 
 func (x *TaskOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[2]
+	mi := &file_conveyor_v1_task_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +544,7 @@ func (x *TaskOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOptions.ProtoReflect.Descriptor instead.
 func (*TaskOptions) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskOptions) GetMaxRetry() int32 {
@@ -571,14 +700,22 @@ type TaskInfo struct {
 	// options are the options the task was enqueued with, as given.
 	Options *TaskOptions `protobuf:"bytes,22,opt,name=options,proto3" json:"options,omitempty"`
 	// expires_at is the resolved pre-dispatch expiry (from expires_in or expires_at).
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// dependents lists the tasks that depend on this one, with their states.
+	Dependents []*TaskLink `protobuf:"bytes,24,rep,name=dependents,proto3" json:"dependents,omitempty"`
+	// errors holds the latest failed attempts, oldest first (at most 10).
+	Errors []*TaskError `protobuf:"bytes,25,rep,name=errors,proto3" json:"errors,omitempty"`
+	// session_id names the worker session running an ACTIVE task.
+	SessionId string `protobuf:"bytes,26,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// attempt_id names the current delivery of an ACTIVE task.
+	AttemptId     string `protobuf:"bytes,27,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[3]
+	mi := &file_conveyor_v1_task_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +727,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[3]
+	mi := &file_conveyor_v1_task_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +740,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{3}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TaskInfo) GetId() string {
@@ -767,6 +904,34 @@ func (x *TaskInfo) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TaskInfo) GetDependents() []*TaskLink {
+	if x != nil {
+		return x.Dependents
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetErrors() []*TaskError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
 // EnqueueRequest describes one task to enqueue.
 type EnqueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -790,7 +955,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[4]
+	mi := &file_conveyor_v1_task_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +967,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[4]
+	mi := &file_conveyor_v1_task_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +980,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{4}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EnqueueRequest) GetTaskId() string {
@@ -878,7 +1043,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[5]
+	mi := &file_conveyor_v1_task_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1055,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[5]
+	mi := &file_conveyor_v1_task_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1068,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{5}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnqueueResponse) GetTask() *TaskInfo {
@@ -917,14 +1082,17 @@ func (x *EnqueueResponse) GetTask() *TaskInfo {
 type EnqueueBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// items are enqueued independently of each other.
-	Items         []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// brief asks for short results: each TaskInfo then carries only id, queue,
+	// type, state and enqueued_at (no payload, metadata or options echoed).
+	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueBatchRequest) Reset() {
 	*x = EnqueueBatchRequest{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[6]
+	mi := &file_conveyor_v1_task_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1104,7 @@ func (x *EnqueueBatchRequest) String() string {
 func (*EnqueueBatchRequest) ProtoMessage() {}
 
 func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[6]
+	mi := &file_conveyor_v1_task_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1117,7 @@ func (x *EnqueueBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnqueueBatchRequest) GetItems() []*EnqueueRequest {
@@ -959,20 +1127,30 @@ func (x *EnqueueBatchRequest) GetItems() []*EnqueueRequest {
 	return nil
 }
 
+func (x *EnqueueBatchRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
+	}
+	return false
+}
+
 // EnqueueBatchResult is the outcome of one EnqueueBatch item.
 type EnqueueBatchResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// task is the committed task, unset when error is set.
 	Task *TaskInfo `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// error says why the item was not enqueued; empty on success.
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// code is the Connect code name of the item's error (invalid_argument,
+	// already_exists, ...); empty on success.
+	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueBatchResult) Reset() {
 	*x = EnqueueBatchResult{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[7]
+	mi := &file_conveyor_v1_task_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1162,7 @@ func (x *EnqueueBatchResult) String() string {
 func (*EnqueueBatchResult) ProtoMessage() {}
 
 func (x *EnqueueBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[7]
+	mi := &file_conveyor_v1_task_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1175,7 @@ func (x *EnqueueBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchResult.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnqueueBatchResult) GetTask() *TaskInfo {
@@ -1014,6 +1192,13 @@ func (x *EnqueueBatchResult) GetError() string {
 	return ""
 }
 
+func (x *EnqueueBatchResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // EnqueueBatchResponse holds one result per request item, in request order.
 type EnqueueBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1025,7 +1210,7 @@ type EnqueueBatchResponse struct {
 
 func (x *EnqueueBatchResponse) Reset() {
 	*x = EnqueueBatchResponse{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[8]
+	mi := &file_conveyor_v1_task_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1222,7 @@ func (x *EnqueueBatchResponse) String() string {
 func (*EnqueueBatchResponse) ProtoMessage() {}
 
 func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[8]
+	mi := &file_conveyor_v1_task_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1235,7 @@ func (x *EnqueueBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueBatchResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueBatchResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EnqueueBatchResponse) GetResults() []*EnqueueBatchResult {
@@ -1064,14 +1249,16 @@ func (x *EnqueueBatchResponse) GetResults() []*EnqueueBatchResult {
 type EnqueueTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// items are enqueued all together or not at all.
-	Items         []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// brief asks for short TaskInfos, as EnqueueBatchRequest.brief does.
+	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueTxRequest) Reset() {
 	*x = EnqueueTxRequest{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[9]
+	mi := &file_conveyor_v1_task_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1270,7 @@ func (x *EnqueueTxRequest) String() string {
 func (*EnqueueTxRequest) ProtoMessage() {}
 
 func (x *EnqueueTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[9]
+	mi := &file_conveyor_v1_task_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1283,7 @@ func (x *EnqueueTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueTxRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueTxRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{9}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EnqueueTxRequest) GetItems() []*EnqueueRequest {
@@ -1104,6 +1291,13 @@ func (x *EnqueueTxRequest) GetItems() []*EnqueueRequest {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *EnqueueTxRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
+	}
+	return false
 }
 
 // EnqueueTxResponse holds the committed tasks in request order.
@@ -1117,7 +1311,7 @@ type EnqueueTxResponse struct {
 
 func (x *EnqueueTxResponse) Reset() {
 	*x = EnqueueTxResponse{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[10]
+	mi := &file_conveyor_v1_task_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1323,7 @@ func (x *EnqueueTxResponse) String() string {
 func (*EnqueueTxResponse) ProtoMessage() {}
 
 func (x *EnqueueTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[10]
+	mi := &file_conveyor_v1_task_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1336,7 @@ func (x *EnqueueTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueTxResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueTxResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{10}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EnqueueTxResponse) GetTasks() []*TaskInfo {
@@ -1163,7 +1357,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_conveyor_v1_task_proto_msgTypes[11]
+	mi := &file_conveyor_v1_task_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1369,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_task_proto_msgTypes[11]
+	mi := &file_conveyor_v1_task_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1382,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{11}
+	return file_conveyor_v1_task_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetTaskRequest) GetId() string {
@@ -1202,11 +1396,19 @@ var File_conveyor_v1_task_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_task_proto_rawDesc = "" +
 	"\n" +
-	"\x16conveyor/v1/task.proto\x12\vconveyor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n" +
+	"\x16conveyor/v1/task.proto\x12\vconveyor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x01\n" +
 	"\x0eTaskDependency\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x125\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x0e2\x16.conveyor.v1.OnFailureR\tonFailure\"\xa1\x01\n" +
+	"on_failure\x18\x02 \x01(\x0e2\x16.conveyor.v1.OnFailureR\tonFailure\x12,\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\"Q\n" +
+	"\bTaskLink\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12,\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\"k\n" +
+	"\tTaskError\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xa1\x01\n" +
 	"\vRetryPolicy\x126\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x1a.conveyor.v1.RetryStrategyR\bstrategy\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
@@ -1234,7 +1436,7 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\r \x03(\v2\x1b.conveyor.v1.TaskDependencyR\tdependsOn\x12'\n" +
 	"\x0fconcurrency_key\x18\x0e \x01(\tR\x0econcurrencyKey\x12;\n" +
-	"\fretry_policy\x18\x0f \x01(\v2\x18.conveyor.v1.RetryPolicyR\vretryPolicy\"\xf2\a\n" +
+	"\fretry_policy\x18\x0f \x01(\v2\x18.conveyor.v1.RetryPolicyR\vretryPolicy\"\x97\t\n" +
 	"\bTaskInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1264,7 +1466,15 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"depends_on\x18\x15 \x03(\v2\x1b.conveyor.v1.TaskDependencyR\tdependsOn\x122\n" +
 	"\aoptions\x18\x16 \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x129\n" +
 	"\n" +
-	"expires_at\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x1a;\n" +
+	"expires_at\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x125\n" +
+	"\n" +
+	"dependents\x18\x18 \x03(\v2\x15.conveyor.v1.TaskLinkR\n" +
+	"dependents\x12.\n" +
+	"\x06errors\x18\x19 \x03(\v2\x16.conveyor.v1.TaskErrorR\x06errors\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x1a \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x1b \x01(\tR\tattemptId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x02\n" +
@@ -1280,16 +1490,19 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
 	"\x0fEnqueueResponse\x12)\n" +
-	"\x04task\x18\x01 \x01(\v2\x15.conveyor.v1.TaskInfoR\x04task\"H\n" +
+	"\x04task\x18\x01 \x01(\v2\x15.conveyor.v1.TaskInfoR\x04task\"^\n" +
 	"\x13EnqueueBatchRequest\x121\n" +
-	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\"U\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\x12\x14\n" +
+	"\x05brief\x18\x02 \x01(\bR\x05brief\"i\n" +
 	"\x12EnqueueBatchResult\x12)\n" +
 	"\x04task\x18\x01 \x01(\v2\x15.conveyor.v1.TaskInfoR\x04task\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"Q\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\"Q\n" +
 	"\x14EnqueueBatchResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.conveyor.v1.EnqueueBatchResultR\aresults\"E\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.conveyor.v1.EnqueueBatchResultR\aresults\"[\n" +
 	"\x10EnqueueTxRequest\x121\n" +
-	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\"@\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.conveyor.v1.EnqueueRequestR\x05items\x12\x14\n" +
+	"\x05brief\x18\x02 \x01(\bR\x05brief\"@\n" +
 	"\x11EnqueueTxResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.conveyor.v1.TaskInfoR\x05tasks\" \n" +
 	"\x0eGetTaskRequest\x12\x0e\n" +
@@ -1330,65 +1543,72 @@ func file_conveyor_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_conveyor_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_conveyor_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_conveyor_v1_task_proto_goTypes = []any{
 	(TaskState)(0),                // 0: conveyor.v1.TaskState
 	(OnFailure)(0),                // 1: conveyor.v1.OnFailure
 	(RetryStrategy)(0),            // 2: conveyor.v1.RetryStrategy
 	(*TaskDependency)(nil),        // 3: conveyor.v1.TaskDependency
-	(*RetryPolicy)(nil),           // 4: conveyor.v1.RetryPolicy
-	(*TaskOptions)(nil),           // 5: conveyor.v1.TaskOptions
-	(*TaskInfo)(nil),              // 6: conveyor.v1.TaskInfo
-	(*EnqueueRequest)(nil),        // 7: conveyor.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),       // 8: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchRequest)(nil),   // 9: conveyor.v1.EnqueueBatchRequest
-	(*EnqueueBatchResult)(nil),    // 10: conveyor.v1.EnqueueBatchResult
-	(*EnqueueBatchResponse)(nil),  // 11: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxRequest)(nil),      // 12: conveyor.v1.EnqueueTxRequest
-	(*EnqueueTxResponse)(nil),     // 13: conveyor.v1.EnqueueTxResponse
-	(*GetTaskRequest)(nil),        // 14: conveyor.v1.GetTaskRequest
-	nil,                           // 15: conveyor.v1.TaskInfo.MetadataEntry
-	nil,                           // 16: conveyor.v1.EnqueueRequest.MetadataEntry
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*TaskLink)(nil),              // 4: conveyor.v1.TaskLink
+	(*TaskError)(nil),             // 5: conveyor.v1.TaskError
+	(*RetryPolicy)(nil),           // 6: conveyor.v1.RetryPolicy
+	(*TaskOptions)(nil),           // 7: conveyor.v1.TaskOptions
+	(*TaskInfo)(nil),              // 8: conveyor.v1.TaskInfo
+	(*EnqueueRequest)(nil),        // 9: conveyor.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),       // 10: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchRequest)(nil),   // 11: conveyor.v1.EnqueueBatchRequest
+	(*EnqueueBatchResult)(nil),    // 12: conveyor.v1.EnqueueBatchResult
+	(*EnqueueBatchResponse)(nil),  // 13: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxRequest)(nil),      // 14: conveyor.v1.EnqueueTxRequest
+	(*EnqueueTxResponse)(nil),     // 15: conveyor.v1.EnqueueTxResponse
+	(*GetTaskRequest)(nil),        // 16: conveyor.v1.GetTaskRequest
+	nil,                           // 17: conveyor.v1.TaskInfo.MetadataEntry
+	nil,                           // 18: conveyor.v1.EnqueueRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
 }
 var file_conveyor_v1_task_proto_depIdxs = []int32{
 	1,  // 0: conveyor.v1.TaskDependency.on_failure:type_name -> conveyor.v1.OnFailure
-	2,  // 1: conveyor.v1.RetryPolicy.strategy:type_name -> conveyor.v1.RetryStrategy
-	17, // 2: conveyor.v1.RetryPolicy.base:type_name -> google.protobuf.Duration
-	17, // 3: conveyor.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	17, // 4: conveyor.v1.TaskOptions.timeout:type_name -> google.protobuf.Duration
-	18, // 5: conveyor.v1.TaskOptions.deadline:type_name -> google.protobuf.Timestamp
-	18, // 6: conveyor.v1.TaskOptions.process_at:type_name -> google.protobuf.Timestamp
-	17, // 7: conveyor.v1.TaskOptions.process_in:type_name -> google.protobuf.Duration
-	17, // 8: conveyor.v1.TaskOptions.unique_ttl:type_name -> google.protobuf.Duration
-	17, // 9: conveyor.v1.TaskOptions.retention:type_name -> google.protobuf.Duration
-	17, // 10: conveyor.v1.TaskOptions.expires_in:type_name -> google.protobuf.Duration
-	18, // 11: conveyor.v1.TaskOptions.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 12: conveyor.v1.TaskOptions.depends_on:type_name -> conveyor.v1.TaskDependency
-	4,  // 13: conveyor.v1.TaskOptions.retry_policy:type_name -> conveyor.v1.RetryPolicy
-	0,  // 14: conveyor.v1.TaskInfo.state:type_name -> conveyor.v1.TaskState
-	15, // 15: conveyor.v1.TaskInfo.metadata:type_name -> conveyor.v1.TaskInfo.MetadataEntry
-	18, // 16: conveyor.v1.TaskInfo.enqueued_at:type_name -> google.protobuf.Timestamp
-	18, // 17: conveyor.v1.TaskInfo.next_process_at:type_name -> google.protobuf.Timestamp
-	18, // 18: conveyor.v1.TaskInfo.started_at:type_name -> google.protobuf.Timestamp
-	18, // 19: conveyor.v1.TaskInfo.completed_at:type_name -> google.protobuf.Timestamp
-	3,  // 20: conveyor.v1.TaskInfo.depends_on:type_name -> conveyor.v1.TaskDependency
-	5,  // 21: conveyor.v1.TaskInfo.options:type_name -> conveyor.v1.TaskOptions
-	18, // 22: conveyor.v1.TaskInfo.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 23: conveyor.v1.EnqueueRequest.metadata:type_name -> conveyor.v1.EnqueueRequest.MetadataEntry
-	5,  // 24: conveyor.v1.EnqueueRequest.options:type_name -> conveyor.v1.TaskOptions
-	6,  // 25: conveyor.v1.EnqueueResponse.task:type_name -> conveyor.v1.TaskInfo
-	7,  // 26: conveyor.v1.EnqueueBatchRequest.items:type_name -> conveyor.v1.EnqueueRequest
-	6,  // 27: conveyor.v1.EnqueueBatchResult.task:type_name -> conveyor.v1.TaskInfo
-	10, // 28: conveyor.v1.EnqueueBatchResponse.results:type_name -> conveyor.v1.EnqueueBatchResult
-	7,  // 29: conveyor.v1.EnqueueTxRequest.items:type_name -> conveyor.v1.EnqueueRequest
-	6,  // 30: conveyor.v1.EnqueueTxResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	0,  // 1: conveyor.v1.TaskDependency.state:type_name -> conveyor.v1.TaskState
+	0,  // 2: conveyor.v1.TaskLink.state:type_name -> conveyor.v1.TaskState
+	19, // 3: conveyor.v1.TaskError.at:type_name -> google.protobuf.Timestamp
+	2,  // 4: conveyor.v1.RetryPolicy.strategy:type_name -> conveyor.v1.RetryStrategy
+	20, // 5: conveyor.v1.RetryPolicy.base:type_name -> google.protobuf.Duration
+	20, // 6: conveyor.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	20, // 7: conveyor.v1.TaskOptions.timeout:type_name -> google.protobuf.Duration
+	19, // 8: conveyor.v1.TaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	19, // 9: conveyor.v1.TaskOptions.process_at:type_name -> google.protobuf.Timestamp
+	20, // 10: conveyor.v1.TaskOptions.process_in:type_name -> google.protobuf.Duration
+	20, // 11: conveyor.v1.TaskOptions.unique_ttl:type_name -> google.protobuf.Duration
+	20, // 12: conveyor.v1.TaskOptions.retention:type_name -> google.protobuf.Duration
+	20, // 13: conveyor.v1.TaskOptions.expires_in:type_name -> google.protobuf.Duration
+	19, // 14: conveyor.v1.TaskOptions.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 15: conveyor.v1.TaskOptions.depends_on:type_name -> conveyor.v1.TaskDependency
+	6,  // 16: conveyor.v1.TaskOptions.retry_policy:type_name -> conveyor.v1.RetryPolicy
+	0,  // 17: conveyor.v1.TaskInfo.state:type_name -> conveyor.v1.TaskState
+	17, // 18: conveyor.v1.TaskInfo.metadata:type_name -> conveyor.v1.TaskInfo.MetadataEntry
+	19, // 19: conveyor.v1.TaskInfo.enqueued_at:type_name -> google.protobuf.Timestamp
+	19, // 20: conveyor.v1.TaskInfo.next_process_at:type_name -> google.protobuf.Timestamp
+	19, // 21: conveyor.v1.TaskInfo.started_at:type_name -> google.protobuf.Timestamp
+	19, // 22: conveyor.v1.TaskInfo.completed_at:type_name -> google.protobuf.Timestamp
+	3,  // 23: conveyor.v1.TaskInfo.depends_on:type_name -> conveyor.v1.TaskDependency
+	7,  // 24: conveyor.v1.TaskInfo.options:type_name -> conveyor.v1.TaskOptions
+	19, // 25: conveyor.v1.TaskInfo.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 26: conveyor.v1.TaskInfo.dependents:type_name -> conveyor.v1.TaskLink
+	5,  // 27: conveyor.v1.TaskInfo.errors:type_name -> conveyor.v1.TaskError
+	18, // 28: conveyor.v1.EnqueueRequest.metadata:type_name -> conveyor.v1.EnqueueRequest.MetadataEntry
+	7,  // 29: conveyor.v1.EnqueueRequest.options:type_name -> conveyor.v1.TaskOptions
+	8,  // 30: conveyor.v1.EnqueueResponse.task:type_name -> conveyor.v1.TaskInfo
+	9,  // 31: conveyor.v1.EnqueueBatchRequest.items:type_name -> conveyor.v1.EnqueueRequest
+	8,  // 32: conveyor.v1.EnqueueBatchResult.task:type_name -> conveyor.v1.TaskInfo
+	12, // 33: conveyor.v1.EnqueueBatchResponse.results:type_name -> conveyor.v1.EnqueueBatchResult
+	9,  // 34: conveyor.v1.EnqueueTxRequest.items:type_name -> conveyor.v1.EnqueueRequest
+	8,  // 35: conveyor.v1.EnqueueTxResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_task_proto_init() }
@@ -1402,7 +1622,7 @@ func file_conveyor_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_task_proto_rawDesc), len(file_conveyor_v1_task_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -574,7 +574,10 @@ type TaskEnvelope struct {
 	// worker that sees 0 falls back to the protocol default, 25.
 	MaxRetry int32 `protobuf:"varint,9,opt,name=max_retry,json=maxRetry,proto3" json:"max_retry,omitempty"`
 	// priority is the effective priority, 1..9 (the option, or the default 4).
-	Priority      int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	// attempt_id names this delivery of the task (unique per delivery). A
+	// worker echoes it in Result.attempt_id and Heartbeat.active_attempt_ids.
+	AttemptId     string `protobuf:"bytes,11,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,13 +682,22 @@ func (x *TaskEnvelope) GetPriority() int32 {
 	return 0
 }
 
+func (x *TaskEnvelope) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
 // Dispatch pushes one leased task to the worker.
 type Dispatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// task is the task to execute.
 	Task *TaskEnvelope `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// deadline is min(lease expiry, task deadline, now + task timeout).
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// attempt_id names this delivery; the same as task.attempt_id.
+	AttemptId     string `protobuf:"bytes,3,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -732,6 +744,13 @@ func (x *Dispatch) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *Dispatch) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
 }
 
 // BatchDispatch pushes the members of a fired aggregation group, sharing one lease.
@@ -808,7 +827,10 @@ type Result struct {
 	// error_msg says why the task failed (RETRY, SKIP_RETRY).
 	ErrorMsg string `protobuf:"bytes,3,opt,name=error_msg,json=errorMsg,proto3" json:"error_msg,omitempty"`
 	// result bytes are kept on SUCCESS for inspection.
-	Result        []byte `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// attempt_id echoes the delivery's attempt_id; when set, the server applies
+	// the Result only to that delivery.
+	AttemptId     string `protobuf:"bytes,5,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +893,13 @@ func (x *Result) GetResult() []byte {
 	return nil
 }
 
+func (x *Result) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
 // BatchResult reports the outcomes of one BatchDispatch, one Result per member.
 type BatchResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -922,8 +951,12 @@ type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// active_task_ids lists every task still in flight on this worker.
 	ActiveTaskIds []string `protobuf:"bytes,1,rep,name=active_task_ids,json=activeTaskIds,proto3" json:"active_task_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// active_attempt_ids lists the attempt_id of every delivery still in flight.
+	// When it is not empty the server extends exactly those deliveries and
+	// ignores active_task_ids.
+	ActiveAttemptIds []string `protobuf:"bytes,2,rep,name=active_attempt_ids,json=activeAttemptIds,proto3" json:"active_attempt_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -959,6 +992,13 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 func (x *Heartbeat) GetActiveTaskIds() []string {
 	if x != nil {
 		return x.ActiveTaskIds
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetActiveAttemptIds() []string {
+	if x != nil {
+		return x.ActiveAttemptIds
 	}
 	return nil
 }
@@ -1197,7 +1237,7 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
 	"\x0eserver_version\x18\x04 \x01(\tR\rserverVersion\x12&\n" +
-	"\x0fmin_sdk_version\x18\x05 \x01(\tR\rminSdkVersion\"\x8e\x03\n" +
+	"\x0fmin_sdk_version\x18\x05 \x01(\tR\rminSdkVersion\"\xad\x03\n" +
 	"\fTaskEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1209,26 +1249,33 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\aretried\x18\b \x01(\x05R\aretried\x12\x1b\n" +
 	"\tmax_retry\x18\t \x01(\x05R\bmaxRetry\x12\x1a\n" +
 	"\bpriority\x18\n" +
-	" \x01(\x05R\bpriority\x1a;\n" +
+	" \x01(\x05R\bpriority\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\v \x01(\tR\tattemptId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
 	"\bDispatch\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.conveyor.v1.TaskEnvelopeR\x04task\x126\n" +
-	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x8e\x01\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x03 \x01(\tR\tattemptId\"\x8e\x01\n" +
 	"\rBatchDispatch\x12/\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x19.conveyor.v1.TaskEnvelopeR\x05tasks\x126\n" +
 	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x14\n" +
-	"\x05group\x18\x03 \x01(\tR\x05group\"\x8a\x01\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\"\xa9\x01\n" +
 	"\x06Result\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x122\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x18.conveyor.v1.TaskOutcomeR\aoutcome\x12\x1b\n" +
 	"\terror_msg\x18\x03 \x01(\tR\berrorMsg\x12\x16\n" +
-	"\x06result\x18\x04 \x01(\fR\x06result\"<\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x05 \x01(\tR\tattemptId\"<\n" +
 	"\vBatchResult\x12-\n" +
-	"\aresults\x18\x01 \x03(\v2\x13.conveyor.v1.ResultR\aresults\"3\n" +
+	"\aresults\x18\x01 \x03(\v2\x13.conveyor.v1.ResultR\aresults\"a\n" +
 	"\tHeartbeat\x12&\n" +
-	"\x0factive_task_ids\x18\x01 \x03(\tR\ractiveTaskIds\"\x16\n" +
+	"\x0factive_task_ids\x18\x01 \x03(\tR\ractiveTaskIds\x12,\n" +
+	"\x12active_attempt_ids\x18\x02 \x03(\tR\x10activeAttemptIds\"\x16\n" +
 	"\x06Credit\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\"!\n" +
 	"\x06Cancel\x12\x17\n" +

@@ -55,6 +55,14 @@ const (
 	// AdminServiceResumeQueueProcedure is the fully-qualified name of the AdminService's ResumeQueue
 	// RPC.
 	AdminServiceResumeQueueProcedure = "/conveyor.v1.AdminService/ResumeQueue"
+	// AdminServiceGetQueueConfigProcedure is the fully-qualified name of the AdminService's
+	// GetQueueConfig RPC.
+	AdminServiceGetQueueConfigProcedure = "/conveyor.v1.AdminService/GetQueueConfig"
+	// AdminServiceUpdateQueueConfigProcedure is the fully-qualified name of the AdminService's
+	// UpdateQueueConfig RPC.
+	AdminServiceUpdateQueueConfigProcedure = "/conveyor.v1.AdminService/UpdateQueueConfig"
+	// AdminServiceListGroupsProcedure is the fully-qualified name of the AdminService's ListGroups RPC.
+	AdminServiceListGroupsProcedure = "/conveyor.v1.AdminService/ListGroups"
 	// AdminServiceListTasksProcedure is the fully-qualified name of the AdminService's ListTasks RPC.
 	AdminServiceListTasksProcedure = "/conveyor.v1.AdminService/ListTasks"
 	// AdminServiceCancelTaskProcedure is the fully-qualified name of the AdminService's CancelTask RPC.
@@ -78,6 +86,8 @@ const (
 	// AdminServiceBatchArchiveTasksProcedure is the fully-qualified name of the AdminService's
 	// BatchArchiveTasks RPC.
 	AdminServiceBatchArchiveTasksProcedure = "/conveyor.v1.AdminService/BatchArchiveTasks"
+	// AdminServiceBulkTasksProcedure is the fully-qualified name of the AdminService's BulkTasks RPC.
+	AdminServiceBulkTasksProcedure = "/conveyor.v1.AdminService/BulkTasks"
 	// AdminServiceCreateCronProcedure is the fully-qualified name of the AdminService's CreateCron RPC.
 	AdminServiceCreateCronProcedure = "/conveyor.v1.AdminService/CreateCron"
 	// AdminServiceGetCronProcedure is the fully-qualified name of the AdminService's GetCron RPC.
@@ -343,6 +353,12 @@ type AdminServiceClient interface {
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.QueueInfo], error)
 	// ResumeQueue restarts dispatch from a paused queue.
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error)
+	// GetQueueConfig returns a queue's configuration (its defaults if never set).
+	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
+	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// ListGroups lists the aggregation groups waiting to fire.
+	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks in one state.
 	ListTasks(context.Context, *connect.Request[v1.ListTasksRequest]) (*connect.Response[v1.ListTasksResponse], error)
 	// CancelTask cancels a waiting task, or asks the worker to stop a running one.
@@ -361,6 +377,10 @@ type AdminServiceClient interface {
 	BatchRunTasks(context.Context, *connect.Request[v1.BatchRunTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error)
 	// BatchArchiveTasks archives many tasks; results are per id.
 	BatchArchiveTasks(context.Context, *connect.Request[v1.BatchArchiveTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error)
+	// BulkTasks applies one action to every task of a queue in one state (and
+	// optionally of one type, or matching a search), in bounded chunks, and
+	// streams its progress. Closing the stream stops it between chunks.
+	BulkTasks(context.Context, *connect.Request[v1.BulkTasksRequest]) (*connect.ServerStreamForClient[v1.BulkTasksProgress], error)
 	// CreateCron registers a periodic task.
 	CreateCron(context.Context, *connect.Request[v1.CreateCronRequest]) (*connect.Response[v1.CronEntry], error)
 	// GetCron returns one cron entry.
@@ -411,6 +431,26 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceResumeQueueProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
+			connect.WithClientOptions(opts...),
+		),
+		getQueueConfig: connect.NewClient[v1.GetQueueConfigRequest, v1.QueueConfig](
+			httpClient,
+			baseURL+AdminServiceGetQueueConfigProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetQueueConfig")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateQueueConfig: connect.NewClient[v1.UpdateQueueConfigRequest, v1.QueueConfig](
+			httpClient,
+			baseURL+AdminServiceUpdateQueueConfigProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UpdateQueueConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		listGroups: connect.NewClient[v1.ListGroupsRequest, v1.ListGroupsResponse](
+			httpClient,
+			baseURL+AdminServiceListGroupsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListGroups")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listTasks: connect.NewClient[v1.ListTasksRequest, v1.ListTasksResponse](
@@ -466,6 +506,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceBatchArchiveTasksProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("BatchArchiveTasks")),
+			connect.WithClientOptions(opts...),
+		),
+		bulkTasks: connect.NewClient[v1.BulkTasksRequest, v1.BulkTasksProgress](
+			httpClient,
+			baseURL+AdminServiceBulkTasksProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("BulkTasks")),
 			connect.WithClientOptions(opts...),
 		),
 		createCron: connect.NewClient[v1.CreateCronRequest, v1.CronEntry](
@@ -541,6 +587,9 @@ type adminServiceClient struct {
 	listQueues        *connect.Client[v1.ListQueuesRequest, v1.ListQueuesResponse]
 	pauseQueue        *connect.Client[v1.PauseQueueRequest, v1.QueueInfo]
 	resumeQueue       *connect.Client[v1.ResumeQueueRequest, v1.QueueInfo]
+	getQueueConfig    *connect.Client[v1.GetQueueConfigRequest, v1.QueueConfig]
+	updateQueueConfig *connect.Client[v1.UpdateQueueConfigRequest, v1.QueueConfig]
+	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
 	listTasks         *connect.Client[v1.ListTasksRequest, v1.ListTasksResponse]
 	cancelTask        *connect.Client[v1.CancelTaskRequest, v1.TaskInfo]
 	deleteTask        *connect.Client[v1.DeleteTaskRequest, v1.DeleteTaskResponse]
@@ -550,6 +599,7 @@ type adminServiceClient struct {
 	batchDeleteTasks  *connect.Client[v1.BatchDeleteTasksRequest, v1.BatchTasksResponse]
 	batchRunTasks     *connect.Client[v1.BatchRunTasksRequest, v1.BatchTasksResponse]
 	batchArchiveTasks *connect.Client[v1.BatchArchiveTasksRequest, v1.BatchTasksResponse]
+	bulkTasks         *connect.Client[v1.BulkTasksRequest, v1.BulkTasksProgress]
 	createCron        *connect.Client[v1.CreateCronRequest, v1.CronEntry]
 	getCron           *connect.Client[v1.GetCronRequest, v1.CronEntry]
 	listCrons         *connect.Client[v1.ListCronsRequest, v1.ListCronsResponse]
@@ -575,6 +625,21 @@ func (c *adminServiceClient) PauseQueue(ctx context.Context, req *connect.Reques
 // ResumeQueue calls conveyor.v1.AdminService.ResumeQueue.
 func (c *adminServiceClient) ResumeQueue(ctx context.Context, req *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error) {
 	return c.resumeQueue.CallUnary(ctx, req)
+}
+
+// GetQueueConfig calls conveyor.v1.AdminService.GetQueueConfig.
+func (c *adminServiceClient) GetQueueConfig(ctx context.Context, req *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
+	return c.getQueueConfig.CallUnary(ctx, req)
+}
+
+// UpdateQueueConfig calls conveyor.v1.AdminService.UpdateQueueConfig.
+func (c *adminServiceClient) UpdateQueueConfig(ctx context.Context, req *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
+	return c.updateQueueConfig.CallUnary(ctx, req)
+}
+
+// ListGroups calls conveyor.v1.AdminService.ListGroups.
+func (c *adminServiceClient) ListGroups(ctx context.Context, req *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {
+	return c.listGroups.CallUnary(ctx, req)
 }
 
 // ListTasks calls conveyor.v1.AdminService.ListTasks.
@@ -620,6 +685,11 @@ func (c *adminServiceClient) BatchRunTasks(ctx context.Context, req *connect.Req
 // BatchArchiveTasks calls conveyor.v1.AdminService.BatchArchiveTasks.
 func (c *adminServiceClient) BatchArchiveTasks(ctx context.Context, req *connect.Request[v1.BatchArchiveTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error) {
 	return c.batchArchiveTasks.CallUnary(ctx, req)
+}
+
+// BulkTasks calls conveyor.v1.AdminService.BulkTasks.
+func (c *adminServiceClient) BulkTasks(ctx context.Context, req *connect.Request[v1.BulkTasksRequest]) (*connect.ServerStreamForClient[v1.BulkTasksProgress], error) {
+	return c.bulkTasks.CallServerStream(ctx, req)
 }
 
 // CreateCron calls conveyor.v1.AdminService.CreateCron.
@@ -680,6 +750,12 @@ type AdminServiceHandler interface {
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.QueueInfo], error)
 	// ResumeQueue restarts dispatch from a paused queue.
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error)
+	// GetQueueConfig returns a queue's configuration (its defaults if never set).
+	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
+	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// ListGroups lists the aggregation groups waiting to fire.
+	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks in one state.
 	ListTasks(context.Context, *connect.Request[v1.ListTasksRequest]) (*connect.Response[v1.ListTasksResponse], error)
 	// CancelTask cancels a waiting task, or asks the worker to stop a running one.
@@ -698,6 +774,10 @@ type AdminServiceHandler interface {
 	BatchRunTasks(context.Context, *connect.Request[v1.BatchRunTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error)
 	// BatchArchiveTasks archives many tasks; results are per id.
 	BatchArchiveTasks(context.Context, *connect.Request[v1.BatchArchiveTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error)
+	// BulkTasks applies one action to every task of a queue in one state (and
+	// optionally of one type, or matching a search), in bounded chunks, and
+	// streams its progress. Closing the stream stops it between chunks.
+	BulkTasks(context.Context, *connect.Request[v1.BulkTasksRequest], *connect.ServerStream[v1.BulkTasksProgress]) error
 	// CreateCron registers a periodic task.
 	CreateCron(context.Context, *connect.Request[v1.CreateCronRequest]) (*connect.Response[v1.CronEntry], error)
 	// GetCron returns one cron entry.
@@ -744,6 +824,26 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceResumeQueueProcedure,
 		svc.ResumeQueue,
 		connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetQueueConfigHandler := connect.NewUnaryHandler(
+		AdminServiceGetQueueConfigProcedure,
+		svc.GetQueueConfig,
+		connect.WithSchema(adminServiceMethods.ByName("GetQueueConfig")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUpdateQueueConfigHandler := connect.NewUnaryHandler(
+		AdminServiceUpdateQueueConfigProcedure,
+		svc.UpdateQueueConfig,
+		connect.WithSchema(adminServiceMethods.ByName("UpdateQueueConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListGroupsHandler := connect.NewUnaryHandler(
+		AdminServiceListGroupsProcedure,
+		svc.ListGroups,
+		connect.WithSchema(adminServiceMethods.ByName("ListGroups")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceListTasksHandler := connect.NewUnaryHandler(
@@ -799,6 +899,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceBatchArchiveTasksProcedure,
 		svc.BatchArchiveTasks,
 		connect.WithSchema(adminServiceMethods.ByName("BatchArchiveTasks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceBulkTasksHandler := connect.NewServerStreamHandler(
+		AdminServiceBulkTasksProcedure,
+		svc.BulkTasks,
+		connect.WithSchema(adminServiceMethods.ByName("BulkTasks")),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceCreateCronHandler := connect.NewUnaryHandler(
@@ -874,6 +980,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServicePauseQueueHandler.ServeHTTP(w, r)
 		case AdminServiceResumeQueueProcedure:
 			adminServiceResumeQueueHandler.ServeHTTP(w, r)
+		case AdminServiceGetQueueConfigProcedure:
+			adminServiceGetQueueConfigHandler.ServeHTTP(w, r)
+		case AdminServiceUpdateQueueConfigProcedure:
+			adminServiceUpdateQueueConfigHandler.ServeHTTP(w, r)
+		case AdminServiceListGroupsProcedure:
+			adminServiceListGroupsHandler.ServeHTTP(w, r)
 		case AdminServiceListTasksProcedure:
 			adminServiceListTasksHandler.ServeHTTP(w, r)
 		case AdminServiceCancelTaskProcedure:
@@ -892,6 +1004,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceBatchRunTasksHandler.ServeHTTP(w, r)
 		case AdminServiceBatchArchiveTasksProcedure:
 			adminServiceBatchArchiveTasksHandler.ServeHTTP(w, r)
+		case AdminServiceBulkTasksProcedure:
+			adminServiceBulkTasksHandler.ServeHTTP(w, r)
 		case AdminServiceCreateCronProcedure:
 			adminServiceCreateCronHandler.ServeHTTP(w, r)
 		case AdminServiceGetCronProcedure:
@@ -933,6 +1047,18 @@ func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *connect.Re
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ResumeQueue is not implemented"))
 }
 
+func (UnimplementedAdminServiceHandler) GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.GetQueueConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.UpdateQueueConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ListGroups is not implemented"))
+}
+
 func (UnimplementedAdminServiceHandler) ListTasks(context.Context, *connect.Request[v1.ListTasksRequest]) (*connect.Response[v1.ListTasksResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ListTasks is not implemented"))
 }
@@ -967,6 +1093,10 @@ func (UnimplementedAdminServiceHandler) BatchRunTasks(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) BatchArchiveTasks(context.Context, *connect.Request[v1.BatchArchiveTasksRequest]) (*connect.Response[v1.BatchTasksResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.BatchArchiveTasks is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) BulkTasks(context.Context, *connect.Request[v1.BulkTasksRequest], *connect.ServerStream[v1.BulkTasksProgress]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.BulkTasks is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) CreateCron(context.Context, *connect.Request[v1.CreateCronRequest]) (*connect.Response[v1.CronEntry], error) {

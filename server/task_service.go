@@ -75,7 +75,7 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 				results[index[j]] = &conveyorv1.EnqueueBatchResult{Error: errorText(ce), Code: connect.CodeOf(ce).String()}
 				continue
 			}
-			results[index[j]] = &conveyorv1.EnqueueBatchResult{Task: taskInfo(r.Task)}
+			results[index[j]] = &conveyorv1.EnqueueBatchResult{Task: enqueuedInfo(r.Task, req.Msg.GetBrief())}
 		}
 	}
 	return connect.NewResponse(&conveyorv1.EnqueueBatchResponse{Results: results}), nil
@@ -101,7 +101,7 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 	}
 	infos := make([]*conveyorv1.TaskInfo, len(out))
 	for i, t := range out {
-		infos[i] = taskInfo(t)
+		infos[i] = enqueuedInfo(t, req.Msg.GetBrief())
 	}
 	return connect.NewResponse(&conveyorv1.EnqueueTxResponse{Tasks: infos}), nil
 }
@@ -115,4 +115,14 @@ func (s *taskService) GetTask(ctx context.Context, req *connect.Request[conveyor
 		return nil, toConnectError(s.log, err)
 	}
 	return connect.NewResponse(taskInfo(t)), nil
+}
+
+// enqueuedInfo is the TaskInfo an enqueue answers with; brief leaves out
+// what the producer sent (EnqueueBatchRequest.brief).
+func enqueuedInfo(t *broker.Task, brief bool) *conveyorv1.TaskInfo {
+	info := taskInfo(t)
+	if brief {
+		info.Payload, info.Metadata, info.Options, info.DependsOn = nil, nil, nil, nil
+	}
+	return info
 }

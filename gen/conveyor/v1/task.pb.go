@@ -1083,8 +1083,8 @@ type EnqueueBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// items are enqueued independently of each other.
 	Items []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
-	// brief asks for short results: each TaskInfo then carries only id, queue,
-	// type, state and enqueued_at (no payload, metadata or options echoed).
+	// brief asks for short results: each TaskInfo then leaves out what the
+	// producer sent and already has (payload, metadata, options, depends_on).
 	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

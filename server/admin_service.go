@@ -89,6 +89,8 @@ func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.
 			Queues:          s.hello.GetQueues(),
 			Concurrency:     s.hello.GetConcurrency(),
 			InFlight:        int32(s.inFlight),
+			TaskIds:         s.taskIDs,
+			BatchTypes:      s.hello.GetBatchTypes(),
 			Labels:          s.hello.GetLabels(),
 			SdkVersion:      s.hello.GetSdkVersion(),
 			ConnectedAt:     timestamppb.New(s.connectedAt),

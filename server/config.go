@@ -9,18 +9,6 @@ import (
 	"time"
 )
 
-// Limits on what one request may carry. A request larger than
-// MaxRequestBytes fails with resource_exhausted; one item with a payload of
-// MaxPayloadBytes always fits.
-const (
-	// MaxPayloadBytes bounds one task payload (1 MiB), as the protocol says.
-	MaxPayloadBytes = 1 << 20
-	// MaxBatchItems bounds EnqueueBatch and EnqueueTx.
-	MaxBatchItems = 1000
-	// MaxRequestBytes bounds one request message (32 MiB), and one worker frame.
-	MaxRequestBytes = 32 << 20
-)
-
 // Config configures a Server. The zero value of each field means its
 // documented default.
 type Config struct {
@@ -53,7 +41,31 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported to clients. Defaults to buildinfo.Version.
 	Version string
+	// MaxSessionConcurrency bounds Hello.concurrency: a session that
+	// declares more fails with invalid_argument. Defaults to
+	// DefaultMaxSessionConcurrency.
+	MaxSessionConcurrency int
+	// MaxSessionBytes bounds the task bytes (payloads and metadata) one
+	// session may hold unanswered; dispatch to it waits below its
+	// concurrency once they reach it. Defaults to DefaultMaxSessionBytes.
+	MaxSessionBytes int64
+	// ReclaimWindow is how long a lapsed delivery keeps its session's
+	// concurrency slot while the worker still owes its Result (it is told
+	// to cancel the task, and answers when the handler unwinds). Defaults
+	// to DefaultReclaimWindow.
+	ReclaimWindow time.Duration
 }
+
+// MaxLeaseTTL bounds Config.LeaseTTL: a worker that dies holds its tasks
+// for at most this long.
+const MaxLeaseTTL = 24 * time.Hour
+
+// Defaults of the session limits.
+const (
+	DefaultMaxSessionConcurrency = 4096
+	DefaultMaxSessionBytes       = 64 << 20
+	DefaultReclaimWindow         = 5 * time.Second
+)
 
 // DefaultListen is the default listen address: loopback only.
 const DefaultListen = "127.0.0.1:7420"
@@ -80,6 +92,15 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxSessionConcurrency == 0 {
+		c.MaxSessionConcurrency = DefaultMaxSessionConcurrency
+	}
+	if c.MaxSessionBytes == 0 {
+		c.MaxSessionBytes = DefaultMaxSessionBytes
+	}
+	if c.ReclaimWindow == 0 {
+		c.ReclaimWindow = DefaultReclaimWindow
+	}
 }
 
 func (c *Config) validate() error {
@@ -91,11 +112,20 @@ func (c *Config) validate() error {
 			return fmt.Errorf("load the TLS key pair: %w", err)
 		}
 	}
-	if c.LeaseTTL < time.Second {
-		return fmt.Errorf("--lease-ttl must be at least 1s, got %s", c.LeaseTTL)
+	if c.LeaseTTL < time.Second || c.LeaseTTL > MaxLeaseTTL {
+		return fmt.Errorf("LeaseTTL (--lease-ttl) must be 1s..%s, got %s", MaxLeaseTTL, c.LeaseTTL)
 	}
 	if c.Retention < 0 || c.ArchiveRetention < 0 {
 		return errors.New("retention must not be negative")
+	}
+	if c.MaxSessionConcurrency < 1 {
+		return fmt.Errorf("MaxSessionConcurrency must be at least 1, got %d", c.MaxSessionConcurrency)
+	}
+	if c.MaxSessionBytes < maxEnvelopeBytes {
+		return fmt.Errorf("MaxSessionBytes must be at least %d (one task of the largest size), got %d", maxEnvelopeBytes, c.MaxSessionBytes)
+	}
+	if c.ReclaimWindow < 0 || c.ReclaimWindow > time.Hour {
+		return fmt.Errorf("ReclaimWindow (--reclaim-window) must be 0..1h, got %s", c.ReclaimWindow)
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // flushGate lets a session send a burst of frames in one write. connect
@@ -69,4 +70,13 @@ func withFlushGate(h http.Handler) http.Handler {
 func flushGateFrom(ctx context.Context) *flushGate {
 	g, _ := ctx.Value(flushGateKey{}).(*flushGate)
 	return g
+}
+
+// cutWrites makes a write that is blocked (the peer stopped reading and
+// HTTP/2 flow control holds the stream) fail now, and every later one too.
+func (g *flushGate) cutWrites() {
+	if g == nil {
+		return
+	}
+	_ = http.NewResponseController(g.ResponseWriter).SetWriteDeadline(time.Now())
 }

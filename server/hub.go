@@ -1,9 +1,12 @@
 package server
 
 import (
-	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"log/slog"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +23,8 @@ type hub struct {
 	log    *slog.Logger
 	now    func() time.Time
 
+	boot string // bootID, the prefix of attempt ids
+
 	mu       sync.RWMutex
 	sessions map[string]*session
 	byQueue  map[string][]*session
@@ -33,8 +38,22 @@ type hub struct {
 }
 
 func newHub(b broker.Broker, cfg Config, log *slog.Logger, now func() time.Time) *hub {
-	return &hub{broker: b, cfg: cfg, log: log, now: now,
+	return &hub{broker: b, cfg: cfg, log: log, now: now, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}}
+}
+
+// bootID is a short random id of this server process, the prefix of its
+// attempt ids: lease tokens start over when the process does.
+func bootID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// attemptID names the delivery of lease token: unique per delivery (the
+// token is unique within the process, the boot id across processes).
+func (h *hub) attemptID(token uint64) string {
+	return h.boot + "-" + strconv.FormatUint(token, 36)
 }
 
 // register adds a session; it fails when the server is shutting down.
@@ -52,8 +71,7 @@ func (h *hub) register(s *session) bool {
 	return true
 }
 
-// unregister removes a session and releases every lease it still holds,
-// for immediate redelivery with no retry increment.
+// unregister removes a session. Its leases were released when it ended.
 func (h *hub) unregister(s *session) {
 	h.mu.Lock()
 	delete(h.sessions, s.id)
@@ -72,13 +90,7 @@ func (h *hub) unregister(s *session) {
 		}
 	}
 	h.mu.Unlock()
-	if refs := s.takeOutstanding(); len(refs) > 0 {
-		if err := h.broker.Release(context.Background(), broker.ReleaseParams{SessionID: s.id, Leases: refs, Now: h.now()}); err != nil {
-			h.log.Warn("release leases of a closed session", "session", s.id, "err", err)
-		} else {
-			h.log.Debug("released leases of a closed session", "session", s.id, "count", len(refs))
-		}
-	}
+	s.end(errShuttingDown) // a no-op unless the session is still running
 	h.wg.Done()
 }
 

@@ -3,33 +3,42 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/lease"
 )
 
 // errShuttingDown ends sessions when the server stops; workers treat it as
 // transient and reconnect.
 var errShuttingDown = connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
 
+// errEndOfRequests marks a worker closing its side of the stream: a clean
+// end of the session.
+var errEndOfRequests = errors.New("the worker closed the stream")
+
 // session is one worker's stream. Two goroutines serve it: the receive
-// loop (Result, Heartbeat, Credit, Progress) and the send loop (Dispatch
-// and Cancel), which is the only writer of the stream.
+// loop (this file: Result, BatchResult, Heartbeat, Credit, Progress) and
+// the send loop (session_send.go: Dispatch, BatchDispatch and Cancel),
+// which is the only writer of the stream.
 //
-// Flow control: the session may hold at most concurrency outstanding
-// tasks. A Result frees one slot; so does a lapsed lease, since the
-// reaper took the task back. The send loop leases exactly as many tasks as
-// there are free slots, so the window is always full and a Credit frame
-// (validated, then answered by refilling the window) never needs to add
-// anything.
+// Flow control: the session holds at most concurrency deliveries at once,
+// and at most Config.MaxSessionBytes of their envelopes (see inflight for
+// when a slot is taken and given back). The send loop leases exactly as
+// many tasks as there are free slots, so the window is always full and a
+// Credit frame (validated, then answered by refilling the window) never
+// needs to add anything.
+//
+// The session ends when either side does. Whatever the reason, end
+// releases every lease it still holds at once, with no retry increment,
+// and cuts the send side, so a worker that stops reading cannot keep its
+// tasks by leaving the server blocked in a write.
 type session struct {
 	id          string
 	hub         *hub
@@ -46,16 +55,18 @@ type session struct {
 	cancel context.CancelCauseFunc
 
 	mu            sync.Mutex
-	outstanding   map[string]uint64    // task id → lease token
-	lapsed        map[string]time.Time // task ids whose lease the reaper took back
-	cancels       []string             // Cancel frames to send
+	flight        *inflight
+	cancels       []string // Cancel frames to send
 	lastHeartbeat time.Time
+	ended         bool
+	reclaimTimer  *time.Timer
 }
 
 type sessionInfo struct {
 	id            string
 	hello         *conveyorv1.Hello
 	inFlight      int
+	taskIDs       []string
 	connectedAt   time.Time
 	lastHeartbeat time.Time
 }
@@ -69,8 +80,7 @@ func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello)
 		hello:       hello,
 		connectedAt: h.now(),
 		wakeCh:      make(chan struct{}, 1),
-		outstanding: map[string]uint64{},
-		lapsed:      map[string]time.Time{},
+		flight:      newInflight(),
 	}
 	for q := range hello.GetQueues() {
 		s.queues = append(s.queues, q)
@@ -92,191 +102,262 @@ func (s *session) wake() {
 }
 
 // shutdown ends the session from the server side.
-func (s *session) shutdown() { s.cancel(errShuttingDown) }
+func (s *session) shutdown() { s.end(errShuttingDown) }
+
+// end ends the session for cause: it releases every lease the session
+// still holds (no retry increment) and stops the send loop (Session cuts
+// a write it stays blocked in). It is idempotent.
+func (s *session) end(cause error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	live := s.flight.takeLive()
+	if s.reclaimTimer != nil {
+		s.reclaimTimer.Stop()
+	}
+	s.mu.Unlock()
+	s.cancel(cause)
+	s.release(live)
+}
+
+// release hands leases back with no retry increment.
+func (s *session) release(ms []*member) {
+	if len(ms) == 0 {
+		return
+	}
+	refs := make([]broker.LeaseRef, len(ms))
+	for i, m := range ms {
+		refs[i] = m.ref()
+	}
+	if err := s.hub.broker.Release(context.WithoutCancel(s.ctx), broker.ReleaseParams{
+		SessionID: s.id, Leases: refs, Now: s.hub.now(),
+	}); err != nil {
+		s.log.Warn("release the leases of an ended session", "err", err)
+		return
+	}
+	s.log.Debug("released the leases of an ended session", "count", len(refs))
+}
 
 func (s *session) info() sessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sessionInfo{id: s.id, hello: s.hello, inFlight: len(s.outstanding),
+	ids := s.flight.taskIDs()
+	sort.Strings(ids)
+	return sessionInfo{id: s.id, hello: s.hello, inFlight: s.flight.slots, taskIDs: ids,
 		connectedAt: s.connectedAt, lastHeartbeat: s.lastHeartbeat}
 }
 
-// free is how many more tasks the session may be sent now.
-func (s *session) free() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.concurrency - len(s.outstanding)
-}
-
-// takeOutstanding removes and returns every lease the session holds.
-func (s *session) takeOutstanding() []broker.LeaseRef {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	refs := make([]broker.LeaseRef, 0, len(s.outstanding))
-	for id, tok := range s.outstanding {
-		refs = append(refs, broker.LeaseRef{TaskID: id, Token: tok})
-	}
-	clear(s.outstanding)
-	return refs
-}
-
-// settle removes a task from the outstanding set when the worker reports
-// it. It returns the lease to name, or ok=false for a task the session
-// does not hold (a late Result after a lapse, or an unknown id).
-func (s *session) settle(id string) (broker.LeaseRef, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, late := s.lapsed[id]; late {
-		// The worker is answering for the attempt the reaper took back,
-		// even if the task was since redelivered here: drop it.
-		delete(s.lapsed, id)
-		s.hub.lateResults.Add(1)
-		s.log.Info("dropped a result for a lapsed lease", "task", id)
-		return broker.LeaseRef{}, false
-	}
-	tok, ok := s.outstanding[id]
-	if !ok {
-		s.hub.unknownResults.Add(1)
-		s.log.Debug("dropped a result for a task this session does not hold", "task", id)
-		return broker.LeaseRef{}, false
-	}
-	delete(s.outstanding, id)
-	return broker.LeaseRef{TaskID: id, Token: tok}, true
-}
-
-// held returns the leases of the listed tasks that the session holds.
-func (s *session) held(ids []string) []broker.LeaseRef {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	refs := make([]broker.LeaseRef, 0, len(ids))
-	for _, id := range ids {
-		if tok, ok := s.outstanding[id]; ok {
-			refs = append(refs, broker.LeaseRef{TaskID: id, Token: tok})
-		}
-	}
-	return refs
-}
-
-// leaseLapsed records that the reaper took a task back: its slot is free,
-// and the worker is told to stop it.
+// leaseLapsed records that the reaper took a task back. The worker is told
+// to stop it; the slot stays taken until the worker answers for it or the
+// reclaim window passes (see inflight).
 func (s *session) leaseLapsed(ref broker.LeaseRef) {
 	s.mu.Lock()
-	if tok, ok := s.outstanding[ref.TaskID]; ok && tok == ref.Token {
-		delete(s.outstanding, ref.TaskID)
-		now := s.hub.now()
-		s.lapsed[ref.TaskID] = now
-		s.pruneLapsedLocked(now)
+	if !s.ended && s.flight.lapse(ref.TaskID, ref.Token, s.hub.now(), s.hub.cfg.ReclaimWindow) {
 		s.cancels = append(s.cancels, ref.TaskID)
+		s.scheduleReclaimLocked(s.hub.now().Add(s.hub.cfg.ReclaimWindow))
 	}
 	s.mu.Unlock()
 	s.wake()
 }
 
-// pruneLapsedLocked forgets lapses old enough that no late Result for them
-// can still be expected.
-func (s *session) pruneLapsedLocked(now time.Time) {
-	for id, at := range s.lapsed {
-		if now.Sub(at) > 2*s.hub.cfg.LeaseTTL {
-			delete(s.lapsed, id)
-		}
+// scheduleReclaimLocked arms the reclaim timer for at, unless it is armed
+// already (it re-arms itself for the next due time when it fires).
+func (s *session) scheduleReclaimLocked(at time.Time) {
+	if s.reclaimTimer != nil || at.IsZero() {
+		return
 	}
+	s.reclaimTimer = time.AfterFunc(max(at.Sub(s.hub.now()), 0), s.reclaimDue)
 }
 
-func (s *session) takeCancels() []string {
+// reclaimDue gives back the slots of lapsed deliveries whose window passed.
+func (s *session) reclaimDue() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.cancels
-	s.cancels = nil
-	return c
-}
-
-// sendLoop is the stream's only writer. It wakes on ready work, on freed
-// slots and on cancels, and leases as many tasks as the session has free
-// slots, weighted across its queues.
-func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues))}
-	s.wake() // the queues may hold work already
-	for {
-		select {
-		case <-s.ctx.Done():
-			return context.Cause(s.ctx)
-		case <-s.wakeCh:
-		}
-		if err := s.sendBurst(stream, plan); err != nil {
-			return err
-		}
+	s.reclaimTimer = nil
+	if s.ended {
+		s.mu.Unlock()
+		return
 	}
-}
-
-// dispatchPlan is the send loop's scratch space, reused across bursts.
-type dispatchPlan struct {
-	picker *picker
-	ready  []int
-	seq    []int
-	picks  []broker.QueuePick
-}
-
-// sendBurst sends pending Cancels and as many Dispatches as there are free
-// slots, and flushes the stream once at the end.
-func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
-	s.gate.hold()
-	defer s.gate.release()
-	for _, id := range s.takeCancels() {
-		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
-		if err := stream.Send(msg); err != nil {
-			return err
-		}
-	}
-	free := s.free()
-	if free <= 0 {
-		return nil
-	}
-	s.hub.broker.Ready(s.queues, plan.ready)
-	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
-	if len(plan.seq) == 0 {
-		return nil
-	}
-	plan.picks = plan.picks[:0]
-	for _, qi := range plan.seq {
-		if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
-			plan.picks[n-1].N++
-		} else {
-			plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
-		}
-	}
-	return s.dispatch(stream, plan.picks)
-}
-
-// dispatch leases the picked tasks and sends them.
-func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) error {
-	now := s.hub.now()
-	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL,
-	})
-	if err != nil {
-		if s.ctx.Err() != nil {
-			return context.Cause(s.ctx)
-		}
-		return toConnectError(s.log, err)
-	}
-	s.mu.Lock()
-	for _, l := range leases {
-		s.outstanding[l.Task.ID] = l.Token
-	}
+	before := s.flight.slots
+	next := s.flight.reclaim(s.hub.now(), lapsedAnswerMemory)
+	freed := s.flight.slots < before
+	s.scheduleReclaimLocked(next)
 	s.mu.Unlock()
-	for _, l := range leases {
-		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
-			Task:     envelope(l.Task),
-			Deadline: timestamppb.New(lease.Deadline(now, l.Expiry, l.Task)),
-		}}}
-		if err := stream.Send(msg); err != nil {
-			return err
-		}
-	}
-	if len(leases) > 0 {
-		// There may be more: look again (cheap, and it stops once a
-		// lease comes back empty or the window is full).
+	if freed {
 		s.wake()
 	}
+}
+
+// lapsedAnswerMemory is how long a session remembers that it is owed an
+// answer for a lapsed delivery of a task it does not hold again (it never
+// forgets while it holds the task again).
+const lapsedAnswerMemory = time.Hour
+
+// receiveLoop handles every frame after Hello until the stream ends. It
+// returns the reason the session must end.
+func (s *session) receiveLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
+	for {
+		msg, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return errEndOfRequests
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.handle(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies one worker frame. Only protocol violations return an
+// error (ending this stream alone); frames about tasks the session does
+// not hold are dropped, and a bad value in a Result fails that task, not
+// the stream.
+func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
+	switch f := msg.GetFrame().(type) {
+	case *conveyorv1.WorkerMessage_Result:
+		s.results([]*conveyorv1.Result{f.Result}, false)
+	case *conveyorv1.WorkerMessage_BatchResult:
+		s.results(f.BatchResult.GetResults(), true)
+	case *conveyorv1.WorkerMessage_Heartbeat:
+		return s.heartbeat(f.Heartbeat)
+	case *conveyorv1.WorkerMessage_Credit:
+		n := f.Credit.GetN()
+		if n <= 0 || int(n) > s.concurrency {
+			return protocolError("credit.n must be 1..%d (the declared concurrency), got %d", s.concurrency, n)
+		}
+		s.wake()
+	case *conveyorv1.WorkerMessage_Progress:
+		s.progress(f.Progress)
+	case *conveyorv1.WorkerMessage_Hello:
+		return protocolError("hello may only be the first frame of a session")
+	default:
+		// An empty frame, or one this server does not know (a newer
+		// worker): ignored, as unknown fields are.
+	}
 	return nil
+}
+
+// answered is a Result matched to the member it answers.
+type answered struct {
+	m *member
+	r *conveyorv1.Result
+}
+
+// results applies Results (one frame's worth). A BatchResult releases the
+// members of its deliveries that it leaves out (protocol §5.11).
+func (s *session) results(rs []*conveyorv1.Result, batch bool) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	var apply []answered
+	var touched []*delivery
+	for _, r := range rs {
+		m := s.flight.answer(r.GetTaskId(), r.GetAttemptId())
+		switch {
+		case m == nil:
+			s.hub.unknownResults.Add(1)
+			s.log.Debug("dropped a result for a task this session does not hold", "task", r.GetTaskId())
+			continue
+		case m.lapsed:
+			s.hub.lateResults.Add(1)
+			s.log.Info("dropped a result for a lapsed lease", "task", m.taskID)
+			continue
+		}
+		apply = append(apply, answered{m, r})
+		if batch && m.d.batch {
+			touched = append(touched, m.d)
+		}
+	}
+	for _, d := range touched {
+		for _, m := range d.unanswered() {
+			s.flight.answer(m.taskID, m.attemptID)
+			apply = append(apply, answered{m, &conveyorv1.Result{TaskId: m.taskID,
+				Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED}})
+		}
+	}
+	s.mu.Unlock()
+	for _, a := range apply {
+		s.complete(a.m, a.r)
+	}
+	s.wake()
+}
+
+// complete records one attempt's Result with the broker.
+func (s *session) complete(m *member, r *conveyorv1.Result) {
+	outcome, errMsg, result := checkedResult(r)
+	_, err := s.hub.broker.Complete(s.ctx, broker.CompleteParams{
+		SessionID: s.id, Lease: m.ref(), Outcome: outcome,
+		ErrorMsg: errMsg, Result: result, Now: s.hub.now(),
+	})
+	switch {
+	case errors.Is(err, broker.ErrLeaseLost):
+		s.hub.lateResults.Add(1)
+		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)
+	case err != nil && s.ctx.Err() == nil:
+		s.log.Error("record result", "task", m.taskID, "err", err)
+	}
+}
+
+// checkedResult bounds a Result's values: an oversized result fails the
+// attempt (it is retried per its policy) instead of the stream, a long
+// error message is truncated, and an unknown outcome counts as RELEASED.
+func checkedResult(r *conveyorv1.Result) (conveyorv1.TaskOutcome, string, []byte) {
+	outcome := r.GetOutcome()
+	if _, known := conveyorv1.TaskOutcome_name[int32(outcome)]; !known {
+		outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
+	}
+	if n := len(r.GetResult()); n > MaxResultBytes && outcome == conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		return conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY,
+			resultTooLarge(n), nil
+	}
+	return outcome, truncateUTF8(r.GetErrorMsg(), MaxErrorMessageBytes), r.GetResult()
+}
+
+func resultTooLarge(n int) string {
+	return "the worker's result is " + itoa(n) + " bytes; the limit is " + itoa(MaxResultBytes) + " (1 MiB)"
+}
+
+func (s *session) heartbeat(hb *conveyorv1.Heartbeat) error {
+	if n := len(hb.GetActiveTaskIds()) + len(hb.GetActiveAttemptIds()); n > MaxHeartbeatIDs {
+		return protocolError("heartbeat lists %d ids; the limit is %d", n, MaxHeartbeatIDs)
+	}
+	s.mu.Lock()
+	s.lastHeartbeat = s.hub.now()
+	ms := s.flight.held(hb.GetActiveTaskIds(), hb.GetActiveAttemptIds())
+	refs := make([]broker.LeaseRef, len(ms))
+	for i, m := range ms {
+		refs[i] = m.ref()
+	}
+	s.mu.Unlock()
+	if len(refs) == 0 {
+		return nil
+	}
+	if _, err := s.hub.broker.Extend(s.ctx, broker.ExtendParams{
+		SessionID: s.id, Leases: refs, Now: s.hub.now(), TTL: s.hub.cfg.LeaseTTL,
+	}); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("extend leases", "err", err)
+	}
+	return nil
+}
+
+func (s *session) progress(p *conveyorv1.Progress) {
+	s.mu.Lock()
+	m := s.flight.live[p.GetTaskId()]
+	s.mu.Unlock()
+	if m == nil {
+		return
+	}
+	err := s.hub.broker.Progress(s.ctx, broker.ProgressParams{
+		SessionID: s.id, Lease: m.ref(), Percent: min(max(p.GetPercent(), 0), 100),
+		Message: truncateUTF8(p.GetMessage(), MaxProgressMessageBytes),
+	})
+	if err != nil && !errors.Is(err, broker.ErrLeaseLost) && s.ctx.Err() == nil {
+		s.log.Warn("record progress", "task", p.GetTaskId(), "err", err)
+	}
 }

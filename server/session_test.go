@@ -163,45 +163,6 @@ func TestFirstFrameMustBeHello(t *testing.T) {
 	}
 }
 
-func TestOversizedResultFailsOnlyItsStream(t *testing.T) {
-	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	tasks := taskClient(t, s, testserver.GRPC)
-	if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
-		t.Fatal(err)
-	}
-	bystander, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"other": 1}, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := w.next(10 * time.Second).GetDispatch()
-	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
-		TaskId: d.GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, Result: make([]byte, 1<<20+1)}}})
-	select {
-	case err := <-w.end:
-		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "limit") {
-			t.Fatalf("oversized result: %v, want invalid_argument naming the limit", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream with the oversized result stayed open")
-	}
-	// The offending stream's task is released, and the other stream lives on.
-	testserver.Eventually(t, 10*time.Second, "task pending again", func() bool {
-		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: d.GetTask().GetId()}))
-		return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && got.Msg.GetRetried() == 0
-	})
-	bystander.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}})
-	select {
-	case err := <-bystander.end:
-		t.Fatalf("the bystander stream ended: %v", err)
-	default:
-	}
-}
-
 // TestSessionToleratesUnknownIDs sends Result, Progress and Heartbeat
 // frames for tasks the session does not hold: they are dropped and the
 // stream carries on.
@@ -257,47 +218,4 @@ func TestCreditBounds(t *testing.T) {
 			t.Errorf("Credit{%d} with concurrency 3 ended the stream: %v", tc.n, err)
 		}
 	}
-}
-
-// TestLateResultIsDroppedAndCounted lets a lease lapse: the session gets a
-// Cancel, the task comes back (here, to the same session) with retried 1,
-// the stale attempt's Result is dropped and counted, and only the new
-// attempt's Result completes the task.
-func TestLateResultIsDroppedAndCounted(t *testing.T) {
-	t.Parallel()
-	s := testserver.Start(t, server.Config{LeaseTTL: time.Second})
-	tasks := taskClient(t, s, testserver.GRPC)
-	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Msg.GetTask().GetId()
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != id || d.GetTask().GetRetried() != 0 {
-		t.Fatalf("first dispatch %v", d)
-	}
-	// No heartbeat: the lease lapses after a second.
-	if c := w.next(10 * time.Second).GetCancel(); c.GetTaskId() != id {
-		t.Fatalf("want a Cancel for %s, got %v", id, c)
-	}
-	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != id || d.GetTask().GetRetried() != 1 {
-		t.Fatalf("redelivery %v, want the task again with retried 1", d)
-	}
-	result := func(outcome conveyorv1.TaskOutcome) {
-		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{TaskId: id, Outcome: outcome}}})
-	}
-	result(conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY) // the stale attempt answers first
-	testserver.Eventually(t, 10*time.Second, "the late result counted", func() bool { return s.Stats().LateResults == 1 })
-	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
-	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_ACTIVE {
-		t.Fatalf("after the late result: %v %v, want the redelivery still ACTIVE", got.Msg.GetState(), err)
-	}
-	result(conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS)
-	testserver.Eventually(t, 10*time.Second, "completed by the new attempt", func() bool {
-		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
-		return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_COMPLETED && got.Msg.GetRetried() == 1
-	})
 }

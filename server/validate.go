@@ -18,9 +18,6 @@ const (
 	DefaultContentType = "application/json"
 	DefaultMaxRetry    = 25
 	DefaultPriority    = 4
-	// maxNameBytes bounds queue names, types and keys, so that a name can
-	// never be a payload in disguise.
-	maxNameBytes = 1024
 )
 
 // invalid is a validation failure; its message names the offending field.
@@ -32,7 +29,7 @@ func invalidf(format string, args ...any) error { return &invalid{msg: fmt.Sprin
 
 // validQueueName reports whether name matches ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
 func validQueueName(name string) bool {
-	if name == "" || len(name) > maxNameBytes {
+	if name == "" || len(name) > MaxNameBytes {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -70,13 +67,13 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 		nt.Queue = DefaultQueue
 	}
 	if !validQueueName(nt.Queue) {
-		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", nt.Queue, maxNameBytes)
+		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", nt.Queue, MaxNameBytes)
 	}
 	if nt.Type == "" {
 		return nt, invalidf("type is required")
 	}
-	if len(nt.Type) > maxNameBytes {
-		return nt, invalidf("type is %d bytes; the limit is %d", len(nt.Type), maxNameBytes)
+	if len(nt.Type) > MaxNameBytes {
+		return nt, invalidf("type is %d bytes; the limit is %d", len(nt.Type), MaxNameBytes)
 	}
 	if len(nt.Payload) > MaxPayloadBytes {
 		return nt, invalidf("payload is %d bytes; the limit is %d (1 MiB)", len(nt.Payload), MaxPayloadBytes)
@@ -84,10 +81,31 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 	if nt.ContentType == "" {
 		nt.ContentType = DefaultContentType
 	}
+	if len(nt.ContentType) > MaxNameBytes {
+		return nt, invalidf("content_type is %d bytes; the limit is %d", len(nt.ContentType), MaxNameBytes)
+	}
+	if err := checkMetadata(nt.Metadata); err != nil {
+		return nt, err
+	}
 	if err := applyOptions(&nt, req.GetOptions(), now); err != nil {
 		return nt, err
 	}
 	return nt, nil
+}
+
+// checkMetadata enforces MaxMetadataEntries and MaxMetadataBytes.
+func checkMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataEntries {
+		return invalidf("metadata has %d entries; the limit is %d", len(md), MaxMetadataEntries)
+	}
+	n := 0
+	for k, v := range md {
+		n += len(k) + len(v)
+	}
+	if n > MaxMetadataBytes {
+		return invalidf("metadata keys and values are %d bytes in all; the limit is %d (64 KiB)", n, MaxMetadataBytes)
+	}
+	return nil
 }
 
 func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) error {
@@ -152,8 +170,8 @@ func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) 
 		return invalidf("options.unique_ttl requires options.unique_key")
 	}
 	for name, s := range map[string]string{"unique_key": o.GetUniqueKey(), "group": o.GetGroup(), "concurrency_key": o.GetConcurrencyKey()} {
-		if len(s) > maxNameBytes {
-			return invalidf("options.%s is %d bytes; the limit is %d", name, len(s), maxNameBytes)
+		if len(s) > MaxNameBytes {
+			return invalidf("options.%s is %d bytes; the limit is %d", name, len(s), MaxNameBytes)
 		}
 	}
 	if err := validRetryPolicy(o.GetRetryPolicy()); err != nil {
@@ -207,6 +225,9 @@ func validRetryPolicy(p *conveyorv1.RetryPolicy) error {
 func dependencies(in []*conveyorv1.TaskDependency) ([]broker.Dependency, error) {
 	if len(in) == 0 {
 		return nil, nil
+	}
+	if len(in) > MaxDependencies {
+		return nil, invalidf("options.depends_on lists %d tasks; the limit is %d", len(in), MaxDependencies)
 	}
 	out := make([]broker.Dependency, len(in))
 	for i, d := range in {

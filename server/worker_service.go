@@ -12,7 +12,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/internal/buildinfo"
@@ -42,7 +41,7 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	if err != nil {
 		return err
 	}
-	if err := checkHello(hello, h.cfg.Version); err != nil {
+	if err := checkHello(hello, h.cfg.Version, h.cfg.MaxSessionConcurrency); err != nil {
 		return err
 	}
 	s := newSession(ctx, h, ulid.Make().String(), hello)
@@ -64,12 +63,15 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
 
 	h.wg.Add(1)
+	sendDone := make(chan struct{})
 	go func() {
 		defer h.wg.Done()
-		s.cancel(s.receiveLoop(stream))
+		s.end(s.receiveLoop(stream))
+		cutStuckSend(s, sendDone)
 	}()
 	err = s.sendLoop(stream)
-	s.cancel(err)
+	close(sendDone)
+	s.end(err)
 	err = context.Cause(s.ctx)
 	if errors.Is(err, errEndOfRequests) {
 		s.log.Info("worker session closed by the worker")
@@ -122,11 +124,14 @@ func frameName(m *conveyorv1.WorkerMessage) string {
 	return "an empty frame"
 }
 
-// checkHello enforces every MUST of the protocol's Hello (§5.2) and the
-// version handshake (§8).
-func checkHello(h *conveyorv1.Hello, serverVersion string) error {
+// checkHello enforces every MUST of the protocol's Hello (§5.2), the
+// version handshake (§8) and the server's bounds on a Hello.
+func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) error {
 	if len(h.GetQueues()) == 0 {
 		return protocolError("hello.queues must contain at least one queue")
+	}
+	if err := checkHelloBounds(h); err != nil {
+		return err
 	}
 	for name, weight := range h.GetQueues() {
 		if !validQueueName(name) {
@@ -138,6 +143,10 @@ func checkHello(h *conveyorv1.Hello, serverVersion string) error {
 	}
 	if h.GetConcurrency() <= 0 {
 		return protocolError("hello.concurrency must be > 0, got %d", h.GetConcurrency())
+	}
+	if int(h.GetConcurrency()) > maxConcurrency {
+		return protocolError("hello.concurrency is %d; this server admits at most %d per session (its MaxSessionConcurrency)",
+			h.GetConcurrency(), maxConcurrency)
 	}
 	if v, err := semver.NewVersion(h.GetSdkVersion()); err == nil {
 		if v.LessThan(semver.MustParse(buildinfo.MinSDKVersion)) {
@@ -156,113 +165,45 @@ func checkHello(h *conveyorv1.Hello, serverVersion string) error {
 	return nil
 }
 
-// errEndOfRequests marks a worker closing its side of the stream: a clean
-// end of the session.
-var errEndOfRequests = errors.New("the worker closed the stream")
+// sendCutGrace is how long the send loop may stay blocked in a write after
+// its session ended (the worker stopped reading) before the write is cut.
+const sendCutGrace = time.Second
 
-// receiveLoop handles every frame after Hello until the stream ends. It
-// returns the reason the session must end.
-func (s *session) receiveLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	for {
-		msg, err := stream.Receive()
-		if errors.Is(err, io.EOF) {
-			return errEndOfRequests
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.handle(msg); err != nil {
-			return err
-		}
+// cutStuckSend cuts the session's pending write if the send loop has not
+// returned within sendCutGrace of the session's end. The leases were
+// released when the session ended; this frees the goroutine and the stream.
+func cutStuckSend(s *session, sendDone <-chan struct{}) {
+	t := time.NewTimer(sendCutGrace)
+	defer t.Stop()
+	select {
+	case <-sendDone:
+	case <-t.C:
+		s.log.Info("the worker stopped reading: cutting the stream")
+		s.gate.cutWrites()
 	}
 }
 
-// handle applies one worker frame. Only protocol violations return an
-// error (ending this stream alone); frames about tasks the session does
-// not hold are dropped.
-func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
-	switch f := msg.GetFrame().(type) {
-	case *conveyorv1.WorkerMessage_Result:
-		return s.result(f.Result)
-	case *conveyorv1.WorkerMessage_BatchResult:
-		for _, r := range f.BatchResult.GetResults() {
-			if err := s.result(r); err != nil {
-				return err
-			}
-		}
-	case *conveyorv1.WorkerMessage_Heartbeat:
-		s.heartbeat(f.Heartbeat.GetActiveTaskIds())
-	case *conveyorv1.WorkerMessage_Credit:
-		n := f.Credit.GetN()
-		if n <= 0 || int(n) > s.concurrency {
-			return protocolError("credit.n must be 1..%d (the declared concurrency), got %d", s.concurrency, n)
-		}
-		s.wake()
-	case *conveyorv1.WorkerMessage_Progress:
-		s.progress(f.Progress)
-	case *conveyorv1.WorkerMessage_Hello:
-		return protocolError("hello may only be the first frame of a session")
-	default:
-		// An empty frame, or one this server does not know (a newer
-		// worker): ignored, as unknown fields are.
-	}
-	return nil
-}
-
-func (s *session) result(r *conveyorv1.Result) error {
-	if len(r.GetResult()) > MaxPayloadBytes {
-		return protocolError("result.result for task %s is %d bytes; the limit is %d (1 MiB)",
-			r.GetTaskId(), len(r.GetResult()), MaxPayloadBytes)
-	}
-	ref, ok := s.settle(r.GetTaskId())
-	if !ok {
-		return nil
-	}
-	outcome := r.GetOutcome()
-	if _, known := conveyorv1.TaskOutcome_name[int32(outcome)]; !known {
-		s.log.Warn("unknown outcome treated as RELEASED", "task", ref.TaskID, "outcome", int32(outcome))
-		outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
-	}
-	_, err := s.hub.broker.Complete(s.ctx, broker.CompleteParams{
-		SessionID: s.id, Lease: ref, Outcome: outcome,
-		ErrorMsg: r.GetErrorMsg(), Result: r.GetResult(), Now: s.hub.now(),
-	})
+// checkHelloBounds enforces the size limits on a Hello's maps and strings.
+func checkHelloBounds(h *conveyorv1.Hello) error {
 	switch {
-	case errors.Is(err, broker.ErrLeaseLost):
-		s.hub.lateResults.Add(1)
-		s.log.Info("dropped a result for a lease that was no longer current", "task", ref.TaskID)
-	case err != nil:
-		s.log.Error("record result", "task", ref.TaskID, "err", err)
+	case len(h.GetQueues()) > MaxHelloQueues:
+		return protocolError("hello.queues lists %d queues; the limit is %d", len(h.GetQueues()), MaxHelloQueues)
+	case len(h.GetLabels()) > MaxHelloLabels:
+		return protocolError("hello.labels has %d entries; the limit is %d", len(h.GetLabels()), MaxHelloLabels)
+	case len(h.GetBatchTypes()) > MaxHelloBatchTypes:
+		return protocolError("hello.batch_types lists %d types; the limit is %d", len(h.GetBatchTypes()), MaxHelloBatchTypes)
+	case len(h.GetSdkVersion()) > MaxLabelBytes || len(h.GetMinServerVersion()) > MaxLabelBytes:
+		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", MaxLabelBytes)
 	}
-	s.wake()
+	for k, v := range h.GetLabels() {
+		if len(k) > MaxLabelBytes || len(v) > MaxLabelBytes {
+			return protocolError("hello.labels[%q]: keys and values must be at most %d bytes", truncateUTF8(k, 64), MaxLabelBytes)
+		}
+	}
+	for _, t := range h.GetBatchTypes() {
+		if t == "" || len(t) > MaxNameBytes {
+			return protocolError("hello.batch_types: each type must be 1..%d bytes", MaxNameBytes)
+		}
+	}
 	return nil
-}
-
-func (s *session) heartbeat(ids []string) {
-	s.mu.Lock()
-	s.lastHeartbeat = s.hub.now()
-	s.pruneLapsedLocked(s.lastHeartbeat)
-	s.mu.Unlock()
-	refs := s.held(ids)
-	if len(refs) == 0 {
-		return
-	}
-	if _, err := s.hub.broker.Extend(s.ctx, broker.ExtendParams{
-		SessionID: s.id, Leases: refs, Now: s.hub.now(), TTL: s.hub.cfg.LeaseTTL,
-	}); err != nil {
-		s.log.Warn("extend leases", "err", err)
-	}
-}
-
-func (s *session) progress(p *conveyorv1.Progress) {
-	refs := s.held([]string{p.GetTaskId()})
-	if len(refs) == 0 {
-		return
-	}
-	err := s.hub.broker.Progress(s.ctx, broker.ProgressParams{
-		SessionID: s.id, Lease: refs[0], Percent: min(max(p.GetPercent(), 0), 100), Message: p.GetMessage(),
-	})
-	if err != nil && !errors.Is(err, broker.ErrLeaseLost) {
-		s.log.Warn("record progress", "task", p.GetTaskId(), "err", err)
-	}
 }

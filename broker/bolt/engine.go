@@ -116,7 +116,7 @@ type Engine struct {
 	settling  map[key]int
 	dueHeap   timedHeap
 	expHeap   timedHeap
-	leaseHeap timedHeap
+	leaseHeap leaseHeap
 	purgeNext int64 // earliest purge_at in the file, 0 when none
 	nextToken uint64
 	entropy   *ulid.MonotonicEntropy
@@ -259,10 +259,14 @@ func (e *Engine) checkQueueLocked(name string) error {
 }
 
 // queueLocked returns the named queue, creating it in memory if needed
-// (callers check checkQueueLocked first).
+// (callers check checkQueueLocked first: a queue past the limit would wrap
+// the 16-bit index, so it is refused here too, loudly).
 func (e *Engine) queueLocked(name string) *queue {
 	if q := e.byName[name]; q != nil {
 		return q
+	}
+	if len(e.queues) >= maxQueues {
+		panic(fmt.Sprintf("bolt: queue %q would be queue %d, past the limit of %d", name, len(e.queues)+1, maxQueues))
 	}
 	q := &queue{name: name, index: uint16(len(e.queues))}
 	e.queues = append(e.queues, q)

@@ -200,6 +200,7 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 	defer lookup.close()
 	seenIDs := map[key]bool{}
 	seenKeys := map[string]int{}
+	newQueues := map[string]bool{}
 	for i := range pend {
 		pt := &pend[i]
 		if pt.nt.ID != "" {
@@ -217,8 +218,12 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 				continue
 			}
 		}
-		if err := e.checkQueueLocked(pt.nt.Queue); err != nil {
-			return fmt.Errorf("items[%d]: %w", i, err)
+		// The queues this call creates count against the limit together.
+		if q := pt.nt.Queue; e.byName[q] == nil && !newQueues[q] {
+			if len(e.queues)+len(newQueues) >= maxQueues {
+				return fmt.Errorf("items[%d]: %w", i, errTooManyQueues)
+			}
+			newQueues[q] = true
 		}
 		uk := pt.nt.UniqueKey
 		if uk == "" {
@@ -244,7 +249,7 @@ func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 	if !ok {
 		return nil
 	}
-	if _, live := e.tasks.get(c.k); live && (c.until == 0 || c.until > now) {
+	if _, live := e.tasks.get(c.k); live && c.holdsAt(now) {
 		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
 	}
 	return nil

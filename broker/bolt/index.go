@@ -131,9 +131,8 @@ func (f *fifo) free() {
 // of order: an entry that no longer matches its task is skipped when it
 // reaches the top (lazy deletion), so every update is O(log n).
 type timed struct {
-	at    int64
-	k     key
-	token uint64
+	at int64
+	k  key
 }
 
 type timedHeap []timed
@@ -163,16 +162,13 @@ func (h timedHeap) peek() (timed, bool) {
 	return h[0], true
 }
 
-func (h *timedHeap) pop() timed { return heap.Pop(h).(timed) }
-
-// lease is the current lease of an ACTIVE task.
-type lease struct {
-	session string
-	token   uint64
-	expiry  int64
-	// limit caps every renewal: the task's deadline or timeout plus a
-	// grace (0: no cap). A worker that runs past it loses the lease.
-	limit int64
+func (h *timedHeap) pop() timed {
+	t := heap.Pop(h).(timed)
+	// Give memory back once the heap is much smaller than its array.
+	if c := cap(*h); c > 1024 && len(*h) < c/4 {
+		*h = append(make(timedHeap, 0, 2*len(*h)), *h...)
+	}
+	return t
 }
 
 // uniqueClaim is the holder of a unique key.
@@ -180,3 +176,6 @@ type uniqueClaim struct {
 	k     key
 	until int64 // 0: until the task completes
 }
+
+// holdsAt reports whether the claim (of a live task) still holds at now.
+func (c uniqueClaim) holdsAt(now int64) bool { return c.until == 0 || c.until > now }

@@ -30,7 +30,7 @@ func (e *Engine) Ready(queues []string, counts []int) {
 // file, which is what a restart would make of an ACTIVE task anyway.
 func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
 	now := p.Now.UnixNano()
-	expiry := now + int64(p.TTL)
+	expiry := satAdd(now, p.TTL)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -55,8 +55,9 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			}
 			e.setStateLocked(k, &m, stateActive)
 			e.nextToken++
-			e.leases[k] = &lease{session: p.SessionID, token: e.nextToken, expiry: expiry}
-			if e.leaseHeap.add(timed{at: expiry, k: k, token: e.nextToken}) {
+			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
+			e.leases[k] = l
+			if e.leaseHeap.add(l) {
 				e.note.TimersChanged()
 			}
 			keys = append(keys, k)
@@ -169,11 +170,11 @@ func (e *Engine) limitLeases(now time.Time, out []broker.Lease) {
 		if l == nil || l.token != out[i].Token {
 			continue
 		}
-		l.limit = bound.Add(e.cfg.LimitGrace).UnixNano()
+		l.limit = nanos(bound.Add(e.cfg.LimitGrace))
 		if l.limit < l.expiry {
 			l.expiry = l.limit
 			out[i].Expiry = time.Unix(0, l.expiry).UTC()
-			if e.leaseHeap.add(timed{at: l.expiry, k: k, token: l.token}) {
+			if e.leaseHeap.moved(l) {
 				e.note.TimersChanged()
 			}
 		}
@@ -195,7 +196,7 @@ func (e *Engine) currentLeaseLocked(session string, ref broker.LeaseRef) (key, *
 
 // Extend renews current leases; see broker.Broker.
 func (e *Engine) Extend(_ context.Context, p broker.ExtendParams) (int, error) {
-	expiry := p.Now.UnixNano() + int64(p.TTL)
+	expiry := satAdd(p.Now.UnixNano(), p.TTL)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -203,16 +204,20 @@ func (e *Engine) Extend(_ context.Context, p broker.ExtendParams) (int, error) {
 	}
 	n := 0
 	for _, ref := range p.Leases {
-		k, l, err := e.currentLeaseLocked(p.SessionID, ref)
+		_, l, err := e.currentLeaseLocked(p.SessionID, ref)
 		if err != nil {
 			continue
 		}
-		l.expiry = expiry
-		if l.limit != 0 && l.limit < expiry {
-			l.expiry = l.limit
+		next := expiry
+		if l.limit != 0 && l.limit < next {
+			next = l.limit
 		}
-		if e.leaseHeap.add(timed{at: l.expiry, k: k, token: l.token}) {
-			e.note.TimersChanged()
+		if next != l.expiry {
+			// A renewal only moves a lease later (the limit was applied
+			// when it was granted), so the earliest expiry never moves
+			// earlier here and the reaper needs no signal.
+			l.expiry = next
+			e.leaseHeap.moved(l)
 		}
 		n++
 	}
@@ -240,7 +245,7 @@ func (e *Engine) Release(_ context.Context, p broker.ReleaseParams) error {
 // releaseLocked ends a lease with no penalty: the task is pending again at
 // once, or canceled if an operator canceled it while it ran.
 func (e *Engine) releaseLocked(k key, now int64) {
-	delete(e.leases, k)
+	e.dropLeaseLocked(k)
 	m := e.tasks.getOrZero(k)
 	if m.flags&flagCanceled != 0 {
 		e.finishLocked(k, m, stateCanceled, now, nil)
@@ -282,40 +287,43 @@ func (e *Engine) ReapLeases(_ context.Context, at time.Time) ([]broker.LapsedLea
 	}
 	var lapsed []broker.LapsedLease
 	for {
-		t, ok := e.leaseHeap.peek()
-		if !ok {
+		l := e.leaseHeap.peek()
+		if l == nil {
 			return lapsed, time.Time{}, nil
 		}
-		l := e.leases[t.k]
-		current := l != nil && l.token == t.token && l.expiry == t.at
-		if current && t.at > now {
-			return lapsed, time.Unix(0, t.at), nil
+		if l.expiry > now {
+			return lapsed, time.Unix(0, l.expiry), nil
 		}
-		e.leaseHeap.pop()
-		if !current {
-			continue
-		}
+		k := l.k
 		ll := broker.LapsedLease{
 			SessionID: l.session,
-			Lease:     broker.LeaseRef{TaskID: t.k.String(), Token: l.token},
+			Lease:     broker.LeaseRef{TaskID: k.String(), Token: l.token},
 		}
 		lapsed = append(lapsed, ll)
 		e.note.LeaseLapsed(ll)
-		delete(e.leases, t.k)
-		m := e.tasks.getOrZero(t.k)
+		e.dropLeaseLocked(k)
+		m := e.tasks.getOrZero(k)
 		msg := "lease expired: the worker stopped heartbeating"
-		if l.limit != 0 && t.at == l.limit {
+		if l.limit != 0 && l.expiry == l.limit {
 			msg = "the attempt ran past its timeout or deadline"
 		}
 		if m.flags&flagCanceled != 0 || m.retried >= m.maxRetry {
-			e.finishLocked(t.k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
+			e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
 			continue
 		}
 		m.retried++
 		retried := m.retried
-		e.toPendingLocked(t.k, m, now, func(st *storagev1.TaskStatus) {
+		e.toPendingLocked(k, m, now, func(st *storagev1.TaskStatus) {
 			st.Retried = retried
 			st.LastError = msg
 		})
+	}
+}
+
+// dropLeaseLocked ends a task's lease, if it has one.
+func (e *Engine) dropLeaseLocked(k key) {
+	if l := e.leases[k]; l != nil {
+		delete(e.leases, k)
+		e.leaseHeap.remove(l)
 	}
 }

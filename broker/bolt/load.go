@@ -60,6 +60,7 @@ func (e *Engine) reloadLocked() error {
 	e.purgeNext = 0
 
 	var wasActive []key
+	now := nanos(e.cfg.Now())
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
 			rec := &storagev1.QueueRecord{}
@@ -92,7 +93,7 @@ func (e *Engine) reloadLocked() error {
 				wasActive = append(wasActive, k)
 				st.State = statePending
 			}
-			e.indexLiveLocked(k, st)
+			e.indexLiveLocked(k, st, now)
 		}
 		if kb, _ := tx.Bucket(bucketPurge).Cursor().First(); kb != nil {
 			e.purgeNext = int64(binary.BigEndian.Uint64(kb[:8]))
@@ -121,7 +122,7 @@ func (e *Engine) reloadLocked() error {
 }
 
 // indexLiveLocked adds one durable live task to the in-memory indexes.
-func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
+func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus, now int64) {
 	q := e.queueLocked(st.GetQueue())
 	m := meta{
 		due:      st.GetNextProcessAt(),
@@ -142,7 +143,13 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 		e.dueHeap.add(timed{at: m.due, k: k})
 	}
 	if uk := st.GetUniqueKey(); uk != "" {
-		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil()}
+		// Several live tasks may name one key when earlier claims ran out
+		// of TTL; the holder is the one whose claim still holds, whatever
+		// the order the scan meets them in.
+		c := uniqueClaim{k: k, until: st.GetUniqueUntil()}
+		if old, ok := e.unique[uk]; !ok || !old.holdsAt(now) || c.holdsAt(now) {
+			e.unique[uk] = c
+		}
 		e.uniqOf[k] = uk
 	}
 	if st.Retention != nil {

@@ -62,8 +62,8 @@ func (e *Engine) Complete(_ context.Context, p broker.CompleteParams) (broker.St
 			e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = errMsg })
 			return stateArchived, nil
 		}
-		due := now + int64(e.cfg.Backoff(policy, m.retried))
-		delete(e.leases, k)
+		due := satAdd(now, e.cfg.Backoff(policy, m.retried))
+		e.dropLeaseLocked(k)
 		e.toRetryLocked(k, m, due, now, errMsg)
 		return stateRetry, nil
 	case outcomeSkipRetry:

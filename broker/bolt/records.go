@@ -3,6 +3,7 @@ package bolt
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -47,11 +48,36 @@ func purgeKey(at int64, k key) []byte {
 	return b
 }
 
+// nanos is t in Unix nanoseconds, 0 for the zero time. Times beyond what
+// int64 nanoseconds hold (before 1678, after 2262) saturate at the ends
+// of the range: a far-future time stays far in the future and a
+// long-past one stays past, instead of wrapping around.
 func nanos(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case t.After(maxNanosTime):
+		return math.MaxInt64
+	case t.Before(minNanosTime):
+		return math.MinInt64 + 1
 	}
 	return t.UnixNano()
+}
+
+var (
+	maxNanosTime = time.Unix(0, math.MaxInt64)
+	minNanosTime = time.Unix(0, math.MinInt64+1)
+)
+
+// satAdd is n + d in nanoseconds, saturating instead of overflowing.
+func satAdd(n int64, d time.Duration) int64 {
+	switch {
+	case d > 0 && n > math.MaxInt64-int64(d):
+		return math.MaxInt64
+	case d < 0 && n < math.MinInt64+1-int64(d):
+		return math.MinInt64 + 1
+	}
+	return n + int64(d)
 }
 
 func fromNanos(n int64) time.Time {

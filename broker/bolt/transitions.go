@@ -129,7 +129,7 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 	q.counts[m.state]--
 	q.counts[to]++
 	e.tasks.del(k)
-	delete(e.leases, k)
+	e.dropLeaseLocked(k)
 	delete(e.expires, k)
 	if uk, ok := e.uniqOf[k]; ok {
 		delete(e.uniqOf, k)
@@ -145,7 +145,7 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 		}
 	}
 	delete(e.retention, k)
-	purgeAt := now + int64(retention)
+	purgeAt := satAdd(now, retention)
 	if e.purgeNext == 0 || purgeAt < e.purgeNext {
 		e.purgeNext = purgeAt
 		e.note.TimersChanged()

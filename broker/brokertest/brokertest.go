@@ -63,6 +63,7 @@ func groups() []group {
 		{"LeaseLifecycle", lifecycleCases()},
 		{"Timers", timerCases()},
 		{"Purge", purgeCases()},
+		{"TimeBounds", timeBoundCases()},
 		{"Queues", queueCases()},
 	}
 }

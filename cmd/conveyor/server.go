@@ -29,6 +29,10 @@ type serverCmd struct {
 	LogFormat        string        `default:"text" enum:"text,json" env:"CONVEYOR_LOG_FORMAT" help:"Log format: text or json."`
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
 	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty."`
+
+	MaxSessionConcurrency int           `default:"4096" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
+	MaxSessionBytes       int64         `default:"67108864" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
+	ReclaimWindow         time.Duration `default:"5s" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
 }
 
 func (c *serverCmd) Run() error {
@@ -60,6 +64,8 @@ func (c *serverCmd) Run() error {
 		TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, LeaseTTL: c.LeaseTTL,
 		Retention: c.Retention, ArchiveRetention: c.ArchiveRetention,
 		ShutdownTimeout: c.ShutdownTimeout, Logger: log,
+		MaxSessionConcurrency: c.MaxSessionConcurrency, MaxSessionBytes: c.MaxSessionBytes,
+		ReclaimWindow: c.ReclaimWindow,
 	})
 	if err != nil {
 		return err

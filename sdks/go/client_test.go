@@ -657,16 +657,20 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 		EnqueuedAt: day, NextProcessAt: day.Add(time.Minute), StartedAt: day.Add(2 * time.Minute),
 		CompletedAt: day.Add(3 * time.Minute), Result: []byte("res"), ProgressPercent: 50,
 		ProgressMessage: "half", Group: "grp", ConcurrencyKey: "ck",
-		DependsOn: []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue}},
+		DependsOn: []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue, State: conveyor.TaskStateCompleted}},
 		Options: conveyor.TaskOptions{
 			MaxRetry: 5, Timeout: time.Second, Deadline: day.Add(time.Hour), ProcessAt: day.Add(4 * time.Minute),
 			ProcessIn: 2 * time.Second, UniqueKey: "uk", UniqueTTL: 3 * time.Second, Priority: 6,
 			Retention: &retention, Group: "grp", ExpiresIn: 4 * time.Second, ExpiresAt: day.Add(2 * time.Hour),
-			DependsOn:      []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue}},
+			DependsOn:      []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue, State: conveyor.TaskStateCompleted}},
 			ConcurrencyKey: "ck", RetryStrategy: conveyor.RetryStrategyExponential,
 			RetryBase: 5 * time.Second, RetryMax: 6 * time.Second,
 		},
-		ExpiresAt: day.Add(5 * time.Minute),
+		ExpiresAt:  day.Add(5 * time.Minute),
+		Dependents: []conveyor.TaskLink{{TaskID: "01J00000000000000000000003", State: conveyor.TaskStateBlocked}},
+		Errors:     []conveyor.TaskError{{Attempt: 2, Message: "boom", At: day.Add(6 * time.Minute)}},
+		SessionID:  "01J00000000000000000000009",
+		AttemptID:  "abc-1",
 	}
 	for _, p := range protocols {
 		c := newClient(t, hs.URL, conveyor.WithProtocol(p))
@@ -720,7 +724,8 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 	day := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
 	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(day.Add(d)) }
 	dep := func() []*conveyorv1.TaskDependency {
-		return []*conveyorv1.TaskDependency{{TaskId: "01J00000000000000000000002", OnFailure: conveyorv1.OnFailure_ON_FAILURE_CONTINUE}}
+		return []*conveyorv1.TaskDependency{{TaskId: "01J00000000000000000000002", OnFailure: conveyorv1.OnFailure_ON_FAILURE_CONTINUE,
+			State: conveyorv1.TaskState_TASK_STATE_COMPLETED}}
 	}
 	return &conveyorv1.TaskInfo{
 		Id: "01J00000000000000000000001", Queue: "q", Type: "typ", State: conveyorv1.TaskState_TASK_STATE_RETRY,
@@ -740,7 +745,11 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 				Base:     durationpb.New(5 * time.Second), Max: durationpb.New(6 * time.Second),
 			},
 		},
-		ExpiresAt: ts(5 * time.Minute),
+		ExpiresAt:  ts(5 * time.Minute),
+		Dependents: []*conveyorv1.TaskLink{{TaskId: "01J00000000000000000000003", State: conveyorv1.TaskState_TASK_STATE_BLOCKED}},
+		Errors:     []*conveyorv1.TaskError{{Attempt: 2, Message: "boom", At: ts(6 * time.Minute)}},
+		SessionId:  "01J00000000000000000000009",
+		AttemptId:  "abc-1",
 	}
 }
 

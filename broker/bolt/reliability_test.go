@@ -1,0 +1,119 @@
+package bolt_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/broker/bolt"
+	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+)
+
+// TestQueueLimitHoldsInEnqueueTx: the queues one EnqueueTx would create
+// count against the limit together, so the 16-bit queue index never wraps.
+func TestQueueLimitHoldsInEnqueueTx(t *testing.T) {
+	t.Parallel()
+	e := openEngine(t, bolt.Config{})
+	const limit = 1<<16 - 1
+	tasks := make([]broker.NewTask, limit-1)
+	for i := range tasks {
+		tasks[i] = bt.NewTask(fmt.Sprintf("q%d", i))
+	}
+	bt.Enqueue(t, e, bt.T0, tasks...)
+	_, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0,
+		Tasks: []broker.NewTask{bt.NewTask("new-a"), bt.NewTask("new-b")}})
+	if err == nil {
+		t.Fatal("EnqueueTx creating two queues past the limit succeeded")
+	}
+	tx, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("new-a")}})
+	if err != nil || len(tx) != 1 {
+		t.Fatalf("EnqueueTx creating the last queue: %v", err)
+	}
+	// The task is leased from its own queue, not from the one its index
+	// would wrap to.
+	if l := bt.LeaseOne(t, e, "s1", "new-a", bt.T0); l.Task.ID != tx[0].ID || l.Task.Queue != "new-a" {
+		t.Fatalf("leased %s from %q, want %s from new-a", l.Task.ID, l.Task.Queue, tx[0].ID)
+	}
+	if ls := bt.Lease(t, e, "s1", "q0", 2, bt.T0, bt.TTL); len(ls) != 1 {
+		t.Fatalf("q0 leased %d tasks, want its own 1", len(ls))
+	}
+	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("one-too-many")}})
+	if err != nil || res[0].Err == nil {
+		t.Fatalf("Enqueue into a queue past the limit: %v %v, want an error", res, err)
+	}
+}
+
+// TestUniqueClaimSurvivesRestartWhateverTheIDOrder: a live claim must win
+// the rebuild over an expired claim on the same key, even when the task
+// holding the expired one has the larger (producer-chosen) id and is
+// scanned after it.
+func TestUniqueClaimSurvivesRestartWhateverTheIDOrder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "conveyor.db")
+	now := bt.T0
+	clock := func() time.Time { return now }
+	e := openEngine(t, bolt.Config{Path: path, Now: clock})
+	old := bt.NewTask("q")
+	old.ID = ulid.MustNew(ulid.Timestamp(bt.T0.Add(24*time.Hour)), nil).String() // sorts last
+	old.UniqueKey, old.UniqueUntil = "k", bt.T0.Add(time.Second)
+	bt.EnqueueOne(t, e, bt.T0, old)
+	now = bt.T0.Add(time.Minute) // the first claim ran out
+	holder := bt.NewTask("q")
+	holder.UniqueKey = "k"
+	bt.EnqueueOne(t, e, now, holder)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e = openEngine(t, bolt.Config{Path: path, Now: clock})
+	dup := bt.NewTask("q")
+	dup.UniqueKey = "k"
+	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{dup}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, broker.ErrAlreadyExists) {
+		t.Fatalf("after a restart a duplicate of the held key got %v, want ErrAlreadyExists", res[0].Err)
+	}
+}
+
+// TestHeartbeatsDoNotGrowTheLeaseHeap: a renewal moves its lease in place,
+// so a Heartbeat naming one lease a million times adds nothing, and the
+// heap gives memory back once its leases end.
+func TestHeartbeatsDoNotGrowTheLeaseHeap(t *testing.T) {
+	t.Parallel()
+	e := openEngine(t, bolt.Config{})
+	bt.EnqueueOne(t, e, bt.T0, bt.NewTask("q"))
+	l := bt.LeaseOne(t, e, "s1", "q", bt.T0)
+	refs := make([]broker.LeaseRef, 1_000_000)
+	for i := range refs {
+		refs[i] = bt.Ref(l)
+	}
+	for i := range 5 {
+		n, err := e.Extend(t.Context(), broker.ExtendParams{SessionID: "s1", Leases: refs, Now: bt.T0.Add(time.Duration(i+1) * time.Second), TTL: bt.TTL})
+		if err != nil || n != len(refs) {
+			t.Fatalf("Extend = %d, %v", n, err)
+		}
+	}
+	if n, _ := bolt.LeaseHeapSize(e); n != 1 {
+		t.Fatalf("lease heap holds %d entries for 1 lease", n)
+	}
+
+	tasks := make([]broker.NewTask, 100_000)
+	for i := range tasks {
+		tasks[i] = bt.NewTask("many")
+	}
+	bt.Enqueue(t, e, bt.T0, tasks...)
+	ls := bt.Lease(t, e, "s2", "many", len(tasks), bt.T0, bt.TTL)
+	for _, l := range ls {
+		bt.Complete(t, e, "s2", l, outcomeSuccess, "", bt.T0)
+	}
+	if n, c := bolt.LeaseHeapSize(e); n != 1 || c > 4096 {
+		t.Fatalf("after 100,000 leases ended the heap holds %d entries in an array of %d", n, c)
+	}
+}

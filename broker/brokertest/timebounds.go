@@ -1,0 +1,130 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// Times at the edges of what the protocol's Timestamp and Duration hold,
+// far outside what int64 nanoseconds can: engines must saturate, never wrap.
+var (
+	farFuture = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
+	year2300  = time.Date(2300, time.January, 1, 0, 0, 0, 0, time.UTC)
+	year1600  = time.Date(1600, time.January, 1, 0, 0, 0, 0, time.UTC)
+	// maxDuration is what a 10,000-year Duration becomes (AsDuration saturates).
+	maxDuration = time.Duration(1<<63 - 1)
+)
+
+func timeBoundCases() []testCase {
+	return []testCase{
+		{"ProcessAtFarFuture", testProcessAtFarFuture},
+		{"ProcessAtLongPast", testProcessAtLongPast},
+		{"ExpiresAtFarFuture", testExpiresAtFarFuture},
+		{"UniqueUntilFarFuture", testUniqueUntilFarFuture},
+		{"DeadlineFarFuture", testDeadlineFarFuture},
+		{"RetentionHuge", testRetentionHuge},
+		{"BackoffHuge", testBackoffHuge},
+	}
+}
+
+func testProcessAtFarFuture(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	nt.ProcessAt = year2300
+	task := EnqueueOne(t, b, T0, nt)
+	if task.State != scheduled {
+		t.Fatalf("process_at in 2300: state %s, want SCHEDULED", task.State)
+	}
+	if _, err := b.PromoteDue(t.Context(), at(100*365*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	RequireState(t, b, task.ID, scheduled)
+	if n := Ready(b, "q"); n != 0 {
+		t.Fatalf("Ready = %d a century later, want 0", n)
+	}
+}
+
+func testProcessAtLongPast(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	nt.ProcessAt = year1600
+	task := EnqueueOne(t, b, T0, nt)
+	if task.State != pending {
+		t.Fatalf("process_at in 1600: state %s, want PENDING (due now)", task.State)
+	}
+	if l := LeaseOne(t, b, "s1", "q", T0); l.Task.ID != task.ID {
+		t.Fatalf("leased %s, want %s", l.Task.ID, task.ID)
+	}
+}
+
+func testExpiresAtFarFuture(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	nt.ExpiresAt = farFuture
+	task := EnqueueOne(t, b, T0, nt)
+	if _, err := b.PromoteDue(t.Context(), at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	RequireState(t, b, task.ID, pending)
+	LeaseOne(t, b, "s1", "q", at(time.Hour))
+}
+
+func testUniqueUntilFarFuture(t *testing.T, b broker.Broker) {
+	a := NewTask("q")
+	a.UniqueKey, a.UniqueUntil = "k", T0.Add(maxDuration)
+	EnqueueOne(t, b, T0, a)
+	dup := NewTask("q")
+	dup.UniqueKey = "k"
+	res, err := b.Enqueue(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{dup}, Now: at(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireErrIs(t, "a duplicate of a claim held for 292 years", res[0].Err, broker.ErrAlreadyExists)
+}
+
+func testDeadlineFarFuture(t *testing.T, b broker.Broker) {
+	nt := withDeadline(NewTask("q"), farFuture)
+	nt.Options.Timeout = durationpb.New(maxDuration)
+	task := EnqueueOne(t, b, T0, nt)
+	l := LeaseOne(t, b, "s1", "q", T0)
+	if want := T0.Add(TTL); !l.Expiry.Equal(want) {
+		t.Fatalf("lease of a task with a far deadline and timeout expires %v, want the TTL's %v", l.Expiry, want)
+	}
+	if _, _, err := b.ReapLeases(t.Context(), at(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	RequireState(t, b, task.ID, active)
+}
+
+func testRetentionHuge(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	r := maxDuration
+	nt.Retention = &r
+	task := EnqueueOne(t, b, T0, nt)
+	l := LeaseOne(t, b, "s1", "q", T0)
+	Complete(t, b, "s1", l, success, "", T0)
+	if _, err := b.Purge(t.Context(), at(365*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	RequireState(t, b, task.ID, completed)
+}
+
+func testBackoffHuge(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	nt.Options = &conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{
+		Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(maxDuration)}}
+	task := EnqueueOne(t, b, T0, nt)
+	l := LeaseOne(t, b, "s1", "q", T0)
+	if st := Complete(t, b, "s1", l, failRetry, "boom", T0); st != retry {
+		t.Fatalf("state %s after RETRY, want RETRY", st)
+	}
+	if _, err := b.PromoteDue(t.Context(), at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got := RequireState(t, b, task.ID, retry)
+	if got.NextProcessAt.Before(T0.Add(200 * 365 * 24 * time.Hour)) {
+		t.Fatalf("next attempt at %v, want far in the future", got.NextProcessAt)
+	}
+}

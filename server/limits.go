@@ -1,0 +1,64 @@
+package server
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Limits on what clients may send. docs/protocol.md lists them in one
+// table, with what exceeding each gets.
+const (
+	// MaxPayloadBytes bounds one task payload (1 MiB), as the protocol says.
+	MaxPayloadBytes = 1 << 20
+	// MaxBatchItems bounds EnqueueBatch, EnqueueTx and the batch actions.
+	MaxBatchItems = 1000
+	// MaxRequestBytes bounds one request message (32 MiB), and one worker
+	// frame; a larger one fails with resource_exhausted. One item with a
+	// payload of MaxPayloadBytes always fits.
+	MaxRequestBytes = 32 << 20
+	// MaxNameBytes bounds queue names, task types, content types, unique,
+	// group and concurrency keys and cron ids.
+	MaxNameBytes = 1024
+	// MaxMetadataEntries and MaxMetadataBytes bound a task's metadata (the
+	// bytes of its keys and values together).
+	MaxMetadataEntries = 64
+	MaxMetadataBytes   = 64 << 10
+	// MaxDependencies bounds one task's depends_on list.
+	MaxDependencies = 1000
+	// MaxResultBytes bounds the result bytes of a Result; a larger result
+	// fails its attempt (the task is retried per its policy).
+	MaxResultBytes = 1 << 20
+	// MaxErrorMessageBytes bounds a Result's error_msg; longer messages are
+	// truncated.
+	MaxErrorMessageBytes = 16 << 10
+	// MaxProgressMessageBytes bounds a Progress message; longer messages
+	// are truncated.
+	MaxProgressMessageBytes = 1 << 10
+	// MaxHeartbeatIDs bounds the ids one Heartbeat lists.
+	MaxHeartbeatIDs = 100_000
+	// MaxHelloQueues, MaxHelloLabels and MaxHelloBatchTypes bound a Hello's
+	// maps and lists; MaxLabelBytes bounds each label key and value, and
+	// sdk_version and min_server_version.
+	MaxHelloQueues     = 1000
+	MaxHelloLabels     = 64
+	MaxHelloBatchTypes = 1000
+	MaxLabelBytes      = 1024
+)
+
+// truncatedSuffix marks a string cut short by truncateUTF8.
+const truncatedSuffix = " … [truncated]"
+
+// truncateUTF8 returns s if it fits in limit bytes, else its longest
+// prefix that ends on a UTF-8 boundary and, with truncatedSuffix, fits.
+func truncateUTF8(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := max(limit-len(truncatedSuffix), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedSuffix
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/lease"
+)
+
+// sendLoop is the stream's only writer. It wakes on ready work, on freed
+// slots and on cancels, and leases as many tasks as the session has free
+// slots, weighted across its queues.
+func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
+	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues))}
+	s.wake() // the queues may hold work already
+	for {
+		select {
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
+		case <-s.wakeCh:
+		}
+		if err := s.sendBurst(stream, plan); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatchPlan is the send loop's scratch space, reused across bursts.
+type dispatchPlan struct {
+	picker *picker
+	ready  []int
+	seq    []int
+	picks  []broker.QueuePick
+}
+
+// free is how many more tasks the session may be sent now: its free slots,
+// fewer when the envelopes in flight near Config.MaxSessionBytes (at least
+// one while nothing is in flight, so any single task can be sent).
+func (s *session) free() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return 0
+	}
+	n := s.concurrency - s.flight.slots
+	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / maxEnvelopeBytes)
+	if s.flight.slots == 0 {
+		budget = max(budget, 1)
+	}
+	return max(min(n, budget), 0)
+}
+
+func (s *session) takeCancels() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cancels
+	s.cancels = nil
+	return c
+}
+
+// sendBurst sends pending Cancels and as many Dispatches as there are free
+// slots, and flushes the stream once at the end.
+func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
+	s.gate.hold()
+	defer s.gate.release()
+	for _, id := range s.takeCancels() {
+		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	free := s.free()
+	if free <= 0 {
+		return nil
+	}
+	s.hub.broker.Ready(s.queues, plan.ready)
+	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
+	if len(plan.seq) == 0 {
+		return nil
+	}
+	plan.picks = plan.picks[:0]
+	for _, qi := range plan.seq {
+		if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
+			plan.picks[n-1].N++
+		} else {
+			plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+		}
+	}
+	return s.dispatch(stream, plan.picks)
+}
+
+// dispatch leases the picked tasks and sends them.
+func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) error {
+	now := s.hub.now()
+	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
+		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL,
+	})
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return context.Cause(s.ctx)
+		}
+		return toConnectError(s.log, err)
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	msgs := make([]*conveyorv1.ServerMessage, len(leases))
+	s.mu.Lock()
+	if s.ended {
+		// The session ended while the broker leased: hand them back.
+		s.mu.Unlock()
+		ms := make([]*member, len(leases))
+		for i, l := range leases {
+			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+		}
+		s.release(ms)
+		return context.Cause(s.ctx)
+	}
+	for i, l := range leases {
+		env := envelope(l.Task)
+		env.AttemptId = s.hub.attemptID(l.Token)
+		m := &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token, task: l.Task}
+		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
+		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
+			Task:      env,
+			Deadline:  timestamppb.New(lease.Deadline(now, l.Expiry, l.Task)),
+			AttemptId: env.AttemptId,
+		}}}
+	}
+	s.mu.Unlock()
+	for _, msg := range msgs {
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	// There may be more: look again (cheap, and it stops once a lease
+	// comes back empty or the window is full).
+	s.wake()
+	return nil
+}
+
+// envelopeBytes is what an envelope costs the session's byte budget: its
+// payload and metadata, plus a fixed allowance for the rest.
+func envelopeBytes(env *conveyorv1.TaskEnvelope) int64 {
+	n := int64(len(env.GetPayload())) + envelopeOverhead
+	for k, v := range env.GetMetadata() {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+const (
+	// envelopeOverhead approximates an envelope's ids, names and options.
+	envelopeOverhead = 512
+	// maxEnvelopeBytes is the most one envelope can cost.
+	maxEnvelopeBytes = MaxPayloadBytes + MaxMetadataBytes + envelopeOverhead
+)

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,6 +49,9 @@ type committer struct {
 	// an async delay (see delayAsync).
 	urgent     chan struct{}
 	lastCommit time.Duration
+	// storageErr is the error of the latest commit while the storage
+	// refuses commits (nil once one succeeds).
+	storageErr error
 	// busy is the total time spent in transactions (under Engine.mu).
 	busy time.Duration
 
@@ -168,25 +172,31 @@ func (c *committer) drain() {
 		c.inflight = b
 		e.mu.Unlock()
 
-		start := time.Now()
-		err := e.db.Update(func(tx *bbolt.Tx) error { return runOps(tx, b.ops) })
-		c.lastCommit = time.Since(start)
+		err := c.commitRetrying(b)
 
 		e.mu.Lock()
-		c.busy += c.lastCommit
 		c.transactions++
 		c.ops += int64(len(b.ops))
-		if err == nil {
+		var op *opError
+		switch {
+		case err == nil:
 			for _, f := range b.post {
 				f()
 			}
-		} else {
+		case errors.As(err, &op):
+			// An op found the file other than memory said: memory is
+			// wrong, so everything decided since is suspect.
 			err = fmt.Errorf("commit: %w", err)
 			e.log.Error("group commit failed; reloading indexes from the file", "err", err, "ops", len(b.ops))
 			c.failOpenLocked(err)
 			if rerr := e.reloadLocked(); rerr != nil {
 				e.log.Error("reload after failed commit", "err", rerr)
 			}
+		default:
+			// The engine is closing while the storage still fails: what
+			// is not durable now never will be.
+			err = fmt.Errorf("commit: %w", err)
+			c.failOpenLocked(err)
 		}
 		c.inflight = nil
 		e.mu.Unlock()
@@ -196,6 +206,69 @@ func (c *committer) drain() {
 			c.linger(b.waiters)
 		}
 	}
+}
+
+// commitRetrying commits b. A commit the storage refuses (a full disk, an
+// I/O error) leaves the file as it was, so the same batch is tried again,
+// with a growing pause, until it succeeds or the engine closes: nothing
+// decided is lost and memory never has to be rebuilt (which would stall
+// every caller for as long as a full reload takes). Meanwhile callers
+// that wait for durability (enqueues) keep waiting, bounded by their own
+// contexts, and dispatch from what is already durable goes on. An error
+// of an op (an *opError) is returned at once.
+func (c *committer) commitRetrying(b *batch) error {
+	e := c.e
+	pause := commitRetryMin
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := c.commitOnce(b)
+		c.lastCommit = time.Since(start)
+		e.mu.Lock()
+		c.busy += c.lastCommit
+		e.mu.Unlock()
+		var op *opError
+		if err == nil || errors.As(err, &op) {
+			if err == nil && attempt > 1 {
+				e.log.Info("storage recovered: group commit succeeded", "attempts", attempt)
+				c.setStorageErr(nil)
+			}
+			return err
+		}
+		c.setStorageErr(err)
+		if attempt == 1 || attempt%10 == 0 {
+			e.log.Error("group commit failed; retrying the same batch", "err", err, "attempt", attempt,
+				"ops", len(b.ops), "pause", pause)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-c.quit:
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, commitRetryMax)
+	}
+}
+
+// Pauses between retries of a commit the storage refused.
+const (
+	commitRetryMin = 50 * time.Millisecond
+	commitRetryMax = 5 * time.Second
+)
+
+func (c *committer) commitOnce(b *batch) error {
+	if fault := c.e.cfg.commitFault; fault != nil {
+		if err := fault(); err != nil {
+			return err
+		}
+	}
+	return c.e.db.Update(func(tx *bbolt.Tx) error { return runOps(tx, b.ops) })
+}
+
+func (c *committer) setStorageErr(err error) {
+	c.e.mu.Lock()
+	c.storageErr = err
+	c.e.mu.Unlock()
 }
 
 // delayAsync lets an open batch that nobody waits for (leases, results,

@@ -39,9 +39,12 @@
 //
 // # Caveats
 //
-//   - A failed commit (disk full, I/O error) fails its batch and every op
-//     queued behind it, then rebuilds the indexes from the file. Leases held
-//     at that moment are dropped; their tasks are redelivered.
+//   - A commit the storage refuses (disk full, I/O error) is retried, the
+//     same batch, with a growing pause, until it succeeds or the engine
+//     closes; enqueues wait meanwhile and dispatch of durable tasks goes on
+//     (StorageError reports the state). An op that finds the file other
+//     than memory says fails its batch and every op queued behind it, and
+//     the indexes are rebuilt from the file.
 //   - A long read transaction delays the file's growth (bbolt remaps only
 //     when no reader is open), so readers here are kept short.
 //   - Within a priority, FIFO order is by when a task became ready; after a

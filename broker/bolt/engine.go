@@ -53,6 +53,10 @@ type Config struct {
 	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
 	// transaction stays short. Defaults to 10,000.
 	PurgeBatch int
+
+	// commitFault, set by tests, runs before each commit; an error it
+	// returns stands for the storage refusing the commit.
+	commitFault func() error
 }
 
 func (c *Config) setDefaults() {
@@ -287,6 +291,16 @@ func (e *Engine) view(fn func(tx *bbolt.Tx) error) error {
 }
 
 var _ broker.Broker = (*Engine)(nil)
+
+// StorageError is the error of the latest group commit while the storage
+// refuses commits (a full disk, an I/O error), nil when commits succeed.
+// While it is set, enqueues wait (bounded by their contexts) and the
+// engine retries the same batch; see committer.commitRetrying.
+func (e *Engine) StorageError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.commit.storageErr
+}
 
 // CommitStats reports how many group-commit transactions ran and how many
 // ops they carried, so tests and benchmarks can see how much was merged.

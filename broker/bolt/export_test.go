@@ -7,3 +7,7 @@ func LeaseHeapSize(e *Engine) (n, capacity int) {
 	defer e.mu.Unlock()
 	return len(e.leaseHeap), cap(e.leaseHeap)
 }
+
+// SetCommitFault makes every commit first call fault; an error it returns
+// stands for the storage refusing the commit (a full disk).
+func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }

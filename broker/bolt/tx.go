@@ -43,17 +43,29 @@ func newTxw(tx *bbolt.Tx) *txw {
 	}
 }
 
+// runOps runs a batch's ops in tx. Every error it returns is an *opError:
+// the ops found the file other than memory said (or could not write what
+// memory decided), unlike a failure of the commit itself.
 func runOps(tx *bbolt.Tx, ops []op) error {
 	w := newTxw(tx)
 	// Specs are written in id order and never rewritten: pack their pages.
 	w.tasks.FillPercent = 0.95
 	for _, o := range ops {
 		if err := o(w); err != nil {
-			return err
+			return &opError{err}
 		}
 	}
-	return w.flush()
+	if err := w.flush(); err != nil {
+		return &opError{err}
+	}
+	return nil
 }
+
+// opError is an error of an op inside a commit's transaction.
+type opError struct{ err error }
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
 
 // flush writes the changed live statuses and the terminal counts.
 func (w *txw) flush() error {

@@ -1,0 +1,188 @@
+package bolt_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/broker/bolt"
+	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+)
+
+// diskFull is a commit fault that refuses commits while full is set, and
+// signals each refusal on refused.
+type diskFull struct {
+	full    atomic.Bool
+	refused chan struct{}
+}
+
+func newDiskFull() *diskFull { return &diskFull{refused: make(chan struct{}, 100)} }
+
+func (d *diskFull) fault() error {
+	if !d.full.Load() {
+		return nil
+	}
+	select {
+	case d.refused <- struct{}{}:
+	default:
+	}
+	return syscall.ENOSPC
+}
+
+// waitRefusals waits for n refused commits.
+func (d *diskFull) waitRefusals(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-d.refused:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no commit was refused")
+		}
+	}
+}
+
+// TestFullDiskWaitsAndRecovers: while the storage refuses commits, an
+// enqueue waits (bounded by its context) instead of failing or being
+// lost, tasks already durable are still leased and completed, and once
+// space returns the same batch commits: nothing decided is lost and no
+// index is rebuilt.
+func TestFullDiskWaitsAndRecovers(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(t, cfg)
+	ready := bt.EnqueueOne(t, e, bt.T0, bt.NewTask("q"))
+
+	d.full.Store(true)
+	done := make(chan []broker.EnqueueResult, 1)
+	go func() {
+		res, _ := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}})
+		done <- res
+	}()
+	d.waitRefusals(t, 2) // the first commit and one retry of the same batch
+	select {
+	case res := <-done:
+		t.Fatalf("Enqueue returned %v while the disk was full", res)
+	default:
+	}
+	if !errors.Is(e.StorageError(), syscall.ENOSPC) {
+		t.Fatalf("StorageError = %v, want ENOSPC", e.StorageError())
+	}
+	// A context that ends first gets its error: the task is in doubt.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := e.Enqueue(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Enqueue with a deadline while the disk is full: %v, want DeadlineExceeded", err)
+	}
+	// Dispatch from what is durable goes on.
+	l := bt.LeaseOne(t, e, "s1", "q", bt.T0)
+	if l.Task.ID != ready.ID {
+		t.Fatalf("leased %s, want the durable task %s", l.Task.ID, ready.ID)
+	}
+	bt.Complete(t, e, "s1", l, outcomeSuccess, "", bt.T0)
+
+	d.full.Store(false)
+	select {
+	case res := <-done:
+		if res[0].Err != nil {
+			t.Fatalf("Enqueue after space returned: %v", res[0].Err)
+		}
+		bt.RequireState(t, e, res[0].Task.ID, statePending)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Enqueue still waiting after space returned")
+	}
+	if err := e.StorageError(); err != nil {
+		t.Fatalf("StorageError after recovery = %v", err)
+	}
+	bt.RequireState(t, e, ready.ID, stateCompleted)
+	bt.RequireCounts(t, e, "q", bt.Counts{statePending: 2, stateCompleted: 1})
+}
+
+// TestCloseWhileDiskFull: Close does not hang on a storage that keeps
+// refusing; what was not durable is reported failed to its waiters.
+func TestCloseWhileDiskFull(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(t, cfg)
+	d.full.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}})
+		done <- err
+	}()
+	d.waitRefusals(t, 1)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("Enqueue succeeded although its commit never did")
+	}
+	d.full.Store(false) // let the cleanup's consistency check reopen the file
+}
+
+// storageFailureTasks is how many tasks BenchmarkStorageFailure stores.
+const storageFailureTasks = 1_000_000
+
+// BenchmarkStorageFailure measures what a full disk costs a store of a
+// million pending tasks: lease+complete round trips while every commit
+// is refused, next to the same with a healthy disk, and the reload that
+// an engine rebuilding its indexes after each failed commit would pay.
+//
+//	go test ./broker/bolt -run '^$' -bench StorageFailure -benchtime 20000x
+func BenchmarkStorageFailure(b *testing.B) {
+	d := newDiskFull()
+	cfg := bolt.Config{Path: b.TempDir() + "/conveyor.db"}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(b, cfg)
+	batch := make([]broker.NewTask, 10_000)
+	for i := range batch {
+		batch[i] = bt.NewTask("q")
+	}
+	for range storageFailureTasks / len(batch) {
+		bt.Enqueue(b, e, bt.T0, batch...)
+	}
+	run := func(b *testing.B) {
+		now := bt.T0.Add(time.Second)
+		for range b.N {
+			ls, err := e.Lease(b.Context(), broker.LeaseParams{SessionID: "s1", Picks: []broker.QueuePick{{Queue: "q", N: 1}}, Now: now, TTL: bt.TTL})
+			if err != nil || len(ls) != 1 {
+				b.Fatalf("Lease = %d leases, %v", len(ls), err)
+			}
+			if _, err := e.Complete(b.Context(), broker.CompleteParams{SessionID: "s1", Lease: bt.Ref(ls[0]), Outcome: outcomeSuccess, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("healthy", run)
+	b.Run("disk-full", func(b *testing.B) {
+		d.full.Store(true)
+		defer d.full.Store(false)
+		run(b)
+	})
+	if err := e.Sync(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	// One reload whatever b.N: it is what each failed commit would cost
+	// an engine that rebuilt its indexes (the design before retrying).
+	b.Run("reload", func(b *testing.B) {
+		if err := e.Close(); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		var err error
+		if e, err = bolt.Open(bolt.Config{Path: cfg.Path}); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s/reload")
+		reopened := e
+		b.Cleanup(func() { _ = reopened.Close() }) // before openEngine's check
+
+	})
+}

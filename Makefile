@@ -27,6 +27,18 @@ build: ## Build the conveyor binary into ./bin.
 test: ## Run the whole test suite with the race detector.
 	go test -race -count=1 -timeout 20m ./...
 
+# Fuzz targets, as package:Target. `make fuzz` runs each for FUZZTIME.
+FUZZ_TARGETS := ./server:FuzzNewTask ./server:FuzzSessionFrames ./broker/bolt:FuzzStoredRecords
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
 .PHONY: bench
 bench: ## Run the Go micro-benchmarks once each.
 	go test -run '^$$' -bench . -benchtime 1x ./...

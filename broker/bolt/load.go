@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
@@ -89,6 +90,9 @@ func (e *Engine) reloadLocked() error {
 			if err := proto.Unmarshal(v, st); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
+			if err := checkLiveStatus(st); err != nil {
+				return fmt.Errorf("status of %s: %w", k, err)
+			}
 			if st.GetState() == stateActive {
 				wasActive = append(wasActive, k)
 				st.State = statePending
@@ -117,6 +121,22 @@ func (e *Engine) reloadLocked() error {
 			return fmt.Errorf("release tasks that were active: %w", err)
 		}
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
+	}
+	return nil
+}
+
+// checkLiveStatus refuses a live record the indexes cannot hold: a file
+// damaged or written by something else than this engine. Open then fails,
+// naming the task, rather than indexing out of range or losing the task.
+func checkLiveStatus(st *storagev1.TaskStatus) error {
+	if s := st.GetState(); !isWaiting(s) && s != stateActive {
+		return fmt.Errorf("state %d is not a live state", s)
+	}
+	if p := st.GetPriority(); p < 1 || p > 9 {
+		return fmt.Errorf("priority %d is not 1..9", p)
+	}
+	if st.GetQueue() == "" {
+		return errors.New("no queue")
 	}
 	return nil
 }

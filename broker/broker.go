@@ -8,6 +8,13 @@ import (
 // Broker stores tasks and leases. Every method is atomic and safe for
 // concurrent use; slices and maps passed in are not retained, and values
 // returned are owned by the caller.
+//
+// A broker applies decisions; it does not make them. Which state a new
+// task starts in, what a worker's outcome or a lapsed lease leads to, when
+// a retry is due and how long terminal tasks are kept are decided by the
+// caller (see docs/architecture.md) and passed in; the broker keeps only
+// the mechanisms (fencing, expiry, promotion, purging by the horizons it
+// is given) and the overrides its own state forces (Decision).
 type Broker interface {
 	// Enqueue stores each task independently: results[i] holds the task or
 	// the error for tasks[i] (ErrAlreadyExists for a duplicate id or an
@@ -19,7 +26,8 @@ type Broker interface {
 	// by another task, or shared by two tasks of the call, fails the call
 	// with ErrAlreadyExists. Returns once the tasks are durable.
 	EnqueueTx(ctx context.Context, p EnqueueParams) ([]*Task, error)
-	// GetTask returns a task by id, or ErrNotFound.
+	// GetTask returns a task by id, or ErrNotFound. It reflects every
+	// change that returned before it was called.
 	GetTask(ctx context.Context, id string) (*Task, error)
 
 	// Ready reports how many tasks each named queue has ready to lease right
@@ -28,14 +36,15 @@ type Broker interface {
 	Ready(queues []string, counts []int)
 	// Lease leases up to pick.N ready tasks from each picked queue to a
 	// session, highest priority first and FIFO within a priority. It may
-	// return fewer than asked when another session got there first.
+	// return fewer than asked when another session got there first. A task
+	// whose deadline has passed is archived instead of leased.
 	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
-	// Extend renews leases to p.Now + p.TTL; it returns how many of the
-	// named leases were still current and were extended.
+	// Extend renews leases to p.Now + p.TTL (never past a lease's limit);
+	// it returns how many of the named leases were still current.
 	Extend(ctx context.Context, p ExtendParams) (int, error)
-	// Complete records a worker's outcome for a leased task, fenced by the
-	// lease token (ErrLeaseLost when stale). It returns the task's new state.
-	Complete(ctx context.Context, p CompleteParams) (State, error)
+	// Complete applies a decision about a leased task, fenced by its lease
+	// (ErrLeaseLost when stale), and returns the state the task is in after.
+	Complete(ctx context.Context, d Decision) (State, error)
 	// Release returns leased tasks to pending with no retry increment, for a
 	// session that ended; leases that are no longer current are skipped.
 	Release(ctx context.Context, p ReleaseParams) error
@@ -46,14 +55,18 @@ type Broker interface {
 	// waiting tasks whose expiry passed. It returns when it should run next
 	// (zero when nothing is waiting on a timer).
 	PromoteDue(ctx context.Context, now time.Time) (next time.Time, err error)
-	// ReapLeases expires leases whose time passed: each task goes back to
-	// pending (or retry, or archived) with its retry count incremented. It
-	// returns the lapsed leases, so the server can tell their sessions, and
-	// when it should run next.
-	ReapLeases(ctx context.Context, now time.Time) (lapsed []LapsedLease, next time.Time, err error)
-	// Purge deletes terminal tasks whose retention passed, and returns when
-	// it should run next.
-	Purge(ctx context.Context, now time.Time) (next time.Time, err error)
+	// LapsedLeases lists leases whose expiry is at or before now, for the
+	// reaper to decide on, and when the next lease expires (zero: none).
+	LapsedLeases(ctx context.Context, now time.Time) (lapsed []LapsedLease, next time.Time, err error)
+	// Reclaim applies the reaper's decisions about lapsed leases. A lease
+	// that is no longer current, or was renewed past the decision's Now
+	// meanwhile, is skipped. Before a task can be leased again the engine
+	// tells the session that held it (Notifier.LeaseLapsed), inside the
+	// same critical section.
+	Reclaim(ctx context.Context, decisions []Decision) error
+	// Purge deletes terminal tasks past the horizons p gives, at most
+	// p.Limit of them, and tells what remains.
+	Purge(ctx context.Context, p PurgeParams) (PurgeNext, error)
 
 	// Queues lists every known queue with its counts, sorted by name.
 	Queues(ctx context.Context) ([]QueueInfo, error)
@@ -92,3 +105,23 @@ func (NopNotifier) TimersChanged() {}
 
 // LeaseLapsed does nothing.
 func (NopNotifier) LeaseLapsed(LapsedLease) {}
+
+// Optional interfaces an engine may implement; the server checks for them.
+
+// Syncer is an engine that can wait until every change applied so far is
+// durable.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// CommitStatser is an engine that batches writes into commits and counts
+// them.
+type CommitStatser interface {
+	CommitStats() (commits, ops int64)
+}
+
+// StorageHealth is an engine that can report a storage that refuses writes
+// (a full disk); nil means healthy.
+type StorageHealth interface {
+	StorageError() error
+}

@@ -4,15 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/lease"
 )
 
-func TestDeadline(t *testing.T) {
+func TestDispatchDeadline(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	expiry := now.Add(time.Minute)
@@ -30,19 +26,30 @@ func TestDeadline(t *testing.T) {
 		{"deadline after the lease", time.Hour, 0, expiry},
 	}
 	for _, tc := range cases {
-		task := &broker.Task{Options: &conveyorv1.TaskOptions{}}
+		task := &broker.Task{Timeout: tc.timeout}
 		if tc.deadline != 0 {
 			task.Deadline = now.Add(tc.deadline)
-			task.Options.Deadline = timestamppb.New(task.Deadline)
 		}
-		if tc.timeout != 0 {
-			task.Options.Timeout = durationpb.New(tc.timeout)
-		}
-		if got := lease.Deadline(now, expiry, task); !got.Equal(tc.want) {
-			t.Errorf("%s: Deadline = %v, want %v", tc.name, got, tc.want)
+		if got := lease.DispatchDeadline(now, expiry, task); !got.Equal(tc.want) {
+			t.Errorf("%s: DispatchDeadline = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	if got := lease.HeartbeatInterval(time.Minute); got != 20*time.Second {
 		t.Errorf("HeartbeatInterval(1m) = %v, want 20s", got)
+	}
+}
+
+func TestLimit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if got := lease.Limit(&broker.Task{}, now, lease.DefaultLimitGrace); !got.IsZero() {
+		t.Errorf("an unbounded task has limit %v", got)
+	}
+	if got := lease.Limit(&broker.Task{Timeout: 2 * time.Second}, now, time.Second); !got.Equal(now.Add(3 * time.Second)) {
+		t.Errorf("timeout 2s, grace 1s: limit %v, want now+3s", got)
+	}
+	far := &broker.Task{Timeout: 1<<63 - 1, Deadline: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if got := lease.Limit(far, now, lease.DefaultLimitGrace); got.Before(now.Add(100 * 365 * 24 * time.Hour)) {
+		t.Errorf("a far bound gives limit %v: it must saturate, not wrap", got)
 	}
 }

@@ -1,10 +1,19 @@
-// Package scheduler runs Conveyor's timed background work: promoting
-// SCHEDULED and RETRY tasks when they come due (and archiving waiting tasks
-// whose expiry passed), and purging terminal tasks whose retention passed.
+// Package scheduler holds Conveyor's time-based rules and the background
+// roles that apply them, one file each:
 //
-// Nothing here scans or polls. Each job is a Loop: it runs once at start,
-// learns from the broker when it is next due, sleeps on a timer until then,
-// and is woken early by Kick whenever the broker reports that something
-// earlier was added (broker.Notifier.TimersChanged). A job that fails is
-// retried after RetryDelay.
+//   - retry.go: what a worker's outcome or a lapsed lease leads to, and
+//     the retry backoff (Retrier, Backoff);
+//   - promoter.go: due SCHEDULED and RETRY tasks become pending, and
+//     waiting tasks whose expiry passed are archived;
+//   - purger.go: how long terminal tasks are kept (Retention), and the
+//     loop that deletes them once it passed;
+//   - loop.go: the timer loop every role runs on.
+//
+// Nothing here scans or polls. Each role is a Loop: it runs once at
+// start, learns from the broker when it is next due, sleeps on a timer
+// until then, and is woken early by Kick whenever the broker reports that
+// something earlier was added (broker.Notifier.TimersChanged). A job that
+// fails is retried after RetryDelay. Every Loop has the one lifecycle of
+// the server's services: Start(ctx) returns once running, Stop(ctx) is
+// idempotent.
 package scheduler

@@ -15,18 +15,20 @@ const RetryDelay = time.Second
 // (zero when nothing is waiting: the loop then sleeps until kicked).
 type Job func(ctx context.Context, now time.Time) (next time.Time, err error)
 
-// Loop runs a Job at the times it asks for. Start it once; Stop is
-// idempotent.
+// Loop runs a Job at the times it asks for: once at start, then whenever
+// it is due or kicked, until stopped. It is the timer every background
+// role here is built on.
 type Loop struct {
 	name string
 	job  Job
 	now  func() time.Time
 	log  *slog.Logger
 
-	kick   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+	mu      sync.Mutex
 }
 
 // NewLoop returns a loop that runs job. now defaults to time.Now.
@@ -37,10 +39,21 @@ func NewLoop(name string, job Job, now func() time.Time, log *slog.Logger) *Loop
 	return &Loop{name: name, job: job, now: now, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// Start runs the job once and then whenever it is due or kicked, until Stop.
-func (l *Loop) Start(ctx context.Context) {
-	ctx, l.cancel = context.WithCancel(ctx)
+// Name names the loop, for logs.
+func (l *Loop) Name() string { return l.name }
+
+// Start starts the loop; it returns at once. The loop runs until Stop, or
+// until ctx ends. Starting a loop twice is a no-op.
+func (l *Loop) Start(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		return nil
+	}
+	l.started = true
+	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go l.run(ctx)
+	return nil
 }
 
 // Kick makes the loop run its job soon, to learn of an earlier due time.
@@ -51,16 +64,22 @@ func (l *Loop) Kick() {
 	}
 }
 
-// Stop ends the loop and waits for a running job to return.
-func (l *Loop) Stop() {
-	l.once.Do(func() {
-		if l.cancel == nil {
-			close(l.done)
-			return
-		}
-		l.cancel()
-		<-l.done
-	})
+// Stop ends the loop and waits, bounded by ctx, for a running job to
+// return. It is idempotent, and a no-op for a loop never started.
+func (l *Loop) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.started {
+		l.mu.Unlock()
+		return nil
+	}
+	l.cancel()
+	l.mu.Unlock()
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (l *Loop) run(ctx context.Context) {

@@ -32,8 +32,14 @@ func TestLoopRunsWhenDueAndWhenKicked(t *testing.T) {
 	}
 	l := scheduler.NewLoop("test", job, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	nextIn <- 20 * time.Millisecond // the first run asks to run again soon
-	l.Start(context.Background())
-	defer l.Stop()
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	wait := func(what string) time.Time {
 		t.Helper()
@@ -56,4 +62,24 @@ func TestLoopRunsWhenDueAndWhenKicked(t *testing.T) {
 	}
 	l.Kick()
 	wait("after Kick")
+}
+
+// TestLoopStopIsIdempotent: Stop may be called twice, and on a loop never
+// started.
+func TestLoopStopIsIdempotent(t *testing.T) {
+	t.Parallel()
+	job := func(context.Context, time.Time) (time.Time, error) { return time.Time{}, nil }
+	idle := scheduler.NewLoop("idle", job, nil, slog.New(slog.DiscardHandler))
+	if err := idle.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop of a loop never started: %v", err)
+	}
+	l := scheduler.NewLoop("test", job, nil, slog.New(slog.DiscardHandler))
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := l.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	}
 }

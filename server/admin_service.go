@@ -23,19 +23,6 @@ type adminService struct {
 	server *Server
 }
 
-func queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
-	c := q.Counts
-	return &conveyorv1.QueueInfo{
-		Name: q.Name, Paused: q.Paused,
-		Scheduled: c[conveyorv1.TaskState_TASK_STATE_SCHEDULED], Pending: c[conveyorv1.TaskState_TASK_STATE_PENDING],
-		Active: c[conveyorv1.TaskState_TASK_STATE_ACTIVE], Retry: c[conveyorv1.TaskState_TASK_STATE_RETRY],
-		Completed: c[conveyorv1.TaskState_TASK_STATE_COMPLETED], Archived: c[conveyorv1.TaskState_TASK_STATE_ARCHIVED],
-		Canceled: c[conveyorv1.TaskState_TASK_STATE_CANCELED], Aggregating: c[conveyorv1.TaskState_TASK_STATE_AGGREGATING],
-		Blocked:   c[conveyorv1.TaskState_TASK_STATE_BLOCKED],
-		Processed: q.Processed, Failed: q.Failed,
-	}
-}
-
 func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
 	qs, err := a.broker.Queues(ctx)
 	if err != nil {
@@ -68,8 +55,12 @@ func (a *adminService) ResumeQueue(ctx context.Context, req *connect.Request[con
 	return a.setPaused(ctx, req.Msg.GetQueue(), false)
 }
 
-func (a *adminService) GetClusterInfo(context.Context, *connect.Request[conveyorv1.GetClusterInfoRequest]) (*connect.Response[conveyorv1.GetClusterInfoResponse], error) {
+func (a *adminService) GetClusterInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetClusterInfoRequest]) (*connect.Response[conveyorv1.GetClusterInfoResponse], error) {
 	s := a.server
+	info, err := a.broker.Info(ctx)
+	if err != nil {
+		return nil, toConnectError(s.log, err)
+	}
 	host, _ := os.Hostname()
 	return connect.NewResponse(&conveyorv1.GetClusterInfoResponse{
 		Nodes: []*conveyorv1.NodeInfo{{
@@ -77,7 +68,7 @@ func (a *adminService) GetClusterInfo(context.Context, *connect.Request[conveyor
 		}},
 		Version:       s.cfg.Version,
 		Uptime:        durationpb.New(s.now().Sub(s.started)),
-		StorageEngine: "bbolt",
+		StorageEngine: info.Engine,
 	}), nil
 }
 
@@ -107,29 +98,12 @@ func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[con
 	}
 	counts := map[string]int64{}
 	for s, n := range info.Counts {
-		if s == 0 {
-			continue
+		if st := broker.State(s); st.Valid() {
+			counts[st.String()] = n
 		}
-		counts[stateName(conveyorv1.TaskState(s))] = n
 	}
 	return connect.NewResponse(&conveyorv1.GetBrokerInfoResponse{
 		Engine: info.Engine, DataPath: info.DataPath, FileSizeBytes: info.FileSizeBytes,
 		FreePages: info.FreePages, TaskCounts: counts,
 	}), nil
-}
-
-// stateName is the lower-case short name of a state ("pending").
-func stateName(s conveyorv1.TaskState) string {
-	name := s.String()
-	const prefix = "TASK_STATE_"
-	if len(name) > len(prefix) {
-		name = name[len(prefix):]
-	}
-	b := []byte(name)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }

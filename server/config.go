@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
 // Config configures a Server. The zero value of each field means its
@@ -25,21 +30,30 @@ type Config struct {
 	// TLSCertFile and TLSKeyFile enable TLS (HTTP/2 via ALPN). Both or neither.
 	TLSCertFile, TLSKeyFile string
 	// LeaseTTL is how long a dispatched task's lease lives without a
-	// heartbeat. Defaults to 60s. Workers are told to heartbeat every
-	// LeaseTTL/3.
+	// heartbeat. Defaults to lease.DefaultTTL (60s). Workers are told to
+	// heartbeat every LeaseTTL/3.
 	LeaseTTL time.Duration
+	// LimitGrace is how long past its deadline or timeout an attempt may
+	// keep its lease. Defaults to lease.DefaultLimitGrace (5s).
+	LimitGrace time.Duration
 	// Retention is how long COMPLETED tasks are kept when the task does not
-	// say. Defaults to 24h.
+	// say. Defaults to scheduler.DefaultRetention (24h).
 	Retention time.Duration
 	// ArchiveRetention is how long ARCHIVED and CANCELED tasks are kept.
-	// Defaults to 7 days.
+	// Defaults to scheduler.DefaultArchiveRetention (7 days).
 	ArchiveRetention time.Duration
+	// Backoff computes retry delays. Defaults to scheduler.Backoff.
+	Backoff scheduler.BackoffFunc
+	// OpenBroker opens the storage engine, handing it the server's
+	// Notifier. Defaults to the embedded bbolt engine on a file in DataDir
+	// (OpenBolt).
+	OpenBroker func(n broker.Notifier, log *slog.Logger) (broker.Broker, error)
 	// ShutdownTimeout bounds how long Stop waits for in-flight RPCs when its
 	// context has no deadline. Defaults to 30s.
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Version is reported to clients. Defaults to buildinfo.Version.
+	// Version is reported to clients. Defaults to Version.
 	Version string
 	// MaxSessionConcurrency bounds Hello.concurrency: a session that
 	// declares more fails with invalid_argument. Defaults to
@@ -67,27 +81,44 @@ const (
 	DefaultReclaimWindow         = 5 * time.Second
 )
 
-// DefaultListen is the default listen address: loopback only.
-const DefaultListen = "127.0.0.1:7420"
+// Defaults of the server's own settings (the others are the packages'
+// that own their rules: lease.DefaultTTL, scheduler.DefaultRetention, ...).
+const (
+	// DefaultListen is the default listen address: loopback only.
+	DefaultListen = "127.0.0.1:7420"
+	// DefaultDataDir holds the data file unless DataDir says otherwise.
+	DefaultDataDir = "./conveyor-data"
+	// DefaultShutdownTimeout bounds a graceful stop.
+	DefaultShutdownTimeout = 30 * time.Second
+)
 
 func (c *Config) setDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
 	if c.DataDir == "" {
-		c.DataDir = "./conveyor-data"
+		c.DataDir = DefaultDataDir
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 60 * time.Second
+		c.LeaseTTL = lease.DefaultTTL
+	}
+	if c.LimitGrace == 0 {
+		c.LimitGrace = lease.DefaultLimitGrace
 	}
 	if c.Retention == 0 {
-		c.Retention = 24 * time.Hour
+		c.Retention = scheduler.DefaultRetention
 	}
 	if c.ArchiveRetention == 0 {
-		c.ArchiveRetention = 7 * 24 * time.Hour
+		c.ArchiveRetention = scheduler.DefaultArchiveRetention
+	}
+	if c.Backoff == nil {
+		c.Backoff = scheduler.Backoff
+	}
+	if c.OpenBroker == nil {
+		c.OpenBroker = OpenBolt(filepath.Join(c.DataDir, DataFile))
 	}
 	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 30 * time.Second
+		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -105,7 +136,7 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New("--tls-cert and --tls-key must be given together")
+		return errors.New("config: TLSCertFile and TLSKeyFile (--tls-cert, --tls-key) must be given together")
 	}
 	if c.TLSCertFile != "" {
 		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
@@ -113,23 +144,26 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.LeaseTTL < time.Second || c.LeaseTTL > MaxLeaseTTL {
-		return fmt.Errorf("LeaseTTL (--lease-ttl) must be 1s..%s, got %s", MaxLeaseTTL, c.LeaseTTL)
+		return fmt.Errorf("config: LeaseTTL (--lease-ttl) must be 1s..%s, got %s", MaxLeaseTTL, c.LeaseTTL)
 	}
 	if c.Retention < 0 || c.ArchiveRetention < 0 {
-		return errors.New("retention must not be negative")
+		return errors.New("config: Retention and ArchiveRetention (--retention, --archive-retention) must not be negative")
+	}
+	if c.LimitGrace < 0 {
+		return fmt.Errorf("config: LimitGrace must not be negative, got %s", c.LimitGrace)
 	}
 	if c.MaxSessionConcurrency < 1 {
-		return fmt.Errorf("MaxSessionConcurrency must be at least 1, got %d", c.MaxSessionConcurrency)
+		return fmt.Errorf("config: MaxSessionConcurrency (--max-session-concurrency) must be at least 1, got %d", c.MaxSessionConcurrency)
 	}
 	if c.MaxSessionBytes < maxEnvelopeBytes {
-		return fmt.Errorf("MaxSessionBytes must be at least %d (one task of the largest size), got %d", maxEnvelopeBytes, c.MaxSessionBytes)
+		return fmt.Errorf("config: MaxSessionBytes (--max-session-bytes) must be at least %d (one task of the largest size), got %d", maxEnvelopeBytes, c.MaxSessionBytes)
 	}
 	if c.ReclaimWindow < 0 || c.ReclaimWindow > time.Hour {
-		return fmt.Errorf("ReclaimWindow (--reclaim-window) must be 0..1h, got %s", c.ReclaimWindow)
+		return fmt.Errorf("config: ReclaimWindow (--reclaim-window) must be 0..1h, got %s", c.ReclaimWindow)
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+		return fmt.Errorf("config: Listen (--listen) %q: %w", c.Listen, err)
 	}
 	if c.Token == "" && !c.AllowRemote && !isLoopback(host) {
 		return fmt.Errorf("refusing to listen on %q without a token: it is not a loopback address. "+

@@ -1,8 +1,12 @@
 package server
 
+// This file is the one place the wire's types (conveyor.v1) and the broker
+// contract's meet: every conversion between them is here.
+
 import (
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -16,13 +20,75 @@ func ts(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-// taskInfo is the wire view of a task.
-func taskInfo(t *broker.Task) *conveyorv1.TaskInfo {
+// The contract numbers its states, outcomes, strategies and failure
+// policies as the wire does, so each conversion is a cast.
+
+func wireState(s broker.State) conveyorv1.TaskState         { return conveyorv1.TaskState(s) }
+func brokerOutcome(o conveyorv1.TaskOutcome) broker.Outcome { return broker.Outcome(o) }
+
+// decodeOptions reads the producer's options the broker kept as bytes; nil
+// when there are none (or, never expected, when they do not decode).
+func decodeOptions(b []byte) *conveyorv1.TaskOptions {
+	if len(b) == 0 {
+		return nil
+	}
+	o := &conveyorv1.TaskOptions{}
+	if proto.Unmarshal(b, o) != nil {
+		return nil
+	}
+	return o
+}
+
+// encodeOptions is the producer's options as the broker keeps them.
+func encodeOptions(o *conveyorv1.TaskOptions) []byte {
+	if o == nil {
+		return nil
+	}
+	b, err := proto.Marshal(o)
+	if err != nil {
+		return nil // a decoded message always encodes
+	}
+	return b
+}
+
+func brokerRetryPolicy(p *conveyorv1.RetryPolicy) *broker.RetryPolicy {
+	if p == nil {
+		return nil
+	}
+	return &broker.RetryPolicy{Strategy: broker.RetryStrategy(p.GetStrategy()),
+		Base: p.GetBase().AsDuration(), Max: p.GetMax().AsDuration()}
+}
+
+func wireDependencies(deps []broker.Dependency) []*conveyorv1.TaskDependency {
+	if len(deps) == 0 {
+		return nil
+	}
+	out := make([]*conveyorv1.TaskDependency, len(deps))
+	for i, d := range deps {
+		out[i] = &conveyorv1.TaskDependency{TaskId: d.TaskID, OnFailure: conveyorv1.OnFailure(d.OnFailure)}
+	}
+	return out
+}
+
+func wireErrors(errs []broker.AttemptError) []*conveyorv1.TaskError {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]*conveyorv1.TaskError, len(errs))
+	for i, e := range errs {
+		out[i] = &conveyorv1.TaskError{Attempt: e.Attempt, Message: e.Message, At: ts(e.At)}
+	}
+	return out
+}
+
+// taskInfo is the wire view of a task. attemptID names the delivery of an
+// ACTIVE task's lease (see hub.attemptID).
+func taskInfo(t *broker.Task, attemptID func(uint64) string) *conveyorv1.TaskInfo {
 	info := &conveyorv1.TaskInfo{
 		Id:              t.ID,
 		Queue:           t.Queue,
 		Type:            t.Type,
-		State:           t.State,
+		State:           wireState(t.State),
 		Priority:        t.Priority,
 		Retried:         t.Retried,
 		MaxRetry:        t.MaxRetry,
@@ -37,11 +103,16 @@ func taskInfo(t *broker.Task) *conveyorv1.TaskInfo {
 		Result:          t.Result,
 		ProgressPercent: t.ProgressPercent,
 		ProgressMessage: t.ProgressMessage,
-		Group:           t.Options.GetGroup(),
-		ConcurrencyKey:  t.Options.GetConcurrencyKey(),
-		DependsOn:       t.Options.GetDependsOn(),
-		Options:         t.Options,
+		Group:           t.Group,
+		ConcurrencyKey:  t.ConcurrencyKey,
+		DependsOn:       wireDependencies(t.DependsOn),
+		Options:         decodeOptions(t.Options),
 		ExpiresAt:       ts(t.ExpiresAt),
+		Errors:          wireErrors(t.Errors),
+		SessionId:       t.SessionID,
+	}
+	if t.LeaseToken != 0 && attemptID != nil {
+		info.AttemptId = attemptID(t.LeaseToken)
 	}
 	return info
 }
@@ -55,9 +126,23 @@ func envelope(t *broker.Task) *conveyorv1.TaskEnvelope {
 		Payload:     t.Payload,
 		ContentType: t.ContentType,
 		Metadata:    t.Metadata,
-		Options:     t.Options,
+		Options:     decodeOptions(t.Options),
 		Retried:     t.Retried,
 		MaxRetry:    t.MaxRetry,
 		Priority:    t.Priority,
+	}
+}
+
+// queueInfo is the wire view of a queue.
+func queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
+	c := q.Counts
+	return &conveyorv1.QueueInfo{
+		Name: q.Name, Paused: q.Paused,
+		Scheduled: c[broker.StateScheduled], Pending: c[broker.StatePending],
+		Active: c[broker.StateActive], Retry: c[broker.StateRetry],
+		Completed: c[broker.StateCompleted], Archived: c[broker.StateArchived],
+		Canceled: c[broker.StateCanceled], Aggregating: c[broker.StateAggregating],
+		Blocked:   c[broker.StateBlocked],
+		Processed: q.Processed, Failed: q.Failed,
 	}
 }

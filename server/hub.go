@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"log/slog"
@@ -12,16 +13,19 @@ import (
 	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
 // hub tracks the live worker sessions: it wakes the sessions serving a
 // queue when the broker reports ready work, hands lapsed leases back to the
 // sessions that held them, and ends every session at shutdown.
 type hub struct {
-	broker broker.Broker
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
+	broker  broker.Broker
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	retrier scheduler.Retrier
 
 	boot string // bootID, the prefix of attempt ids
 
@@ -37,9 +41,15 @@ type hub struct {
 	lateResults, unknownResults atomic.Int64
 }
 
-func newHub(b broker.Broker, cfg Config, log *slog.Logger, now func() time.Time) *hub {
-	return &hub{broker: b, cfg: cfg, log: log, now: now, boot: bootID(),
+func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, log *slog.Logger, now func() time.Time) *hub {
+	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}}
+}
+
+// limit is the lease limit rule for attempts dispatched at now
+// (lease.Limit with the configured grace).
+func (h *hub) limit(now time.Time) func(*broker.Task) time.Time {
+	return func(t *broker.Task) time.Time { return lease.Limit(t, now, h.cfg.LimitGrace) }
 }
 
 // bootID is a short random id of this server process, the prefix of its
@@ -115,6 +125,26 @@ func (h *hub) leaseLapsed(l broker.LapsedLease) {
 	}
 }
 
+// Start does nothing: sessions register as their streams open.
+func (h *hub) Start(context.Context) error { return nil }
+
+// Stop ends every session, refuses new ones, and waits, bounded by ctx,
+// until every session has unregistered. It is idempotent.
+func (h *hub) Stop(ctx context.Context) error {
+	h.closeAll()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // closeAll ends every session and refuses new ones.
 func (h *hub) closeAll() {
 	h.mu.Lock()
@@ -128,9 +158,6 @@ func (h *hub) closeAll() {
 		s.shutdown()
 	}
 }
-
-// wait blocks until every session has unregistered.
-func (h *hub) wait() { h.wg.Wait() }
 
 // count is the number of live sessions.
 func (h *hub) count() int {

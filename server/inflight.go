@@ -59,9 +59,10 @@ type member struct {
 	lapsed    bool
 	answered  bool
 	lapsedAt  time.Time
-	// lease is what the dispatcher knows of the attempt (for the decision
-	// its Result leads to).
-	task *broker.Task
+	// retried, maxRetry and policy are what the decision a Result leads to
+	// needs to know of the attempt.
+	retried, maxRetry int32
+	policy            *broker.RetryPolicy
 }
 
 func newInflight() *inflight {

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,15 +28,10 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	"github.com/conveyor-dev/conveyor/broker/bolt"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/buildinfo"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
-
-// DataFile is the name of the bbolt file inside Config.DataDir.
-const DataFile = "conveyor.db"
 
 // Server is a running Conveyor server.
 type Server struct {
@@ -46,16 +40,25 @@ type Server struct {
 	now     func() time.Time
 	started time.Time
 
-	engine   *bolt.Engine
-	hub      *hub
-	loops    []*scheduler.Loop
-	health   *grpchealth.StaticChecker
-	httpSrv  *http.Server
+	broker  broker.Broker
+	hub     *hub
+	loops   []service // timer loops, in start order
+	health  *grpchealth.StaticChecker
+	httpSrv *http.Server
+
 	listener net.Listener
 	serveErr chan error
 
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// service is the one lifecycle of the server's background roles (the
+// session hub, the timer loops): Start returns once running, Stop is
+// idempotent and bounded by its context.
+type service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
 }
 
 // New validates cfg and returns a server that is not started yet.
@@ -65,44 +68,42 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Version == "" {
-		cfg.Version = buildinfo.Version
+		cfg.Version = Version
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, now: time.Now}, nil
 }
 
-// Start opens the store, starts the background loops and begins serving.
-// It returns once the listener is bound; serving continues until Stop.
+// Start opens the store, starts the background services and begins
+// serving. It returns once the listener is bound; serving continues until
+// Stop.
 func (s *Server) Start(ctx context.Context) error {
 	s.started = s.now()
 	signals := &notifier{}
-	engine, err := bolt.Open(bolt.Config{
-		Path:             filepath.Join(s.cfg.DataDir, DataFile),
-		Notifier:         signals,
-		Logger:           s.log.With("component", "broker"),
-		Retention:        s.cfg.Retention,
-		ArchiveRetention: s.cfg.ArchiveRetention,
-	})
+	b, err := s.cfg.OpenBroker(signals, s.log.With("component", "broker"))
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	s.engine = engine
-	s.hub = newHub(engine, s.cfg, s.log.With("component", "sessions"), s.now)
-	reaper := lease.NewReaper(engine, s.now, s.log)
-	s.loops = []*scheduler.Loop{
-		scheduler.NewPromoter(engine, s.now, s.log),
-		scheduler.NewPurger(engine, s.now, s.log),
-		reaper.Loop,
-	}
-	signals.set(s.hub, s.loops)
-	for _, l := range s.loops {
-		l.Start(context.WithoutCancel(ctx))
+	s.broker = b
+	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
+	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
+	s.hub = newHub(b, s.cfg, retrier, s.log.With("component", "sessions"), s.now)
+	promoter := scheduler.NewPromoter(b, s.now, s.log)
+	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)
+	reaper := lease.NewReaper(b, retrier, s.now, s.log)
+	s.loops = []service{promoter, purger, reaper}
+	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper})
+	for _, svc := range append([]service{s.hub}, s.loops...) {
+		if err := svc.Start(ctx); err != nil {
+			_ = s.closeBackground(context.Background())
+			return err
+		}
 	}
 
 	if err := s.listen(); err != nil {
-		_ = s.closeBackground() // the listen error is the one to report
+		_ = s.closeBackground(context.Background()) // the listen error is the one to report
 		return err
 	}
-	s.httpSrv = s.newHTTPServer(s.routes(engine))
+	s.httpSrv = s.newHTTPServer(s.routes(b))
 	s.serveErr = make(chan error, 1)
 	go func() {
 		var err error
@@ -116,8 +117,9 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		s.serveErr <- err
 	}()
+	info, _ := b.Info(ctx)
 	s.log.Info("conveyor serving", "addr", s.URL(), "version", s.cfg.Version,
-		"data", filepath.Join(s.cfg.DataDir, DataFile), "auth", s.cfg.Token != "", "tls", s.cfg.TLSCertFile != "")
+		"engine", info.Engine, "data", info.DataPath, "auth", s.cfg.Token != "", "tls", s.cfg.TLSCertFile != "")
 	return nil
 }
 
@@ -153,8 +155,8 @@ func (s *Server) Stats() Stats {
 		st.LateResults = s.hub.lateResults.Load()
 		st.UnknownResults = s.hub.unknownResults.Load()
 	}
-	if s.engine != nil {
-		st.Commits, st.CommitOps = s.engine.CommitStats()
+	if cs, ok := s.broker.(broker.CommitStatser); ok {
+		st.Commits, st.CommitOps = cs.CommitStats()
 	}
 	return st
 }
@@ -195,7 +197,9 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	var errs []error
 	if s.hub != nil {
-		s.hub.closeAll()
+		if err := s.hub.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("end worker sessions: %w", err))
+		}
 	}
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
@@ -204,26 +208,33 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	st := s.Stats()
-	if err := s.closeBackground(); err != nil {
+	if err := s.closeBackground(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	s.log.Info("conveyor stopped", "late_results", st.LateResults, "unknown_results", st.UnknownResults)
 	return errors.Join(errs...)
 }
 
-func (s *Server) closeBackground() error {
-	for _, l := range s.loops {
-		l.Stop()
-	}
-	if s.hub != nil {
-		s.hub.wait()
-	}
-	if s.engine != nil {
-		if err := s.engine.Close(); err != nil {
-			return fmt.Errorf("close store: %w", err)
+// closeBackground stops the timer loops (last started, first stopped) and
+// the session hub, then closes the broker.
+func (s *Server) closeBackground(ctx context.Context) error {
+	var errs []error
+	for i := len(s.loops) - 1; i >= 0; i-- {
+		if err := s.loops[i].Stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	if s.hub != nil {
+		if err := s.hub.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.broker != nil {
+		if err := s.broker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // servedServices are the services health checking and reflection report.
@@ -244,7 +255,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	opts = append(opts, connect.WithInterceptors(interceptors...))
 
 	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now}, opts...))
+	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
 	mux.Handle(workerPath, withFlushGate(workerHandler))
 	mux.Handle(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
 // errShuttingDown ends sessions when the server stops; workers treat it as
@@ -288,13 +289,13 @@ func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 	s.wake()
 }
 
-// complete records one attempt's Result with the broker.
+// complete records one attempt's Result with the broker: the retry rule
+// decides what it leads to, the broker applies the decision.
 func (s *session) complete(m *member, r *conveyorv1.Result) {
 	outcome, errMsg, result := checkedResult(r)
-	_, err := s.hub.broker.Complete(s.ctx, broker.CompleteParams{
-		SessionID: s.id, Lease: m.ref(), Outcome: outcome,
-		ErrorMsg: errMsg, Result: result, Now: s.hub.now(),
-	})
+	a := scheduler.Attempt{SessionID: s.id, Lease: m.ref(), Retried: m.retried, MaxRetry: m.maxRetry, Policy: m.policy}
+	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, s.hub.now())
+	_, err := s.hub.broker.Complete(s.ctx, d)
 	switch {
 	case errors.Is(err, broker.ErrLeaseLost):
 		s.hub.lateResults.Add(1)

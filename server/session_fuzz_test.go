@@ -16,8 +16,8 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // FuzzSessionFrames drives a real session with a fuzzed program of worker
@@ -32,9 +32,9 @@ import (
 //	go test ./server -run '^$' -fuzz FuzzSessionFrames -fuzztime 30s
 func FuzzSessionFrames(f *testing.F) {
 	// The fuzz target may not log through f, so the server logs nowhere.
-	s := testserver.Start(f, server.Config{ReclaimWindow: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	tasks := conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
-	admin := conveyorv1connect.NewAdminServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	s := servertest.Start(f, server.Config{ReclaimWindow: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	tasks := conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
+	admin := conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	var runs atomic.Int64
 
 	f.Add([]byte{6, 6, 0, 0, 1, 0, 0, 6, 4, 2, 0, 1})
@@ -102,8 +102,8 @@ type fuzzWorker struct {
 	dead    bool // the stream is known to have ended
 }
 
-func startFuzzWorker(t *testing.T, s *testserver.Server, queue string, concurrency int32) *fuzzWorker {
-	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+func startFuzzWorker(t *testing.T, s *servertest.Server, queue string, concurrency int32) *fuzzWorker {
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	ctx, cancel := context.WithCancel(context.Background())
 	fw := &fuzzWorker{t: t, stream: client.Session(ctx), cancel: cancel,
 		arrived: make(chan struct{}, 64), ended: make(chan struct{})}

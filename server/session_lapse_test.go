@@ -8,14 +8,14 @@ import (
 	"connectrpc.com/connect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // lapseBundle is a server with a one-second lease, one task and one raw
 // worker of concurrency 1 that never heartbeats, so every lease lapses.
 type lapseBundle struct {
-	s     *testserver.Server
+	s     *servertest.Server
 	tasks interface {
 		GetTask(context.Context, *connect.Request[conveyorv1.GetTaskRequest]) (*connect.Response[conveyorv1.TaskInfo], error)
 	}
@@ -26,8 +26,8 @@ type lapseBundle struct {
 func setupLapse(t *testing.T, cfg server.Config, extra ...string) *lapseBundle {
 	t.Helper()
 	cfg.LeaseTTL = time.Second
-	s := testserver.Start(t, cfg)
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, cfg)
+	tasks := taskClient(t, s, servertest.GRPC)
 	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func setupLapse(t *testing.T, cfg server.Config, extra ...string) *lapseBundle {
 			t.Fatal(err)
 		}
 	}
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (b *lapseBundle) answer(outcome conveyorv1.TaskOutcome, attemptID string) {
 
 func (b *lapseBundle) waitCompleted(t *testing.T, retried int32) {
 	t.Helper()
-	testserver.Eventually(t, 10*time.Second, "completed by the live attempt", func() bool {
+	servertest.Eventually(t, 10*time.Second, "completed by the live attempt", func() bool {
 		got := b.state(t, b.id)
 		return got.GetState() == conveyorv1.TaskState_TASK_STATE_COMPLETED && got.GetRetried() == retried
 	})
@@ -96,7 +96,7 @@ func TestLateResultAfterLongStallIsDropped(t *testing.T) {
 	b.cancel(t)
 	b.dispatch(t, 1) // after the reclaim window: more than 2x the TTL later
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY, "")
-	testserver.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
+	servertest.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
 	if got := b.state(t, b.id); got.GetState() != conveyorv1.TaskState_TASK_STATE_ACTIVE {
 		t.Fatalf("after the late result the task is %v (%q), want the redelivery still ACTIVE", got.GetState(), got.GetLastError())
 	}
@@ -117,7 +117,7 @@ func TestTwoLapsesOwesTwoAnswers(t *testing.T) {
 	b.dispatch(t, 2)
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "")      // attempt 1, late
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY, "") // attempt 2, late
-	testserver.Eventually(t, 10*time.Second, "two late results counted", func() bool { return b.s.Stats().LateResults == 2 })
+	servertest.Eventually(t, 10*time.Second, "two late results counted", func() bool { return b.s.Stats().LateResults == 2 })
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, "")
 	b.waitCompleted(t, 2)
 }
@@ -136,7 +136,7 @@ func TestAttemptIDsFenceResults(t *testing.T) {
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, second.GetAttemptId()) // the live one first
 	b.waitCompleted(t, 1)
 	b.answer(conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY, first.GetAttemptId())
-	testserver.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
+	servertest.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
 	if got := b.state(t, b.id); got.GetState() != conveyorv1.TaskState_TASK_STATE_COMPLETED {
 		t.Fatalf("the lapsed attempt's answer changed the task to %v", got.GetState())
 	}
@@ -187,7 +187,7 @@ func TestReclaimWindowReturnsTheSlotOnce(t *testing.T) {
 		ActiveAttemptIds: []string{second.GetAttemptId()}}}})
 	b.w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
 		TaskId: first.GetTask().GetId(), AttemptId: first.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}}})
-	testserver.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
+	servertest.Eventually(t, 10*time.Second, "the late result counted", func() bool { return b.s.Stats().LateResults == 1 })
 	w, err := adminClient(t, b.s).ListWorkers(context.Background(), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
 	if err != nil {
 		t.Fatal(err)

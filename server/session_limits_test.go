@@ -10,16 +10,16 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
-func adminClient(t *testing.T, s *testserver.Server) conveyorv1connect.AdminServiceClient {
+func adminClient(t *testing.T, s *servertest.Server) conveyorv1connect.AdminServiceClient {
 	t.Helper()
-	return conveyorv1connect.NewAdminServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	return conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 }
 
-func queueCounts(t *testing.T, s *testserver.Server, name string) *conveyorv1.QueueInfo {
+func queueCounts(t *testing.T, s *servertest.Server, name string) *conveyorv1.QueueInfo {
 	t.Helper()
 	res, err := adminClient(t, s).ListQueues(context.Background(), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
 	if err != nil {
@@ -38,14 +38,14 @@ func queueCounts(t *testing.T, s *testserver.Server, name string) *conveyorv1.Qu
 // and keeps getting work.
 func TestOversizedResultFailsTheTaskNotTheStream(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
 	for range 2 {
 		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,28 +71,28 @@ func TestOversizedResultFailsTheTaskNotTheStream(t *testing.T) {
 // their bounds are stored truncated, and the stream carries on.
 func TestLongMessagesAreTruncated(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
 	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := res.Msg.GetTask().GetId()
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.next(10 * time.Second).GetDispatch()
 	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Progress{Progress: &conveyorv1.Progress{
 		TaskId: id, Percent: 10, Message: strings.Repeat("é", server.MaxProgressMessageBytes)}}})
-	testserver.Eventually(t, 10*time.Second, "progress stored", func() bool {
+	servertest.Eventually(t, 10*time.Second, "progress stored", func() bool {
 		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
 		m := got.Msg.GetProgressMessage()
 		return err == nil && len(m) <= server.MaxProgressMessageBytes && strings.HasSuffix(m, "[truncated]") && strings.HasPrefix(m, "é")
 	})
 	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
 		TaskId: id, Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY, ErrorMsg: strings.Repeat("x", 1<<20)}}})
-	testserver.Eventually(t, 10*time.Second, "archived with a truncated error", func() bool {
+	servertest.Eventually(t, 10*time.Second, "archived with a truncated error", func() bool {
 		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
 		m := got.Msg.GetLastError()
 		return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_ARCHIVED &&
@@ -104,12 +104,12 @@ func TestLongMessagesAreTruncated(t *testing.T) {
 // MaxSessionConcurrency is refused, naming the limit.
 func TestConcurrencyIsBounded(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{MaxSessionConcurrency: 8})
-	_, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1 << 30})
+	s := servertest.Start(t, server.Config{MaxSessionConcurrency: 8})
+	_, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1 << 30})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "at most 8") {
 		t.Fatalf("concurrency 2^30: %v, want invalid_argument naming the limit 8", err)
 	}
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 8})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 8})
 	if err != nil {
 		t.Fatalf("concurrency at the limit: %v", err)
 	}
@@ -121,14 +121,14 @@ func TestConcurrencyIsBounded(t *testing.T) {
 func TestSessionBytesAreBounded(t *testing.T) {
 	t.Parallel()
 	const perTask = 1 << 20
-	s := testserver.Start(t, server.Config{MaxSessionBytes: 3*perTask + 3*(64<<10+512)})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{MaxSessionBytes: 3*perTask + 3*(64<<10+512)})
+	tasks := taskClient(t, s, servertest.GRPC)
 	for range 10 {
 		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "big", Payload: make([]byte, perTask)})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1000})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +138,13 @@ func TestSessionBytesAreBounded(t *testing.T) {
 	}
 	// The Lease that sent them was sized by the byte budget: at most 2
 	// worst-case envelopes fit in what is left after the first.
-	testserver.Eventually(t, 10*time.Second, "dispatch settled", func() bool { return queueCounts(t, s, "default").GetActive() >= 2 })
+	servertest.Eventually(t, 10*time.Second, "dispatch settled", func() bool { return queueCounts(t, s, "default").GetActive() >= 2 })
 	if a := queueCounts(t, s, "default").GetActive(); a > 3 {
 		t.Fatalf("%d tasks of 1 MiB active on one session, want at most 3 under the byte bound", a)
 	}
 	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
 		TaskId: got[0].GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}}})
-	testserver.Eventually(t, 10*time.Second, "one completed", func() bool { return queueCounts(t, s, "default").GetCompleted() == 1 })
+	servertest.Eventually(t, 10*time.Second, "one completed", func() bool { return queueCounts(t, s, "default").GetCompleted() == 1 })
 	if a := queueCounts(t, s, "default").GetActive(); a > 3 {
 		t.Fatalf("%d tasks active after one answer, want at most 3", a)
 	}
@@ -156,8 +156,8 @@ func TestSessionBytesAreBounded(t *testing.T) {
 // is blocked on HTTP/2 flow control.
 func TestHalfCloseReleasesWhileSendIsBlocked(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{LeaseTTL: 2 * time.Second})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{LeaseTTL: 2 * time.Second})
+	tasks := taskClient(t, s, servertest.GRPC)
 	const n = 40
 	var ids []string
 	for range n {
@@ -167,7 +167,7 @@ func TestHalfCloseReleasesWhileSendIsBlocked(t *testing.T) {
 		}
 		ids = append(ids, res.Msg.GetTask().GetId())
 	}
-	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := client.Session(ctx)
@@ -177,11 +177,11 @@ func TestHalfCloseReleasesWhileSendIsBlocked(t *testing.T) {
 	}
 	// Never read: the server fills the stream's flow-control window and
 	// blocks in a send.
-	testserver.Eventually(t, 20*time.Second, "tasks leased", func() bool { return queueCounts(t, s, "default").GetActive() > 0 })
+	servertest.Eventually(t, 20*time.Second, "tasks leased", func() bool { return queueCounts(t, s, "default").GetActive() > 0 })
 	if err := stream.CloseRequest(); err != nil {
 		t.Fatal(err)
 	}
-	testserver.Eventually(t, 10*time.Second, "leases released", func() bool {
+	servertest.Eventually(t, 10*time.Second, "leases released", func() bool {
 		q := queueCounts(t, s, "default")
 		return q.GetActive() == 0 && q.GetPending() == n && s.Stats().Sessions == 0
 	})

@@ -97,7 +97,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) error {
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL,
+		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
@@ -123,11 +123,12 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	for i, l := range leases {
 		env := envelope(l.Task)
 		env.AttemptId = s.hub.attemptID(l.Token)
-		m := &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token, task: l.Task}
+		m := &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token,
+			retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy}
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
 		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
 			Task:      env,
-			Deadline:  timestamppb.New(lease.Deadline(now, l.Expiry, l.Task)),
+			Deadline:  timestamppb.New(lease.DispatchDeadline(now, l.Expiry, l.Task)),
 			AttemptId: env.AttemptId,
 		}}}
 	}

@@ -13,8 +13,8 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // rawWorker drives a session frame by frame, as an SDK author would.
@@ -25,9 +25,9 @@ type rawWorker struct {
 	end    chan error
 }
 
-func openSession(t *testing.T, s *testserver.Server, p testserver.Protocol, hello *conveyorv1.Hello) (*rawWorker, *conveyorv1.Welcome, error) {
+func openSession(t *testing.T, s *servertest.Server, p servertest.Protocol, hello *conveyorv1.Hello) (*rawWorker, *conveyorv1.Welcome, error) {
 	t.Helper()
-	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), p.ClientOption())
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), p.ClientOption())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream := client.Session(ctx)
@@ -84,14 +84,14 @@ func (w *rawWorker) send(m *conveyorv1.WorkerMessage) {
 
 func TestSessionDispatchAndResult(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
 	ctx := context.Background()
 	res, err := tasks.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Payload: []byte("p")}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []testserver.Protocol{testserver.GRPC, testserver.Connect} {
+	for _, p := range []servertest.Protocol{servertest.GRPC, servertest.Connect} {
 		w, welcome, err := openSession(t, s, p, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 2, SdkVersion: "test"})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func TestSessionDispatchAndResult(t *testing.T) {
 		if welcome.GetLeaseTtl().AsDuration() != 60*time.Second || welcome.GetHeartbeatInterval().AsDuration() != 20*time.Second {
 			t.Errorf("welcome %v", welcome)
 		}
-		if p == testserver.GRPC {
+		if p == servertest.GRPC {
 			d := w.next(10 * time.Second).GetDispatch()
 			if d.GetTask().GetId() != res.Msg.GetTask().GetId() || string(d.GetTask().GetPayload()) != "p" ||
 				d.GetTask().GetMaxRetry() != 25 || d.GetTask().GetPriority() != 4 {
@@ -107,7 +107,7 @@ func TestSessionDispatchAndResult(t *testing.T) {
 			}
 			w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
 				TaskId: d.GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, Result: []byte("done")}}})
-			testserver.Eventually(t, 10*time.Second, "task completed", func() bool {
+			servertest.Eventually(t, 10*time.Second, "task completed", func() bool {
 				got, err := tasks.GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: d.GetTask().GetId()}))
 				return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_COMPLETED && string(got.Msg.GetResult()) == "done"
 			})
@@ -123,7 +123,7 @@ func TestSessionDispatchAndResult(t *testing.T) {
 
 func TestHelloValidation(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	cases := []struct {
 		name  string
 		hello *conveyorv1.Hello
@@ -136,13 +136,13 @@ func TestHelloValidation(t *testing.T) {
 		{"server too old", &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1, MinServerVersion: "v99.0.0"}, "requires at least"},
 	}
 	for _, tc := range cases {
-		_, _, err := openSession(t, s, testserver.GRPC, tc.hello)
+		_, _, err := openSession(t, s, servertest.GRPC, tc.hello)
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want invalid_argument mentioning %q", tc.name, err, tc.msg)
 		}
 	}
 	// Non-semver versions are admitted.
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1, SdkVersion: "dev", MinServerVersion: "not-semver"})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1, SdkVersion: "dev", MinServerVersion: "not-semver"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +151,8 @@ func TestHelloValidation(t *testing.T) {
 
 func TestFirstFrameMustBeHello(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	s := servertest.Start(t, server.Config{})
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	stream := client.Session(context.Background())
 	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{}}}); err != nil {
 		t.Fatal(err)
@@ -168,8 +168,8 @@ func TestFirstFrameMustBeHello(t *testing.T) {
 // stream carries on.
 func TestSessionToleratesUnknownIDs(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
+	s := servertest.Start(t, server.Config{})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestSessionToleratesUnknownIDs(t *testing.T) {
 	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: &conveyorv1.Heartbeat{ActiveTaskIds: []string{unknown, ""}}}})
 	w.send(&conveyorv1.WorkerMessage{}) // an empty frame, as from a newer worker
 	// The session still works: a task enqueued now is dispatched to it.
-	tasks := taskClient(t, s, testserver.GRPC)
+	tasks := taskClient(t, s, servertest.GRPC)
 	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
 	if err != nil {
 		t.Fatal(err)
@@ -192,12 +192,12 @@ func TestSessionToleratesUnknownIDs(t *testing.T) {
 
 func TestCreditBounds(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	for _, tc := range []struct {
 		n    int32
 		fail bool
 	}{{1, false}, {3, false}, {0, true}, {-1, true}, {4, true}} {
-		w, _, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"credit": 1}, Concurrency: 3})
+		w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"credit": 1}, Concurrency: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ type taskService struct {
 	broker broker.Broker
 	log    *slog.Logger
 	now    func() time.Time
+	hub    *hub
 }
 
 func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyorv1.EnqueueRequest]) (*connect.Response[conveyorv1.EnqueueResponse], error) {
@@ -35,7 +36,7 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}
-	return connect.NewResponse(&conveyorv1.EnqueueResponse{Task: taskInfo(res[0].Task)}), nil
+	return connect.NewResponse(&conveyorv1.EnqueueResponse{Task: taskInfo(res[0].Task, nil)}), nil
 }
 
 func checkItemCount(n int) error {
@@ -114,13 +115,13 @@ func (s *taskService) GetTask(ctx context.Context, req *connect.Request[conveyor
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}
-	return connect.NewResponse(taskInfo(t)), nil
+	return connect.NewResponse(taskInfo(t, s.hub.attemptID)), nil
 }
 
 // enqueuedInfo is the TaskInfo an enqueue answers with; brief leaves out
 // what the producer sent (EnqueueBatchRequest.brief).
 func enqueuedInfo(t *broker.Task, brief bool) *conveyorv1.TaskInfo {
-	info := taskInfo(t)
+	info := taskInfo(t, nil)
 	if brief {
 		info.Payload, info.Metadata, info.Options, info.DependsOn = nil, nil, nil, nil
 	}

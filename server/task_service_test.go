@@ -14,15 +14,15 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
-func taskClient(t *testing.T, s *testserver.Server, p testserver.Protocol, opts ...connect.ClientOption) conveyorv1connect.TaskServiceClient {
+func taskClient(t *testing.T, s *servertest.Server, p servertest.Protocol, opts ...connect.ClientOption) conveyorv1connect.TaskServiceClient {
 	t.Helper()
-	hc := testserver.HTTPClient()
-	if p == testserver.Connect {
-		hc = testserver.HTTP1Client()
+	hc := servertest.HTTPClient()
+	if p == servertest.Connect {
+		hc = servertest.HTTP1Client()
 	}
 	return conveyorv1connect.NewTaskServiceClient(hc, s.URL(), append([]connect.ClientOption{p.ClientOption()}, opts...)...)
 }
@@ -33,7 +33,7 @@ func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 // server, in each wire format.
 func TestEnqueueValidation(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	future := timestamppb.New(time.Now().Add(time.Hour))
 	cases := []struct {
 		name    string
@@ -64,7 +64,7 @@ func TestEnqueueValidation(t *testing.T) {
 		{"dependency not a ULID", &conveyorv1.EnqueueRequest{Type: "t", Options: &conveyorv1.TaskOptions{DependsOn: []*conveyorv1.TaskDependency{{TaskId: "x"}}}}, connect.CodeInvalidArgument, "depends_on[0]"},
 		{"retry policy max below base", &conveyorv1.EnqueueRequest{Type: "t", Options: &conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{Base: dur(time.Minute), Max: dur(time.Second)}}}, connect.CodeInvalidArgument, "retry_policy.max"},
 	}
-	for _, p := range testserver.Protocols {
+	for _, p := range servertest.Protocols {
 		client := taskClient(t, s, p)
 		for _, tc := range cases {
 			t.Run(string(p)+"/"+tc.name, func(t *testing.T) {
@@ -93,8 +93,8 @@ func TestEnqueueValidation(t *testing.T) {
 // every option is stored and shown in TaskInfo.
 func TestEnqueueDefaults(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	for _, p := range testserver.Protocols {
+	s := servertest.Start(t, server.Config{})
+	for _, p := range servertest.Protocols {
 		t.Run(string(p), func(t *testing.T) {
 			client := taskClient(t, s, p)
 			ctx := context.Background()
@@ -156,8 +156,8 @@ func TestEnqueueDefaults(t *testing.T) {
 
 func TestEnqueueIdempotencyAndUniqueness(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	for _, p := range testserver.Protocols {
+	s := servertest.Start(t, server.Config{})
+	for _, p := range servertest.Protocols {
 		t.Run(string(p), func(t *testing.T) {
 			client := taskClient(t, s, p)
 			ctx := context.Background()
@@ -185,8 +185,8 @@ func TestEnqueueIdempotencyAndUniqueness(t *testing.T) {
 
 func TestEnqueueBatchAndTx(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	for _, p := range testserver.Protocols {
+	s := servertest.Start(t, server.Config{})
+	for _, p := range servertest.Protocols {
 		t.Run(string(p), func(t *testing.T) {
 			client := taskClient(t, s, p)
 			ctx := context.Background()
@@ -256,8 +256,8 @@ func TestEnqueueBatchAndTx(t *testing.T) {
 
 func TestGetTaskErrors(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	for _, p := range testserver.Protocols {
+	s := servertest.Start(t, server.Config{})
+	for _, p := range servertest.Protocols {
 		client := taskClient(t, s, p)
 		_, err := client.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{}))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
@@ -272,16 +272,16 @@ func TestGetTaskErrors(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{Token: "s3cret"})
-	for _, p := range testserver.Protocols {
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	for _, p := range servertest.Protocols {
 		for _, tc := range []struct {
 			name  string
 			opts  []connect.ClientOption
 			valid bool
 		}{
 			{"missing", nil, false},
-			{"wrong", []connect.ClientOption{testserver.BearerToken("nope")}, false},
-			{"right", []connect.ClientOption{testserver.BearerToken("s3cret")}, true},
+			{"wrong", []connect.ClientOption{servertest.BearerToken("nope")}, false},
+			{"right", []connect.ClientOption{servertest.BearerToken("s3cret")}, true},
 			{"right, lower-case scheme", []connect.ClientOption{connect.WithInterceptors(rawAuth("bearer s3cret"))}, true},
 			{"no scheme", []connect.ClientOption{connect.WithInterceptors(rawAuth("s3cret"))}, false},
 		} {

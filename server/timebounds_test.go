@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // TestExtremeTimesMeanWhatTheySay enqueues tasks with the largest and
@@ -20,8 +20,8 @@ import (
 // is due now) and never wraps around.
 func TestExtremeTimesMeanWhatTheySay(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	tasks := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
 	ctx := context.Background()
 	y9999 := timestamppb.New(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
 	tenKYears := &durationpb.Duration{Seconds: 315_576_000_000} // the largest valid Duration
@@ -44,13 +44,13 @@ func TestExtremeTimesMeanWhatTheySay(t *testing.T) {
 		}
 		id := res.Msg.GetTask().GetId()
 		// Give the timer loops a turn: a wrapped expiry would archive now.
-		testserver.Eventually(t, 5*time.Second, "the promoter ran", func() bool {
+		servertest.Eventually(t, 5*time.Second, "the promoter ran", func() bool {
 			got, err := tasks.GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
 			return err == nil && got.Msg.GetState() == tc.want
 		})
 	}
 	// The pending tasks are dispatched with a sane deadline: the lease's.
-	w, welcome, err := openSession(t, s, testserver.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"edge": 1}, Concurrency: 10})
+	w, welcome, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"edge": 1}, Concurrency: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

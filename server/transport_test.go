@@ -24,8 +24,8 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // selfSigned writes a certificate and key for 127.0.0.1 into dir and
@@ -74,7 +74,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 func TestTLSServesHTTP2(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	s := testserver.Start(t, server.Config{TLSCertFile: certFile, TLSKeyFile: keyFile})
+	s := servertest.Start(t, server.Config{TLSCertFile: certFile, TLSKeyFile: keyFile})
 	if !strings.HasPrefix(s.URL(), "https://") {
 		t.Fatalf("URL %q, want https", s.URL())
 	}
@@ -82,7 +82,7 @@ func TestTLSServesHTTP2(t *testing.T) {
 		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2: true,
 	}}
-	for _, p := range testserver.Protocols {
+	for _, p := range servertest.Protocols {
 		client := conveyorv1connect.NewTaskServiceClient(hc, s.URL(), p.ClientOption())
 		if _, err := client.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
 			t.Fatalf("%s over TLS: %v", p, err)
@@ -122,8 +122,8 @@ func TestBadTLSKeyPairFailsAtNew(t *testing.T) {
 // payload (the largest allowed) always fits.
 func TestRequestSizeBound(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
-	client := taskClient(t, s, testserver.GRPC)
+	s := servertest.Start(t, server.Config{})
+	client := taskClient(t, s, servertest.GRPC)
 	ctx := context.Background()
 	if _, err := client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Payload: make([]byte, server.MaxPayloadBytes)})); err != nil {
 		t.Fatalf("one 1 MiB payload: %v", err)
@@ -140,9 +140,9 @@ func TestRequestSizeBound(t *testing.T) {
 
 func TestHealthAndReflection(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{Token: "s3cret"})
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
 	// Health answers without a token.
-	health := grpchealth.NewClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC())
+	health := grpchealth.NewClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	for _, svc := range []string{"", conveyorv1connect.TaskServiceName, conveyorv1connect.WorkerServiceName} {
 		res, err := health.Check(context.Background(), &grpchealth.CheckRequest{Service: svc})
 		if err != nil || res.Status != grpchealth.StatusServing {
@@ -150,7 +150,7 @@ func TestHealthAndReflection(t *testing.T) {
 		}
 	}
 	// Reflection lists the services (it needs the token, like every RPC).
-	reflect := grpcreflect.NewClient(testserver.HTTPClient(), s.URL(), connect.WithGRPC(), testserver.BearerToken("s3cret"))
+	reflect := grpcreflect.NewClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC(), servertest.BearerToken("s3cret"))
 	stream := reflect.NewStream(context.Background())
 	defer func() { _, _ = stream.Close() }()
 	names, err := stream.ListServices()

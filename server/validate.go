@@ -52,7 +52,7 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 		Payload:     req.GetPayload(),
 		ContentType: req.GetContentType(),
 		Metadata:    req.GetMetadata(),
-		Options:     req.GetOptions(),
+		Options:     encodeOptions(req.GetOptions()),
 		MaxRetry:    DefaultMaxRetry,
 		Priority:    DefaultPriority,
 	}
@@ -90,7 +90,23 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 	if err := applyOptions(&nt, req.GetOptions(), now); err != nil {
 		return nt, err
 	}
+	nt.State = initialState(&nt, now)
 	return nt, nil
+}
+
+// initialState is the state a new task starts in: AGGREGATING when it is
+// grouped, BLOCKED when it has dependencies, SCHEDULED when it is delayed,
+// else PENDING. (The options that would conflict are refused before.)
+func initialState(nt *broker.NewTask, now time.Time) broker.State {
+	switch {
+	case nt.Group != "":
+		return broker.StateAggregating
+	case len(nt.DependsOn) > 0:
+		return broker.StateBlocked
+	case nt.ProcessAt.After(now):
+		return broker.StateScheduled
+	}
+	return broker.StatePending
 }
 
 // checkMetadata enforces MaxMetadataEntries and MaxMetadataBytes.
@@ -204,6 +220,12 @@ func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) 
 		nt.Retention = &r
 	}
 	nt.Group = o.GetGroup()
+	nt.ConcurrencyKey = o.GetConcurrencyKey()
+	nt.Timeout = o.GetTimeout().AsDuration()
+	if o.GetDeadline() != nil {
+		nt.Deadline = o.GetDeadline().AsTime()
+	}
+	nt.RetryPolicy = brokerRetryPolicy(o.GetRetryPolicy())
 	return nil
 }
 
@@ -238,7 +260,7 @@ func dependencies(in []*conveyorv1.TaskDependency) ([]broker.Dependency, error) 
 		if _, ok := conveyorv1.OnFailure_name[int32(d.GetOnFailure())]; !ok {
 			return nil, invalidf("options.depends_on[%d].on_failure %d is not an OnFailure", i, d.GetOnFailure())
 		}
-		out[i] = broker.Dependency{TaskID: id.String(), OnFailure: d.GetOnFailure()}
+		out[i] = broker.Dependency{TaskID: id.String(), OnFailure: broker.OnFailure(d.GetOnFailure())}
 	}
 	return out, nil
 }

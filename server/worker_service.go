@@ -14,7 +14,6 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/buildinfo"
 	"github.com/conveyor-dev/conveyor/lease"
 )
 
@@ -54,7 +53,7 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 		LeaseTtl:          durationpb.New(h.cfg.LeaseTTL),
 		HeartbeatInterval: durationpb.New(lease.HeartbeatInterval(h.cfg.LeaseTTL)),
 		ServerVersion:     h.cfg.Version,
-		MinSdkVersion:     buildinfo.MinSDKVersion,
+		MinSdkVersion:     MinSDKVersion,
 	}}})
 	if err != nil {
 		return err
@@ -149,9 +148,9 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 			h.GetConcurrency(), maxConcurrency)
 	}
 	if v, err := semver.NewVersion(h.GetSdkVersion()); err == nil {
-		if v.LessThan(semver.MustParse(buildinfo.MinSDKVersion)) {
+		if v.LessThan(semver.MustParse(MinSDKVersion)) {
 			return protocolError("hello.sdk_version %s is older than the oldest SDK this server admits, %s",
-				h.GetSdkVersion(), buildinfo.MinSDKVersion)
+				h.GetSdkVersion(), MinSDKVersion)
 		}
 	}
 	if h.GetMinServerVersion() != "" {

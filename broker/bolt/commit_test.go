@@ -20,7 +20,7 @@ func TestGroupCommitMerges(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{bt.NewTask("q")}, Now: bt.T0})
+			res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q")}, bt.T0), Now: bt.T0})
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -102,7 +102,7 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(16) // 32 goroutines on 2 cores
 			b.RunParallel(func(pb *testing.PB) {
-				nt := []broker.NewTask{bt.NewTask("q")}
+				nt := bt.WithStates([]broker.NewTask{bt.NewTask("q")}, bt.T0)
 				for pb.Next() {
 					if _, err := e.Enqueue(b.Context(), broker.EnqueueParams{Tasks: nt, Now: bt.T0}); err != nil {
 						b.Error(err)
@@ -133,7 +133,7 @@ func BenchmarkLeaseComplete(b *testing.B) {
 		if err != nil || len(ls) != 1 {
 			b.Fatalf("Lease = %d leases, %v", len(ls), err)
 		}
-		if _, err := e.Complete(b.Context(), broker.CompleteParams{SessionID: "s1", Lease: bt.Ref(ls[0]), Outcome: outcomeSuccess, Now: now}); err != nil {
+		if _, err := e.Complete(b.Context(), decide("s1", ls[0], outcomeSuccess, now)); err != nil {
 			b.Fatal(err)
 		}
 	}

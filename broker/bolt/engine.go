@@ -5,7 +5,6 @@ import (
 	cryptorand "crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,10 +16,11 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
-// Config configures an Engine.
+// Config configures an Engine. It holds only storage settings: every
+// policy (retention, backoff, lease grace, the initial state) is the
+// caller's, passed in with each call.
 type Config struct {
 	// Path is the bbolt file. Its directory is created if missing. Required.
 	Path string
@@ -28,20 +28,9 @@ type Config struct {
 	Notifier broker.Notifier
 	// Logger receives the engine's logs. Defaults to discarding them.
 	Logger *slog.Logger
-	// Retention is how long a COMPLETED task is kept when its own retention
-	// option is unset. Defaults to 24 hours.
-	Retention time.Duration
-	// ArchiveRetention is how long ARCHIVED and CANCELED tasks are kept.
-	// Defaults to 7 days.
-	ArchiveRetention time.Duration
-	// Backoff computes retry delays. Defaults to broker.Backoff.
-	Backoff func(p *conveyorv1.RetryPolicy, retried int32) time.Duration
 	// Now is used where the engine needs the time on its own (opening the
 	// file, generating ids). Defaults to time.Now.
 	Now func() time.Time
-	// LimitGrace is how long past its deadline or timeout an attempt may
-	// hold its lease before the reaper takes the task back. Defaults to 5s.
-	LimitGrace time.Duration
 	// MaxCommitLinger bounds how long the committer holds a commit back to
 	// let callers it just served join the next one (see committer.linger).
 	// Defaults to 1ms; a negative value disables lingering.
@@ -50,9 +39,6 @@ type Config struct {
 	// for (leases, results, heartbeats, progress) may collect more before
 	// it commits. Defaults to 5ms; a negative value commits at once.
 	AsyncCommitDelay time.Duration
-	// PurgeBatch bounds how many tasks one Purge call deletes, so that one
-	// transaction stays short. Defaults to 10,000.
-	PurgeBatch int
 
 	// commitFault, set by tests, runs before each commit; an error it
 	// returns stands for the storage refusing the commit.
@@ -64,31 +50,16 @@ func (c *Config) setDefaults() {
 		c.Notifier = broker.NopNotifier{}
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if c.Retention == 0 {
-		c.Retention = 24 * time.Hour
-	}
-	if c.ArchiveRetention == 0 {
-		c.ArchiveRetention = 7 * 24 * time.Hour
-	}
-	if c.Backoff == nil {
-		c.Backoff = broker.Backoff
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.LimitGrace <= 0 {
-		c.LimitGrace = 5 * time.Second
 	}
 	if c.MaxCommitLinger == 0 {
 		c.MaxCommitLinger = time.Millisecond
 	}
 	if c.AsyncCommitDelay == 0 {
 		c.AsyncCommitDelay = 5 * time.Millisecond
-	}
-	if c.PurgeBatch <= 0 {
-		c.PurgeBatch = 10_000
 	}
 }
 
@@ -103,15 +74,17 @@ type Engine struct {
 	log  *slog.Logger
 	note broker.Notifier
 
-	mu      sync.Mutex
-	closed  bool
-	tasks   *table // live tasks
-	queues  []*queue
-	byName  map[string]*queue
-	leases  map[key]*lease
-	unique  map[string]uniqueClaim
-	uniqOf  map[key]string // live task → its unique key
-	expires map[key]int64  // live waiting task → its expiry
+	mu     sync.Mutex
+	closed bool
+	tasks  *table // live tasks
+	queues []*queue
+	byName map[string]*queue
+	leases map[key]*lease
+	unique map[string]uniqueClaim
+	uniqOf map[key]string // live task → its unique key
+	// expires holds, for live tasks with an expiry or a deadline, the
+	// earlier of the two: a task still waiting then is archived.
+	expires map[key]int64
 	// retention holds the per-task retention (ns) of live tasks that set one.
 	retention map[key]int64
 	// settling holds tasks that left memory (became terminal, or were
@@ -121,10 +94,14 @@ type Engine struct {
 	dueHeap   timedHeap
 	expHeap   timedHeap
 	leaseHeap leaseHeap
-	purgeNext int64 // earliest purge_at in the file, 0 when none
-	nextToken uint64
-	entropy   *ulid.MonotonicEntropy
-	lastID    ulid.ULID
+	// purgeNext is the earliest own-retention purge time in the file, and
+	// endedFirst the earliest end time of each retention class (0: none),
+	// kept so that a purge that has nothing to do costs nothing.
+	purgeNext  int64
+	endedFirst [numClasses]int64
+	nextToken  uint64
+	entropy    *ulid.MonotonicEntropy
+	lastID     ulid.ULID
 
 	commit committer
 }
@@ -188,6 +165,9 @@ func (e *Engine) Close() error {
 	return e.db.Close()
 }
 
+// EngineName is what Info reports as the engine.
+const EngineName = "bbolt"
+
 // Sync waits until every change applied so far is durable.
 func (e *Engine) Sync(ctx context.Context) error {
 	e.mu.Lock()
@@ -201,7 +181,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 // Info describes the engine and its file.
 func (e *Engine) Info(context.Context) (broker.Info, error) {
-	info := broker.Info{Engine: "bbolt", DataPath: e.cfg.Path}
+	info := broker.Info{Engine: EngineName, DataPath: e.cfg.Path}
 	if fi, err := os.Stat(e.cfg.Path); err == nil {
 		info.FileSizeBytes = fi.Size()
 	}
@@ -290,7 +270,12 @@ func (e *Engine) view(fn func(tx *bbolt.Tx) error) error {
 	return err
 }
 
-var _ broker.Broker = (*Engine)(nil)
+var (
+	_ broker.Broker        = (*Engine)(nil)
+	_ broker.Syncer        = (*Engine)(nil)
+	_ broker.CommitStatser = (*Engine)(nil)
+	_ broker.StorageHealth = (*Engine)(nil)
+)
 
 // StorageError is the error of the latest group commit while the storage
 // refuses commits (a full disk, an I/O error), nil when commits succeed.

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	berrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/goleak"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/broker/bolt"
-	"github.com/conveyor-dev/conveyor/broker/brokertest"
+	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
 )
 
 // TestMain fails the run when a goroutine outlives the tests: an engine
@@ -58,7 +59,22 @@ func checkAndClose(t testing.TB, e *bolt.Engine, path string) {
 }
 
 func TestConformance(t *testing.T) {
-	brokertest.Run(t, func(t *testing.T) broker.Broker {
-		return openEngine(t, bolt.Config{})
+	bt.Run(t, func(t testing.TB, store string, n broker.Notifier) broker.Broker {
+		return openEngine(t, bolt.Config{Path: filepath.Join(store, "conveyor.db"), Notifier: n})
 	})
+}
+
+// Outcomes the engine's own tests use, as the server would decide them.
+const (
+	outcomeSuccess = broker.OutcomeSuccess
+	outcomeRetry   = broker.OutcomeRetry
+)
+
+// decide is the decision the server makes for outcome (with a fixed
+// one-second backoff).
+func decide(session string, l broker.Lease, outcome broker.Outcome, now time.Time) broker.Decision {
+	if outcome == outcomeSuccess {
+		return broker.Completed(session, bt.Ref(l), now, nil)
+	}
+	return broker.Retrying(session, bt.Ref(l), now, now.Add(time.Second), "boom").WithVerdict()
 }

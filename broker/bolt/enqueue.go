@@ -3,13 +3,12 @@ package bolt
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // pending is one task of an enqueue call on its way into the engine.
@@ -42,43 +41,79 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 			}
 			p.k = k
 		}
-		p.state = statePending
+		if err := checkNewTask(nt); err != nil {
+			p.err = err
+			continue
+		}
+		p.state = nt.State
 		next := now
-		switch {
-		case nt.Group != "":
-			p.state = stateAggr
-		case len(nt.DependsOn) > 0:
-			p.state = stateBlocked
-		case nanos(nt.ProcessAt) > now:
-			p.state = stateScheduled
+		if p.state == stateScheduled {
 			next = nanos(nt.ProcessAt)
 		}
 		p.status = &storagev1.TaskStatus{
-			State:         p.state,
-			Queue:         nt.Queue,
-			Priority:      nt.Priority,
-			MaxRetry:      nt.MaxRetry,
-			EnqueuedAt:    now,
-			NextProcessAt: next,
-			UniqueKey:     nt.UniqueKey,
-			UniqueUntil:   nanos(nt.UniqueUntil),
-			ExpiresAt:     nanos(nt.ExpiresAt),
+			State:          int32(p.state),
+			Queue:          nt.Queue,
+			Priority:       nt.Priority,
+			MaxRetry:       nt.MaxRetry,
+			EnqueuedAt:     now,
+			NextProcessAt:  next,
+			UniqueKey:      nt.UniqueKey,
+			UniqueUntil:    nanos(nt.UniqueUntil),
+			ExpiresAt:      nanos(nt.ExpiresAt),
+			Deadline:       nanos(nt.Deadline),
+			Group:          nt.Group,
+			ConcurrencyKey: nt.ConcurrencyKey,
 		}
 		if nt.Retention != nil {
 			r := int64(*nt.Retention)
 			p.status.Retention = &r
 		}
 		p.statusBytes = marshal(p.status)
-		p.spec = marshal(&storagev1.TaskSpec{
-			Queue:       nt.Queue,
-			Type:        nt.Type,
-			Payload:     nt.Payload,
-			ContentType: nt.ContentType,
-			Metadata:    nt.Metadata,
-			Options:     nt.Options,
-		})
+		p.spec = marshal(specOf(nt))
 	}
 	return out
+}
+
+// checkNewTask refuses what the caller must have resolved: an initial
+// state the engine does not start tasks in, a priority off the scale.
+func checkNewTask(nt *broker.NewTask) error {
+	switch nt.State {
+	case statePending, stateScheduled, stateAggr, stateBlocked:
+	default:
+		return fmt.Errorf("a new task cannot start %s", nt.State)
+	}
+	if nt.Priority < 1 || nt.Priority > 9 {
+		return fmt.Errorf("priority %d is not 1..9", nt.Priority)
+	}
+	if nt.Queue == "" {
+		return fmt.Errorf("a new task needs a queue")
+	}
+	return nil
+}
+
+// specOf is the immutable record of a new task.
+func specOf(nt *broker.NewTask) *storagev1.TaskSpec {
+	spec := &storagev1.TaskSpec{
+		Queue:       nt.Queue,
+		Type:        nt.Type,
+		Payload:     nt.Payload,
+		ContentType: nt.ContentType,
+		Metadata:    nt.Metadata,
+		Options:     nt.Options,
+		Timeout:     int64(nt.Timeout),
+		Deadline:    nanos(nt.Deadline),
+	}
+	if p := nt.RetryPolicy; p != nil {
+		spec.RetryPolicy = &storagev1.RetryPolicyRecord{Strategy: int32(p.Strategy), Base: int64(p.Base), Max: int64(p.Max)}
+	}
+	for _, d := range nt.DependsOn {
+		k, err := ulid.ParseStrict(d.TaskID)
+		if err != nil {
+			continue // the server checked every id
+		}
+		spec.DependsOn = append(spec.DependsOn, &storagev1.DependencyRecord{TaskId: k[:], OnFailure: int32(d.OnFailure)})
+	}
+	return spec
 }
 
 // Enqueue stores each task independently; see broker.Broker.
@@ -271,18 +306,13 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 		e.note.TimersChanged()
 	}
 	if uk := pt.nt.UniqueKey; uk != "" {
-		e.unique[uk] = uniqueClaim{k: pt.k, until: pt.status.GetUniqueUntil()}
+		e.unique[uk] = uniqueClaim{k: pt.k, until: pt.status.GetUniqueUntil(), since: now}
 		e.uniqOf[pt.k] = uk
 	}
 	if pt.status.Retention != nil {
 		e.retention[pt.k] = pt.status.GetRetention()
 	}
-	if at := pt.status.GetExpiresAt(); at != 0 {
-		e.expires[pt.k] = at
-		if e.expHeap.add(timed{at: at, k: pt.k}) {
-			e.note.TimersChanged()
-		}
-	}
+	e.indexExpiryLocked(pt.k, &m, pt.status)
 	e.tasks.put(pt.k, m)
 }
 
@@ -369,28 +399,26 @@ func newTaskView(pt *pendingTask) *broker.Task {
 	nt := pt.nt
 	st := pt.status
 	return &broker.Task{
-		ID:            pt.k.String(),
-		Queue:         nt.Queue,
-		Type:          nt.Type,
-		Payload:       nt.Payload,
-		ContentType:   nt.ContentType,
-		Metadata:      nt.Metadata,
-		Options:       nt.Options,
-		State:         pt.state,
-		Priority:      nt.Priority,
-		MaxRetry:      nt.MaxRetry,
-		EnqueuedAt:    fromNanos(st.GetEnqueuedAt()),
-		NextProcessAt: fromNanos(st.GetNextProcessAt()),
-		ExpiresAt:     nt.ExpiresAt,
-		Deadline:      deadlineOf(nt.Options),
-		UniqueKey:     nt.UniqueKey,
+		ID:             pt.k.String(),
+		Queue:          nt.Queue,
+		Type:           nt.Type,
+		Payload:        nt.Payload,
+		ContentType:    nt.ContentType,
+		Metadata:       nt.Metadata,
+		Options:        nt.Options,
+		State:          pt.state,
+		Priority:       nt.Priority,
+		MaxRetry:       nt.MaxRetry,
+		EnqueuedAt:     fromNanos(st.GetEnqueuedAt()),
+		NextProcessAt:  fromNanos(st.GetNextProcessAt()),
+		ExpiresAt:      fromNanos(st.GetExpiresAt()),
+		Deadline:       fromNanos(st.GetDeadline()),
+		Timeout:        nt.Timeout,
+		RetryPolicy:    nt.RetryPolicy,
+		Retention:      nt.Retention,
+		UniqueKey:      nt.UniqueKey,
+		Group:          nt.Group,
+		ConcurrencyKey: nt.ConcurrencyKey,
+		DependsOn:      nt.DependsOn,
 	}
-}
-
-// deadlineOf is the task's absolute deadline, zero when it has none.
-func deadlineOf(o *conveyorv1.TaskOptions) time.Time {
-	if d := o.GetDeadline(); d != nil {
-		return d.AsTime()
-	}
-	return time.Time{}
 }

@@ -46,5 +46,15 @@ func (e *Engine) GetTask(ctx context.Context, id string) (*broker.Task, error) {
 		t = taskFrom(k, spec, st)
 		return nil
 	})
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	if t.State == stateActive {
+		e.mu.Lock()
+		if l := e.leases[k]; l != nil {
+			t.SessionID, t.LeaseToken = l.session, l.token
+		}
+		e.mu.Unlock()
+	}
+	return t, nil
 }

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // meta is what the engine keeps in memory for each live task: just enough
@@ -32,24 +31,24 @@ const (
 	flagInReady
 	// flagCanceled: an operator canceled the task while it ran.
 	flagCanceled
+	// flagDeadlineFirst: the task's entry in Engine.expires is its
+	// deadline, not its expiry (the message of its archival says which).
+	flagDeadlineFirst
 	// flagUsed marks an occupied table slot.
 	flagUsed
 )
 
 const (
-	statePending   = conveyorv1.TaskState_TASK_STATE_PENDING
-	stateScheduled = conveyorv1.TaskState_TASK_STATE_SCHEDULED
-	stateActive    = conveyorv1.TaskState_TASK_STATE_ACTIVE
-	stateRetry     = conveyorv1.TaskState_TASK_STATE_RETRY
-	stateCompleted = conveyorv1.TaskState_TASK_STATE_COMPLETED
-	stateArchived  = conveyorv1.TaskState_TASK_STATE_ARCHIVED
-	stateCanceled  = conveyorv1.TaskState_TASK_STATE_CANCELED
-	stateAggr      = conveyorv1.TaskState_TASK_STATE_AGGREGATING
-	stateBlocked   = conveyorv1.TaskState_TASK_STATE_BLOCKED
+	statePending   = broker.StatePending
+	stateScheduled = broker.StateScheduled
+	stateActive    = broker.StateActive
+	stateRetry     = broker.StateRetry
+	stateCompleted = broker.StateCompleted
+	stateArchived  = broker.StateArchived
+	stateCanceled  = broker.StateCanceled
+	stateAggr      = broker.StateAggregating
+	stateBlocked   = broker.StateBlocked
 )
-
-// numStates sizes per-state count arrays (TaskState values are 0..9).
-const numStates = 10
 
 // queue is the in-memory state of one queue.
 type queue struct {
@@ -61,7 +60,7 @@ type queue struct {
 	ready [10]fifo
 	// readyN counts valid ready entries (tasks with flagInReady).
 	readyN    int
-	counts    [numStates]int64
+	counts    broker.Counts
 	processed int64
 	failed    int64
 }
@@ -175,6 +174,7 @@ func (h *timedHeap) pop() timed {
 type uniqueClaim struct {
 	k     key
 	until int64 // 0: until the task completes
+	since int64 // when the claim was granted (the task's enqueue)
 }
 
 // holdsAt reports whether the claim (of a live task) still holds at now.

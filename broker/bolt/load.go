@@ -15,7 +15,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketQueues} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -30,10 +30,14 @@ func (e *Engine) load() error {
 		if len(v) != 8 {
 			return fmt.Errorf("schema version record is %d bytes, want 8", len(v))
 		}
-		if got := binary.BigEndian.Uint64(v); got != schemaVersion {
+		switch got := binary.BigEndian.Uint64(v); got {
+		case schemaVersion:
+			return nil
+		case 1:
+			return migrateV1(tx, e.log)
+		default:
 			return fmt.Errorf("data file has schema version %d; this build reads version %d", got, schemaVersion)
 		}
-		return nil
 	})
 	if err != nil {
 		return err
@@ -58,10 +62,9 @@ func (e *Engine) reloadLocked() error {
 	e.retention = make(map[key]int64)
 	e.settling = make(map[key]int)
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
-	e.purgeNext = 0
+	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 
 	var wasActive []key
-	now := nanos(e.cfg.Now())
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
 			rec := &storagev1.QueueRecord{}
@@ -73,6 +76,7 @@ func (e *Engine) reloadLocked() error {
 			q.counts[stateCompleted] = rec.GetCompleted()
 			q.counts[stateArchived] = rec.GetArchived()
 			q.counts[stateCanceled] = rec.GetCanceled()
+			q.processed, q.failed = rec.GetProcessed(), rec.GetFailed()
 			return nil
 		}); err != nil {
 			return err
@@ -93,15 +97,13 @@ func (e *Engine) reloadLocked() error {
 			if err := checkLiveStatus(st); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
-			if st.GetState() == stateActive {
+			if stateOf(st) == stateActive {
 				wasActive = append(wasActive, k)
-				st.State = statePending
+				st.State = int32(statePending)
 			}
-			e.indexLiveLocked(k, st, now)
+			e.indexLiveLocked(k, st)
 		}
-		if kb, _ := tx.Bucket(bucketPurge).Cursor().First(); kb != nil {
-			e.purgeNext = int64(binary.BigEndian.Uint64(kb[:8]))
-		}
+		e.purgeNext, e.endedFirst = firstEnded(tx)
 		return nil
 	})
 	if err != nil {
@@ -111,7 +113,7 @@ func (e *Engine) reloadLocked() error {
 		err = e.db.Update(func(tx *bbolt.Tx) error {
 			w := newTxw(tx)
 			for _, k := range wasActive {
-				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = statePending }); err != nil {
+				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = int32(statePending) }); err != nil {
 					return err
 				}
 			}
@@ -129,7 +131,7 @@ func (e *Engine) reloadLocked() error {
 // damaged or written by something else than this engine. Open then fails,
 // naming the task, rather than indexing out of range or losing the task.
 func checkLiveStatus(st *storagev1.TaskStatus) error {
-	if s := st.GetState(); !isWaiting(s) && s != stateActive {
+	if s := stateOf(st); !s.Waiting() && s != stateActive {
 		return fmt.Errorf("state %d is not a live state", s)
 	}
 	if p := st.GetPriority(); p < 1 || p > 9 {
@@ -142,14 +144,14 @@ func checkLiveStatus(st *storagev1.TaskStatus) error {
 }
 
 // indexLiveLocked adds one durable live task to the in-memory indexes.
-func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus, now int64) {
+func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 	q := e.queueLocked(st.GetQueue())
 	m := meta{
 		due:      st.GetNextProcessAt(),
 		queue:    q.index,
 		retried:  st.GetRetried(),
 		maxRetry: st.GetMaxRetry(),
-		state:    st.GetState(),
+		state:    stateOf(st),
 		prio:     uint8(st.GetPriority()),
 		flags:    flagCommitted,
 	}
@@ -164,10 +166,11 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus, now int64) {
 	}
 	if uk := st.GetUniqueKey(); uk != "" {
 		// Several live tasks may name one key when earlier claims ran out
-		// of TTL; the holder is the one whose claim still holds, whatever
-		// the order the scan meets them in.
-		c := uniqueClaim{k: k, until: st.GetUniqueUntil()}
-		if old, ok := e.unique[uk]; !ok || !old.holdsAt(now) || c.holdsAt(now) {
+		// of TTL. A claim is granted only once the one before it ran out,
+		// so the holder is the task that claimed last, whatever order the
+		// scan (by id, which a producer may choose) meets them in.
+		c := uniqueClaim{k: k, until: st.GetUniqueUntil(), since: st.GetEnqueuedAt()}
+		if old, ok := e.unique[uk]; !ok || c.since > old.since || c.since == old.since && c.k.Compare(old.k) > 0 {
 			e.unique[uk] = c
 		}
 		e.uniqOf[k] = uk
@@ -175,9 +178,6 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus, now int64) {
 	if st.Retention != nil {
 		e.retention[k] = st.GetRetention()
 	}
-	if at := st.GetExpiresAt(); at != 0 && isWaiting(m.state) {
-		e.expires[k] = at
-		e.expHeap.add(timed{at: at, k: k})
-	}
+	e.indexExpiryLocked(k, &m, st)
 	e.tasks.put(k, m)
 }

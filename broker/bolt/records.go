@@ -11,12 +11,12 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // schemaVersion is written to the meta bucket when a file is created. A
-// release that changes the layout bumps it and migrates older files on open.
-const schemaVersion = 1
+// release that changes the layout bumps it and migrates older files on
+// open (migrate.go).
+const schemaVersion = 2
 
 // Bucket names. Every key that names a task is its 16-byte binary ULID, so
 // each bucket iterates in id (and so roughly enqueue-time) order.
@@ -25,10 +25,26 @@ var (
 	bucketTasks  = []byte("tasks")  // id → TaskSpec (immutable)
 	bucketLive   = []byte("live")   // id → TaskStatus of a non-terminal task
 	bucketDone   = []byte("done")   // id → TaskStatus of a terminal task
-	bucketPurge  = []byte("purge")  // purge_at (8 bytes, big-endian) ‖ id → empty
+	bucketPurge  = []byte("purge")  // purge_at (8 bytes, big-endian) ‖ id → empty, for tasks with their own retention
+	bucketEnded  = []byte("ended")  // class (1 byte) ‖ completed_at (8 bytes) ‖ id → empty, for the others
 	bucketQueues = []byte("queues") // name → QueueRecord
 	keySchema    = []byte("schema")
 )
+
+// Retention classes of terminal tasks without a retention of their own:
+// the purger gives a horizon per class.
+const (
+	classCompleted = iota // COMPLETED
+	classArchived         // ARCHIVED and CANCELED
+	numClasses
+)
+
+func classOf(s broker.State) int {
+	if s == broker.StateCompleted {
+		return classCompleted
+	}
+	return classArchived
+}
 
 // key is a task id in binary form.
 type key = ulid.ULID
@@ -45,6 +61,14 @@ func purgeKey(at int64, k key) []byte {
 	b := make([]byte, 8+len(k))
 	binary.BigEndian.PutUint64(b, uint64(at))
 	copy(b[8:], k[:])
+	return b
+}
+
+func endedKey(class int, at int64, k key) []byte {
+	b := make([]byte, 1+8+len(k))
+	b[0] = byte(class)
+	binary.BigEndian.PutUint64(b[1:], uint64(at))
+	copy(b[9:], k[:])
 	return b
 }
 
@@ -87,17 +111,6 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// isWaiting reports whether a task in state s waits to run (and so can expire).
-func isWaiting(s broker.State) bool {
-	switch s {
-	case conveyorv1.TaskState_TASK_STATE_SCHEDULED, conveyorv1.TaskState_TASK_STATE_PENDING,
-		conveyorv1.TaskState_TASK_STATE_RETRY, conveyorv1.TaskState_TASK_STATE_AGGREGATING,
-		conveyorv1.TaskState_TASK_STATE_BLOCKED:
-		return true
-	}
-	return false
-}
-
 func marshal(m proto.Message) []byte {
 	b, err := proto.Marshal(m)
 	if err != nil {
@@ -107,20 +120,17 @@ func marshal(m proto.Message) []byte {
 	return b
 }
 
+// stateOf reads a stored state.
+func stateOf(st *storagev1.TaskStatus) broker.State { return broker.State(st.GetState()) }
+
 // taskFrom assembles a broker.Task from its stored records; either may be nil.
 func taskFrom(k key, spec *storagev1.TaskSpec, st *storagev1.TaskStatus) *broker.Task {
 	t := &broker.Task{ID: k.String()}
 	if spec != nil {
-		t.Queue = spec.GetQueue()
-		t.Type = spec.GetType()
-		t.Payload = spec.GetPayload()
-		t.ContentType = spec.GetContentType()
-		t.Metadata = spec.GetMetadata()
-		t.Options = spec.GetOptions()
-		t.Deadline = deadlineOf(spec.GetOptions())
+		fillFromSpec(t, spec)
 	}
 	if st != nil {
-		t.State = st.GetState()
+		t.State = stateOf(st)
 		if t.Queue == "" {
 			t.Queue = st.GetQueue()
 		}
@@ -137,6 +147,32 @@ func taskFrom(k key, spec *storagev1.TaskSpec, st *storagev1.TaskStatus) *broker
 		t.ProgressPercent = st.GetProgressPercent()
 		t.ProgressMessage = st.GetProgressMessage()
 		t.UniqueKey = st.GetUniqueKey()
+		t.Group = st.GetGroup()
+		t.ConcurrencyKey = st.GetConcurrencyKey()
+		if st.Retention != nil {
+			r := time.Duration(st.GetRetention())
+			t.Retention = &r
+		}
+		for _, e := range st.GetErrors() {
+			t.Errors = append(t.Errors, broker.AttemptError{Attempt: e.GetAttempt(), Message: e.GetMessage(), At: fromNanos(e.GetAt())})
+		}
 	}
 	return t
+}
+
+// fillFromSpec copies a task's immutable fields from its spec.
+func fillFromSpec(t *broker.Task, spec *storagev1.TaskSpec) {
+	t.Queue, t.Type, t.Payload = spec.GetQueue(), spec.GetType(), spec.GetPayload()
+	t.ContentType, t.Metadata, t.Options = spec.GetContentType(), spec.GetMetadata(), spec.GetOptions()
+	t.Timeout = time.Duration(spec.GetTimeout())
+	t.Deadline = fromNanos(spec.GetDeadline())
+	if p := spec.GetRetryPolicy(); p != nil {
+		t.RetryPolicy = &broker.RetryPolicy{Strategy: broker.RetryStrategy(p.GetStrategy()),
+			Base: time.Duration(p.GetBase()), Max: time.Duration(p.GetMax())}
+	}
+	for _, d := range spec.GetDependsOn() {
+		var id ulid.ULID
+		copy(id[:], d.GetTaskId())
+		t.DependsOn = append(t.DependsOn, broker.Dependency{TaskID: id.String(), OnFailure: broker.OnFailure(d.GetOnFailure())})
+	}
 }

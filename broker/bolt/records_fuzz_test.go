@@ -81,9 +81,9 @@ func FuzzStoredRecords(f *testing.F) {
 		}
 		ls, _ := e.Lease(t.Context(), broker.LeaseParams{SessionID: "s", Picks: []broker.QueuePick{{Queue: "q", N: 1}}, Now: bt.T0, TTL: bt.TTL})
 		for _, l := range ls {
-			_, _ = e.Complete(t.Context(), broker.CompleteParams{SessionID: "s", Lease: bt.Ref(l), Outcome: outcomeRetry, Now: bt.T0})
+			_, _ = e.Complete(t.Context(), decide("s", l, outcomeRetry, bt.T0))
 		}
 		_, _ = e.PromoteDue(t.Context(), bt.T0)
-		_, _ = e.Purge(t.Context(), bt.T0)
+		_, _ = e.Purge(t.Context(), bt.PurgeAt(bt.T0))
 	})
 }

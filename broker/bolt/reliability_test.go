@@ -1,13 +1,9 @@
 package bolt_test
 
 import (
-	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/broker/bolt"
@@ -26,11 +22,11 @@ func TestQueueLimitHoldsInEnqueueTx(t *testing.T) {
 	}
 	bt.Enqueue(t, e, bt.T0, tasks...)
 	_, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0,
-		Tasks: []broker.NewTask{bt.NewTask("new-a"), bt.NewTask("new-b")}})
+		Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("new-a"), bt.NewTask("new-b")}, bt.T0)})
 	if err == nil {
 		t.Fatal("EnqueueTx creating two queues past the limit succeeded")
 	}
-	tx, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("new-a")}})
+	tx, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("new-a")}, bt.T0)})
 	if err != nil || len(tx) != 1 {
 		t.Fatalf("EnqueueTx creating the last queue: %v", err)
 	}
@@ -42,43 +38,9 @@ func TestQueueLimitHoldsInEnqueueTx(t *testing.T) {
 	if ls := bt.Lease(t, e, "s1", "q0", 2, bt.T0, bt.TTL); len(ls) != 1 {
 		t.Fatalf("q0 leased %d tasks, want its own 1", len(ls))
 	}
-	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("one-too-many")}})
+	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("one-too-many")}, bt.T0)})
 	if err != nil || res[0].Err == nil {
 		t.Fatalf("Enqueue into a queue past the limit: %v %v, want an error", res, err)
-	}
-}
-
-// TestUniqueClaimSurvivesRestartWhateverTheIDOrder: a live claim must win
-// the rebuild over an expired claim on the same key, even when the task
-// holding the expired one has the larger (producer-chosen) id and is
-// scanned after it.
-func TestUniqueClaimSurvivesRestartWhateverTheIDOrder(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "conveyor.db")
-	now := bt.T0
-	clock := func() time.Time { return now }
-	e := openEngine(t, bolt.Config{Path: path, Now: clock})
-	old := bt.NewTask("q")
-	old.ID = ulid.MustNew(ulid.Timestamp(bt.T0.Add(24*time.Hour)), nil).String() // sorts last
-	old.UniqueKey, old.UniqueUntil = "k", bt.T0.Add(time.Second)
-	bt.EnqueueOne(t, e, bt.T0, old)
-	now = bt.T0.Add(time.Minute) // the first claim ran out
-	holder := bt.NewTask("q")
-	holder.UniqueKey = "k"
-	bt.EnqueueOne(t, e, now, holder)
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	e = openEngine(t, bolt.Config{Path: path, Now: clock})
-	dup := bt.NewTask("q")
-	dup.UniqueKey = "k"
-	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{dup}, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(res[0].Err, broker.ErrAlreadyExists) {
-		t.Fatalf("after a restart a duplicate of the held key got %v, want ErrAlreadyExists", res[0].Err)
 	}
 }
 
@@ -111,7 +73,7 @@ func TestHeartbeatsDoNotGrowTheLeaseHeap(t *testing.T) {
 	bt.Enqueue(t, e, bt.T0, tasks...)
 	ls := bt.Lease(t, e, "s2", "many", len(tasks), bt.T0, bt.TTL)
 	for _, l := range ls {
-		bt.Complete(t, e, "s2", l, outcomeSuccess, "", bt.T0)
+		bt.Succeed(t, e, "s2", l, bt.T0)
 	}
 	if n, c := bolt.LeaseHeapSize(e); n != 1 || c > 4096 {
 		t.Fatalf("after 100,000 leases ended the heap holds %d entries in an array of %d", n, c)

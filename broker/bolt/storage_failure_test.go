@@ -61,7 +61,7 @@ func TestFullDiskWaitsAndRecovers(t *testing.T) {
 	d.full.Store(true)
 	done := make(chan []broker.EnqueueResult, 1)
 	go func() {
-		res, _ := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}})
+		res, _ := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q")}, bt.T0)})
 		done <- res
 	}()
 	d.waitRefusals(t, 2) // the first commit and one retry of the same batch
@@ -76,7 +76,7 @@ func TestFullDiskWaitsAndRecovers(t *testing.T) {
 	// A context that ends first gets its error: the task is in doubt.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := e.Enqueue(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := e.Enqueue(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q")}, bt.T0)}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Enqueue with a deadline while the disk is full: %v, want DeadlineExceeded", err)
 	}
 	// Dispatch from what is durable goes on.
@@ -84,7 +84,7 @@ func TestFullDiskWaitsAndRecovers(t *testing.T) {
 	if l.Task.ID != ready.ID {
 		t.Fatalf("leased %s, want the durable task %s", l.Task.ID, ready.ID)
 	}
-	bt.Complete(t, e, "s1", l, outcomeSuccess, "", bt.T0)
+	bt.Succeed(t, e, "s1", l, bt.T0)
 
 	d.full.Store(false)
 	select {
@@ -92,15 +92,15 @@ func TestFullDiskWaitsAndRecovers(t *testing.T) {
 		if res[0].Err != nil {
 			t.Fatalf("Enqueue after space returned: %v", res[0].Err)
 		}
-		bt.RequireState(t, e, res[0].Task.ID, statePending)
+		bt.RequireState(t, e, res[0].Task.ID, broker.StatePending)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Enqueue still waiting after space returned")
 	}
 	if err := e.StorageError(); err != nil {
 		t.Fatalf("StorageError after recovery = %v", err)
 	}
-	bt.RequireState(t, e, ready.ID, stateCompleted)
-	bt.RequireCounts(t, e, "q", bt.Counts{statePending: 2, stateCompleted: 1})
+	bt.RequireState(t, e, ready.ID, broker.StateCompleted)
+	bt.RequireCounts(t, e, "q", bt.Counts{broker.StatePending: 2, broker.StateCompleted: 1})
 }
 
 // TestCloseWhileDiskFull: Close does not hang on a storage that keeps
@@ -114,7 +114,7 @@ func TestCloseWhileDiskFull(t *testing.T) {
 	d.full.Store(true)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: []broker.NewTask{bt.NewTask("q")}})
+		_, err := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q")}, bt.T0)})
 		done <- err
 	}()
 	d.waitRefusals(t, 1)
@@ -155,7 +155,7 @@ func BenchmarkStorageFailure(b *testing.B) {
 			if err != nil || len(ls) != 1 {
 				b.Fatalf("Lease = %d leases, %v", len(ls), err)
 			}
-			if _, err := e.Complete(b.Context(), broker.CompleteParams{SessionID: "s1", Lease: bt.Ref(ls[0]), Outcome: outcomeSuccess, Now: now}); err != nil {
+			if _, err := e.Complete(b.Context(), decide("s1", ls[0], outcomeSuccess, now)); err != nil {
 				b.Fatal(err)
 			}
 		}

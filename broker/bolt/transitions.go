@@ -65,15 +65,37 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	e.tasks.put(k, *m)
 }
 
-// expiredLocked archives a task that comes back to wait after its expiry
-// passed (it expired while it ran) and reports whether it did.
+// indexExpiryLocked indexes a live task's expiry or its deadline,
+// whichever is earlier: a task still waiting then is archived (the flag
+// says which of the two it was, for the message).
+func (e *Engine) indexExpiryLocked(k key, m *meta, st *storagev1.TaskStatus) {
+	at, dl := st.GetExpiresAt(), st.GetDeadline()
+	if dl != 0 && (at == 0 || dl < at) {
+		at = dl
+		m.flags |= flagDeadlineFirst
+	}
+	if at == 0 {
+		return
+	}
+	e.expires[k] = at
+	if e.expHeap.add(timed{at: at, k: k}) {
+		e.note.TimersChanged()
+	}
+}
+
+// expiredLocked archives a task whose expiry or deadline passed by now
+// (one popped from a ready queue, or one coming back to wait after it ran
+// past it) and reports whether it did. It is the mechanism that keeps such
+// a task from ever running: no attempt is counted.
 func (e *Engine) expiredLocked(k key, m meta, now int64) bool {
 	if at, ok := e.expires[k]; !ok || at > now {
 		return false
 	}
-	e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) {
-		st.LastError = "expired before it could run"
-	})
+	msg := broker.ExpiredMessage
+	if m.flags&flagDeadlineFirst != 0 {
+		msg = broker.DeadlinePassedMessage
+	}
+	e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
 	return true
 }
 
@@ -88,7 +110,7 @@ func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1
 	e.setStateLocked(k, &m, statePending)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {
-			st.State = statePending
+			st.State = int32(statePending)
 			if fn != nil {
 				fn(st)
 			}
@@ -97,32 +119,44 @@ func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1
 	e.pushReadyLocked(k)
 }
 
-// toRetryLocked schedules a failed attempt's retry at due.
+// toRetryLocked records a failed attempt (one more retry counted, its
+// error kept) and makes the task RETRY until due, or PENDING at once when
+// due is not after now.
 func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg string) {
+	m.retried++
+	retried := m.retried
+	record := func(st *storagev1.TaskStatus) {
+		st.Retried = retried
+		st.LastError = errMsg
+		recordError(st, retried, errMsg, now)
+		st.ProgressPercent, st.ProgressMessage = 0, ""
+	}
+	if due <= now {
+		e.toPendingLocked(k, m, now, record)
+		return
+	}
 	if e.expiredLocked(k, m, now) {
 		return
 	}
-	m.retried++
 	m.due = due
 	e.setStateLocked(k, &m, stateRetry)
 	if e.dueHeap.add(timed{at: due, k: k}) {
 		e.note.TimersChanged()
 	}
-	retried := m.retried
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {
-			st.State = stateRetry
-			st.Retried = retried
-			st.LastError = errMsg
+			st.State = int32(stateRetry)
 			st.NextProcessAt = due
-			st.ProgressPercent, st.ProgressMessage = 0, ""
+			record(st)
 		})
 	}, nil)
 }
 
 // finishLocked makes a live task terminal: it leaves memory (its durable
-// record moves to the done bucket) and is purged after its retention. fn
-// may change more of the stored status.
+// record moves to the done bucket) and is indexed for purging: by its own
+// purge time when it has a retention of its own (a COMPLETED task), else
+// by when it ended, under its class, for the purger's horizon. fn may
+// change more of the stored status.
 func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
 	e.unreadyLocked(&m)
 	q := e.queues[m.queue]
@@ -137,23 +171,22 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 			delete(e.unique, uk)
 		}
 	}
-	retention := e.cfg.ArchiveRetention
-	if to == stateCompleted {
-		retention = e.cfg.Retention
-		if r, ok := e.retention[k]; ok {
-			retention = time.Duration(r)
+	var purgeAt int64 // 0: by class
+	if r, ok := e.retention[k]; ok && to == stateCompleted {
+		purgeAt = satAdd(now, time.Duration(r))
+		if e.purgeNext == 0 || purgeAt < e.purgeNext {
+			e.purgeNext = purgeAt
+			e.note.TimersChanged()
 		}
-	}
-	delete(e.retention, k)
-	purgeAt := satAdd(now, retention)
-	if e.purgeNext == 0 || purgeAt < e.purgeNext {
-		e.purgeNext = purgeAt
+	} else if c := classOf(to); e.endedFirst[c] == 0 {
+		e.endedFirst[c] = now
 		e.note.TimersChanged()
 	}
+	delete(e.retention, k)
 	e.settling[k]++
 	e.commit.appendLocked(func(w *txw) error {
 		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
-			st.State = to
+			st.State = int32(to)
 			st.CompletedAt = now
 			if fn != nil {
 				fn(st)

@@ -6,6 +6,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
@@ -18,11 +19,16 @@ import (
 // under load) costs one read and no rewrite of its live record, instead of
 // a read-modify-write for each change.
 type txw struct {
-	tx                              *bbolt.Tx
-	tasks, live, done, purge, qrecs *bbolt.Bucket
-	statuses                        map[key]*liveStatus
-	changed                         []key                // keys of changed statuses, in first-change order
-	term                            map[string]*[3]int64 // queue → completed, archived, canceled deltas
+	tx                                     *bbolt.Tx
+	tasks, live, done, purge, ended, qrecs *bbolt.Bucket
+	statuses                               map[key]*liveStatus
+	changed                                []key                  // keys of changed statuses, in first-change order
+	deltas                                 map[string]*queueDelta // queue → changes to its record's counts
+}
+
+// queueDelta is what a transaction adds to a queue record's counts.
+type queueDelta struct {
+	completed, archived, canceled, processed, failed int64
 }
 
 // liveStatus is a live task's status as the transaction sees it.
@@ -39,6 +45,7 @@ func newTxw(tx *bbolt.Tx) *txw {
 		live:  tx.Bucket(bucketLive),
 		done:  tx.Bucket(bucketDone),
 		purge: tx.Bucket(bucketPurge),
+		ended: tx.Bucket(bucketEnded),
 		qrecs: tx.Bucket(bucketQueues),
 	}
 }
@@ -78,7 +85,7 @@ func (w *txw) flush() error {
 			return err
 		}
 	}
-	return w.flushTerm()
+	return w.flushDeltas()
 }
 
 // loadLive returns a live task's status for this transaction.
@@ -117,7 +124,8 @@ func (w *txw) updateLive(k key, fn func(st *storagev1.TaskStatus)) error {
 }
 
 // finish moves a live task's status to the done bucket in a terminal state
-// and indexes it for purging at purgeAt.
+// and indexes it for purging: at purgeAt when it has its own retention
+// (purgeAt != 0), else under its class by when it ended.
 func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) error {
 	ls, err := w.loadLive(k)
 	if err != nil {
@@ -133,46 +141,61 @@ func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) er
 	if err := w.done.Put(k[:], marshal(st)); err != nil {
 		return err
 	}
-	w.termDelta(st.GetQueue(), int32(st.GetState()), 1)
-	return w.purge.Put(purgeKey(purgeAt, k), nil)
+	w.termDelta(st.GetQueue(), stateOf(st), 1)
+	if purgeAt != 0 {
+		return w.purge.Put(purgeKey(purgeAt, k), nil)
+	}
+	return w.ended.Put(endedKey(classOf(stateOf(st)), st.GetCompletedAt(), k), nil)
+}
+
+func (w *txw) delta(queue string) *queueDelta {
+	if w.deltas == nil {
+		w.deltas = map[string]*queueDelta{}
+	}
+	d := w.deltas[queue]
+	if d == nil {
+		d = &queueDelta{}
+		w.deltas[queue] = d
+	}
+	return d
 }
 
 // termDelta adjusts the persisted count of terminal tasks in a queue.
-func (w *txw) termDelta(queue string, state int32, d int64) {
-	i := -1
+func (w *txw) termDelta(queue string, state broker.State, n int64) {
+	d := w.delta(queue)
 	switch state {
-	case int32(stateCompleted):
-		i = 0
-	case int32(stateArchived):
-		i = 1
-	case int32(stateCanceled):
-		i = 2
+	case stateCompleted:
+		d.completed += n
+	case stateArchived:
+		d.archived += n
+	case stateCanceled:
+		d.canceled += n
 	}
-	if i < 0 {
-		return
-	}
-	if w.term == nil {
-		w.term = map[string]*[3]int64{}
-	}
-	t := w.term[queue]
-	if t == nil {
-		t = new([3]int64)
-		w.term[queue] = t
-	}
-	t[i] += d
 }
 
-func (w *txw) flushTerm() error {
-	for name, t := range w.term {
+// countAttempt adds an attempt that ended with a verdict to a queue's
+// persisted totals.
+func (w *txw) countAttempt(queue string, failed bool) {
+	d := w.delta(queue)
+	d.processed++
+	if failed {
+		d.failed++
+	}
+}
+
+func (w *txw) flushDeltas() error {
+	for name, d := range w.deltas {
 		rec := &storagev1.QueueRecord{}
 		if v := w.qrecs.Get([]byte(name)); v != nil {
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("queue record %q: %w", name, err)
 			}
 		}
-		rec.Completed += t[0]
-		rec.Archived += t[1]
-		rec.Canceled += t[2]
+		rec.Completed += d.completed
+		rec.Archived += d.archived
+		rec.Canceled += d.canceled
+		rec.Processed += d.processed
+		rec.Failed += d.failed
 		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
 			return err
 		}

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // T0 is the suite's epoch: every time the suite passes to a broker is T0
@@ -23,28 +21,66 @@ var T0 = time.Date(2030, time.March, 4, 5, 6, 7, 0, time.UTC)
 // TTL is the lease duration the suite uses unless a test needs another.
 const TTL = time.Minute
 
-// Task states and outcomes, shortened for the tests.
+// Retention horizons the suite passes to Purge: it assumes no default of
+// an engine's (the purger's policy is the caller's).
 const (
-	scheduled   = conveyorv1.TaskState_TASK_STATE_SCHEDULED
-	pending     = conveyorv1.TaskState_TASK_STATE_PENDING
-	active      = conveyorv1.TaskState_TASK_STATE_ACTIVE
-	retry       = conveyorv1.TaskState_TASK_STATE_RETRY
-	completed   = conveyorv1.TaskState_TASK_STATE_COMPLETED
-	archived    = conveyorv1.TaskState_TASK_STATE_ARCHIVED
-	aggregating = conveyorv1.TaskState_TASK_STATE_AGGREGATING
-	blocked     = conveyorv1.TaskState_TASK_STATE_BLOCKED
-
-	success     = conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS
-	failRetry   = conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY
-	skipRetry   = conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY
-	released    = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
-	unspecified = conveyorv1.TaskOutcome_TASK_OUTCOME_UNSPECIFIED
+	CompletedRetention = 24 * time.Hour
+	ArchivedRetention  = 7 * 24 * time.Hour
 )
 
-// testCase is one conformance test; it gets a fresh, empty broker.
+// Task states, shortened for the tests.
+const (
+	scheduled   = broker.StateScheduled
+	pending     = broker.StatePending
+	active      = broker.StateActive
+	retry       = broker.StateRetry
+	completed   = broker.StateCompleted
+	archived    = broker.StateArchived
+	canceled    = broker.StateCanceled
+	aggregating = broker.StateAggregating
+	blocked     = broker.StateBlocked
+)
+
+// Open opens the engine's store named store with notifier n, and arranges
+// for it to be closed at t's cleanup (Close is idempotent by contract, and
+// a test may close it first). The first call for a store gets a fresh,
+// empty one; a later call for the same store, after the broker opened on
+// it was closed, must reopen what that broker left. store is a fresh
+// directory from t.TempDir(); an engine that keeps its data elsewhere (a
+// database) maps it to a name of its own.
+type Open func(t testing.TB, store string, n broker.Notifier) broker.Broker
+
+// Env is a subtest's broker, with what it needs to observe signals and to
+// restart the store.
+type Env struct {
+	t     *testing.T
+	open  Open
+	store string
+	// B is the broker under test.
+	B broker.Broker
+	// Notes records the signals B sends.
+	Notes *Notes
+}
+
+// Reopen closes B and opens the same store again, as a server restart
+// would; Notes starts empty.
+func (e *Env) Reopen() broker.Broker {
+	e.t.Helper()
+	if err := e.B.Close(); err != nil {
+		e.t.Fatalf("Close before reopening: %v", err)
+	}
+	e.Notes = newNotes()
+	e.B = e.open(e.t, e.store, e.Notes)
+	return e.B
+}
+
+// testCase is one conformance test; it gets a fresh, empty store. Cases
+// that need only the broker set fn; those that observe signals or restart
+// set env.
 type testCase struct {
 	name string
 	fn   func(t *testing.T, b broker.Broker)
+	env  func(t *testing.T, e *Env)
 }
 
 // group is a set of test cases about one part of the contract.
@@ -63,30 +99,31 @@ func groups() []group {
 		{"LeaseLifecycle", lifecycleCases()},
 		{"Timers", timerCases()},
 		{"Purge", purgeCases()},
-		{"TimeBounds", timeBoundCases()},
 		{"Queues", queueCases()},
+		{"TimeBounds", timeBoundCases()},
+		{"Signals", signalCases()},
+		{"Restart", restartCases()},
 	}
 }
 
 // Run runs the conformance suite: one subtest per rule of the broker
-// contract, grouped by area (Enqueue, EnqueueTx, GetTask, Lease, Complete,
-// LeaseLifecycle, Timers, Purge, Queues). open must return a fresh, empty
-// broker on a real store each time it is called, and arrange for it to be
-// closed at t's cleanup; it is called once per subtest, from that
-// subtest's goroutine. The subtests of a group run in parallel; Run
-// returns when all of them have finished.
-//
-// The suite assumes the engine's default completed-task retention is
-// 24 hours and that it honors the task's Options.RetryPolicy with
-// broker.Backoff.
-func Run(t *testing.T, open func(t *testing.T) broker.Broker) {
+// contract, grouped by area. Each subtest opens its own fresh store; the
+// subtests of a group run in parallel, and Run returns when all of them
+// have finished.
+func Run(t *testing.T, open Open) {
 	t.Helper()
 	for _, g := range groups() {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					c.fn(t, open(t))
+					e := &Env{t: t, open: open, store: t.TempDir(), Notes: newNotes()}
+					e.B = open(t, e.store, e.Notes)
+					if c.env != nil {
+						c.env(t, e)
+						return
+					}
+					c.fn(t, e.B)
 				})
 			}
 		})
@@ -95,7 +132,9 @@ func Run(t *testing.T, open func(t *testing.T) broker.Broker) {
 
 // NewTask returns a valid task for queue as the server hands it to an
 // engine once defaults are applied: type "test", a small JSON payload,
-// priority 4 and 25 retries.
+// priority 4 and 25 retries, PENDING. (A test that sets ProcessAt, Group
+// or DependsOn and leaves State as it is gets the state the server would
+// choose; see InitialState.)
 func NewTask(queue string) broker.NewTask {
 	return broker.NewTask{
 		Queue:       queue,
@@ -107,6 +146,34 @@ func NewTask(queue string) broker.NewTask {
 	}
 }
 
+// InitialState is the state the server starts nt in at now: AGGREGATING
+// with a group, BLOCKED with dependencies, SCHEDULED with a later
+// ProcessAt, else PENDING. The suite's enqueue helpers apply it to tasks
+// whose State is unset.
+func InitialState(nt broker.NewTask, now time.Time) broker.State {
+	switch {
+	case nt.Group != "":
+		return aggregating
+	case len(nt.DependsOn) > 0:
+		return blocked
+	case nt.ProcessAt.After(now):
+		return scheduled
+	}
+	return pending
+}
+
+// WithStates returns tasks with every unset State set to InitialState.
+func WithStates(tasks []broker.NewTask, now time.Time) []broker.NewTask {
+	out := make([]broker.NewTask, len(tasks))
+	for i, nt := range tasks {
+		if nt.State == broker.StateUnspecified {
+			nt.State = InitialState(nt, now)
+		}
+		out[i] = nt
+	}
+	return out
+}
+
 // NewID returns a fresh ULID, as a producer would choose for a task id.
 func NewID() string { return ulid.Make().String() }
 
@@ -114,7 +181,7 @@ func NewID() string { return ulid.Make().String() }
 // unless every task was stored, and returns the stored tasks in order.
 func Enqueue(tb testing.TB, b broker.Broker, now time.Time, tasks ...broker.NewTask) []*broker.Task {
 	tb.Helper()
-	res, err := b.Enqueue(tb.Context(), broker.EnqueueParams{Tasks: tasks, Now: now})
+	res, err := b.Enqueue(tb.Context(), broker.EnqueueParams{Tasks: WithStates(tasks, now), Now: now})
 	if err != nil {
 		tb.Fatalf("Enqueue: %v", err)
 	}
@@ -173,17 +240,76 @@ func Ref(l broker.Lease) broker.LeaseRef {
 	return broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}
 }
 
-// Complete reports outcome (with errMsg) for lease l of session at now and
-// returns the task's new state, failing the test on error.
-func Complete(tb testing.TB, b broker.Broker, session string, l broker.Lease, outcome broker.Outcome, errMsg string, now time.Time) broker.State {
+// Decide applies d and returns the task's new state, failing the test on
+// error.
+func Decide(tb testing.TB, b broker.Broker, d broker.Decision) broker.State {
 	tb.Helper()
-	st, err := b.Complete(tb.Context(), broker.CompleteParams{
-		SessionID: session, Lease: Ref(l), Outcome: outcome, ErrorMsg: errMsg, Now: now,
-	})
+	st, err := b.Complete(tb.Context(), d)
 	if err != nil {
-		tb.Fatalf("Complete %s of %s: %v", outcome, l.Task.ID, err)
+		tb.Fatalf("Complete (kind %d) of %s: %v", d.Kind, d.Lease.TaskID, err)
 	}
 	return st
+}
+
+// Succeed records a worker's success for lease l of session at now.
+func Succeed(tb testing.TB, b broker.Broker, session string, l broker.Lease, now time.Time) broker.State {
+	tb.Helper()
+	return Decide(tb, b, broker.Completed(session, Ref(l), now, nil))
+}
+
+// Fail records a worker's failure of lease l of session at now, to be
+// retried at due.
+func Fail(tb testing.TB, b broker.Broker, session string, l broker.Lease, errMsg string, now, due time.Time) broker.State {
+	tb.Helper()
+	return Decide(tb, b, broker.Retrying(session, Ref(l), now, due, errMsg).WithVerdict())
+}
+
+// Archive records a worker's permanent failure of lease l of session at now.
+func Archive(tb testing.TB, b broker.Broker, session string, l broker.Lease, errMsg string, now time.Time) broker.State {
+	tb.Helper()
+	return Decide(tb, b, broker.Archived(session, Ref(l), now, errMsg).WithVerdict())
+}
+
+// LapseMessage is the error the suite's reaper records.
+const LapseMessage = "lease lapsed"
+
+// Reap does what the lease reaper does at now, with the suite's own rule
+// (a lapse counts a retry; the task is pending again at once, or archived
+// once its retries are spent), and returns the lapsed leases it reclaimed.
+func Reap(tb testing.TB, b broker.Broker, now time.Time) []broker.LapsedLease {
+	tb.Helper()
+	lapsed, _, err := b.LapsedLeases(tb.Context(), now)
+	if err != nil {
+		tb.Fatalf("LapsedLeases: %v", err)
+	}
+	ds := make([]broker.Decision, len(lapsed))
+	for i, l := range lapsed {
+		if l.Retried >= l.MaxRetry {
+			ds[i] = broker.Archived(l.SessionID, l.Lease, now, LapseMessage)
+		} else {
+			ds[i] = broker.Retrying(l.SessionID, l.Lease, now, now, LapseMessage)
+		}
+	}
+	if err := b.Reclaim(tb.Context(), ds); err != nil {
+		tb.Fatalf("Reclaim: %v", err)
+	}
+	return lapsed
+}
+
+// Purge runs Purge at now with the suite's retention horizons.
+func Purge(tb testing.TB, b broker.Broker, now time.Time) broker.PurgeNext {
+	tb.Helper()
+	next, err := b.Purge(tb.Context(), PurgeAt(now))
+	if err != nil {
+		tb.Fatalf("Purge: %v", err)
+	}
+	return next
+}
+
+// PurgeAt is the PurgeParams the suite's purger passes at now.
+func PurgeAt(now time.Time) broker.PurgeParams {
+	return broker.PurgeParams{Now: now, CompletedBefore: now.Add(-CompletedRetention),
+		ArchivedBefore: now.Add(-ArchivedRetention), Limit: 10_000}
 }
 
 // GetTask returns the task with id, failing the test on error.
@@ -238,7 +364,7 @@ type Counts map[broker.State]int64
 // want (states absent from want must be zero).
 func RequireCounts(tb testing.TB, b broker.Broker, queue string, want Counts) {
 	tb.Helper()
-	var w [10]int64
+	var w broker.Counts
 	for s, n := range want {
 		w[s] = n
 	}
@@ -247,11 +373,11 @@ func RequireCounts(tb testing.TB, b broker.Broker, queue string, want Counts) {
 	}
 }
 
-func formatCounts(c [10]int64) string {
+func formatCounts(c broker.Counts) string {
 	var parts []string
 	for s, n := range c {
 		if n != 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", conveyorv1.TaskState(s), n))
+			parts = append(parts, fmt.Sprintf("%s=%d", broker.State(s), n))
 		}
 	}
 	if len(parts) == 0 {
@@ -272,8 +398,8 @@ func requireErrIs(tb testing.TB, what string, err, want error) {
 func at(d time.Duration) time.Time { return T0.Add(d) }
 
 // DiffTasks lists the fields in which two views of the same task differ,
-// one line per field; Options compare with proto.Equal and times as
-// instants. It returns nil when they agree.
+// one line per field; times compare as instants. It returns nil when they
+// agree.
 func DiffTasks(got, want *broker.Task) []string {
 	var d []string
 	add := func(field string, g, w any) { d = append(d, fmt.Sprintf("%s: got %v, want %v", field, g, w)) }
@@ -295,8 +421,26 @@ func DiffTasks(got, want *broker.Task) []string {
 	if len(got.Metadata)+len(want.Metadata) > 0 && !maps.Equal(got.Metadata, want.Metadata) {
 		add("Metadata", got.Metadata, want.Metadata)
 	}
-	if !proto.Equal(got.Options, want.Options) {
+	if !bytes.Equal(got.Options, want.Options) {
 		add("Options", got.Options, want.Options)
+	}
+	if got.Timeout != want.Timeout {
+		add("Timeout", got.Timeout, want.Timeout)
+	}
+	if fmt.Sprint(got.RetryPolicy) != fmt.Sprint(want.RetryPolicy) {
+		add("RetryPolicy", got.RetryPolicy, want.RetryPolicy)
+	}
+	if (got.Retention == nil) != (want.Retention == nil) || got.Retention != nil && *got.Retention != *want.Retention {
+		add("Retention", got.Retention, want.Retention)
+	}
+	if got.Group != want.Group || got.ConcurrencyKey != want.ConcurrencyKey {
+		add("Group/ConcurrencyKey", got.Group+"/"+got.ConcurrencyKey, want.Group+"/"+want.ConcurrencyKey)
+	}
+	if fmt.Sprint(got.DependsOn) != fmt.Sprint(want.DependsOn) {
+		add("DependsOn", got.DependsOn, want.DependsOn)
+	}
+	if fmt.Sprint(got.Errors) != fmt.Sprint(want.Errors) {
+		add("Errors", got.Errors, want.Errors)
 	}
 	if got.State != want.State {
 		add("State", got.State, want.State)

@@ -1,11 +1,10 @@
 // Package brokertest is the conformance suite every broker engine must pass.
 //
-// An engine's own tests call Run with a function that opens a fresh, empty
-// engine on a real store:
+// An engine's own tests call Run with a function that opens its store:
 //
 //	func TestConformance(t *testing.T) {
-//		brokertest.Run(t, func(t *testing.T) broker.Broker {
-//			e, err := bolt.Open(bolt.Config{Path: filepath.Join(t.TempDir(), "c.db")})
+//		brokertest.Run(t, func(t testing.TB, store string, n broker.Notifier) broker.Broker {
+//			e, err := bolt.Open(bolt.Config{Path: filepath.Join(store, "c.db"), Notifier: n})
 //			if err != nil {
 //				t.Fatal(err)
 //			}
@@ -14,18 +13,18 @@
 //		})
 //	}
 //
+// Every subtest gets a fresh store (a new directory), so the subtests of a
+// group run in parallel. The suite passes its own Notifier (Notes) to
+// observe the engine's signals, and reopens a store, after closing the
+// broker on it, to test what survives a restart.
+//
 // The suite drives time explicitly: every call that takes a Now gets a value
 // derived from T0, so timers, leases, retries, expiry and retention are
-// tested without sleeping. Every subtest gets its own broker from open, so
-// the subtests of a group run in parallel. One subtest closes its broker
-// itself, so the cleanup open registers must tolerate a closed broker (Close
-// is idempotent by contract).
+// tested without sleeping. It assumes no policy of the engine's: it passes
+// every decision (Complete, Reclaim), every retry time and every purge
+// horizon itself, and builds tasks as the server hands them to an engine,
+// with defaults applied and the initial state chosen (InitialState).
 //
-// The suite builds tasks as the server hands them to an engine: defaults
-// applied, relative times resolved, and the flat NewTask fields agreeing
-// with the producer's Options (a task with a Deadline carries it in both).
-//
-// Engine-specific behaviour (restart, group commit, notifier signals) is
-// tested in the engine's own package, not here: the suite cannot inject a
-// Notifier through open.
+// What is specific to one engine (bbolt's group commit, its file checks,
+// its migrations) is tested in that engine's package.
 package brokertest

@@ -8,31 +8,30 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 func enqueueCases() []testCase {
 	return []testCase{
-		{"Pending", testEnqueuePending},
-		{"Scheduled", testEnqueueScheduled},
-		{"Aggregating", testEnqueueAggregating},
-		{"Blocked", testEnqueueBlocked},
-		{"ServerIDs", testEnqueueServerIDs},
-		{"DuplicateID", testEnqueueDuplicateID},
-		{"DuplicateIDTerminal", testEnqueueDuplicateIDTerminal},
-		{"DuplicateIDInCall", testEnqueueDuplicateIDInCall},
-		{"UniqueKeyHeld", testEnqueueUniqueKeyHeld},
-		{"UniqueKeyFreed", testEnqueueUniqueKeyFreed},
-		{"UniqueUntil", testEnqueueUniqueUntil},
-		{"BatchIndependence", testEnqueueBatchIndependence},
-		{"InputNotRetained", testEnqueueInputNotRetained},
+		{name: "Pending", fn: testEnqueuePending},
+		{name: "Scheduled", fn: testEnqueueScheduled},
+		{name: "Aggregating", fn: testEnqueueAggregating},
+		{name: "Blocked", fn: testEnqueueBlocked},
+		{name: "ServerIDs", fn: testEnqueueServerIDs},
+		{name: "DuplicateID", fn: testEnqueueDuplicateID},
+		{name: "DuplicateIDTerminal", fn: testEnqueueDuplicateIDTerminal},
+		{name: "DuplicateIDInCall", fn: testEnqueueDuplicateIDInCall},
+		{name: "UniqueKeyHeld", fn: testEnqueueUniqueKeyHeld},
+		{name: "UniqueKeyFreed", fn: testEnqueueUniqueKeyFreed},
+		{name: "UniqueUntil", fn: testEnqueueUniqueUntil},
+		{name: "BatchIndependence", fn: testEnqueueBatchIndependence},
+		{name: "InputNotRetained", fn: testEnqueueInputNotRetained},
 	}
 }
 
 // enqueueResults runs Enqueue at now and fails on a call-level error.
 func enqueueResults(t *testing.T, b broker.Broker, now time.Time, tasks ...broker.NewTask) []broker.EnqueueResult {
 	t.Helper()
-	res, err := b.Enqueue(t.Context(), broker.EnqueueParams{Tasks: tasks, Now: now})
+	res, err := b.Enqueue(t.Context(), broker.EnqueueParams{Tasks: WithStates(tasks, now), Now: now})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -139,7 +138,7 @@ func testEnqueueAggregating(t *testing.T, b broker.Broker) {
 func testEnqueueBlocked(t *testing.T, b broker.Broker) {
 	dep := EnqueueOne(t, b, T0, NewTask("q"))
 	nt := NewTask("q")
-	nt.DependsOn = []broker.Dependency{{TaskID: dep.ID, OnFailure: conveyorv1.OnFailure_ON_FAILURE_BLOCK}}
+	nt.DependsOn = []broker.Dependency{{TaskID: dep.ID, OnFailure: broker.OnFailureBlock}}
 	task := EnqueueOne(t, b, T0, nt)
 	if task.State != blocked {
 		t.Fatalf("task with dependencies is %s, want BLOCKED", task.State)
@@ -210,11 +209,11 @@ func testEnqueueDuplicateIDTerminal(t *testing.T, b broker.Broker) {
 	done.ID, dead.ID = NewID(), NewID()
 	Enqueue(t, b, T0, done, dead)
 	for _, l := range Lease(t, b, "s1", "q", 2, T0, TTL) {
-		outcome := success
 		if l.Task.ID == dead.ID {
-			outcome = skipRetry
+			Archive(t, b, "s1", l, "bad", at(time.Second))
+		} else {
+			Succeed(t, b, "s1", l, at(time.Second))
 		}
-		Complete(t, b, "s1", l, outcome, "", at(time.Second))
 	}
 	RequireState(t, b, done.ID, completed)
 	RequireState(t, b, dead.ID, archived)
@@ -264,8 +263,8 @@ func testEnqueueUniqueKeyHeld(t *testing.T, b broker.Broker) {
 	l := LeaseOne(t, b, "s1", "q", at(2*time.Second))
 	requireHeld("ACTIVE", at(3*time.Second))
 
-	if st := Complete(t, b, "s1", l, failRetry, "flaky", at(4*time.Second)); st != retry {
-		t.Fatalf("RETRY outcome gave %s", st)
+	if st := Fail(t, b, "s1", l, "flaky", at(4*time.Second), at(time.Hour)); st != retry {
+		t.Fatalf("a failure gave %s", st)
 	}
 	requireHeld("RETRY", at(5*time.Second))
 
@@ -285,12 +284,18 @@ func testEnqueueUniqueKeyHeld(t *testing.T, b broker.Broker) {
 }
 
 func testEnqueueUniqueKeyFreed(t *testing.T, b broker.Broker) {
-	for _, outcome := range []broker.Outcome{success, skipRetry} {
+	for _, end := range []struct {
+		name string
+		fn   func(l broker.Lease)
+	}{
+		{"completed", func(l broker.Lease) { Succeed(t, b, "s1", l, at(time.Second)) }},
+		{"archived", func(l broker.Lease) { Archive(t, b, "s1", l, "bad", at(time.Second)) }},
+	} {
 		nt := NewTask("q")
-		nt.UniqueKey = "k-" + outcome.String()
+		nt.UniqueKey = "k-" + end.name
 		EnqueueOne(t, b, T0, nt)
 		l := LeaseOne(t, b, "s1", "q", T0)
-		Complete(t, b, "s1", l, outcome, "", at(time.Second))
+		end.fn(l)
 
 		// The key is free again, and the new task holds it.
 		next := EnqueueOne(t, b, at(2*time.Second), nt)

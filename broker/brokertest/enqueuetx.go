@@ -11,12 +11,12 @@ import (
 
 func enqueueTxCases() []testCase {
 	return []testCase{
-		{"RequestOrder", testEnqueueTxOrder},
-		{"UniqueKeyHeldAbortsAll", testEnqueueTxUniqueHeld},
-		{"SharedUniqueKey", testEnqueueTxSharedKey},
-		{"ExistingID", testEnqueueTxExistingID},
-		{"DuplicateIDInCall", testEnqueueTxDuplicateIDInCall},
-		{"Replay", testEnqueueTxReplay},
+		{name: "RequestOrder", fn: testEnqueueTxOrder},
+		{name: "UniqueKeyHeldAbortsAll", fn: testEnqueueTxUniqueHeld},
+		{name: "SharedUniqueKey", fn: testEnqueueTxSharedKey},
+		{name: "ExistingID", fn: testEnqueueTxExistingID},
+		{name: "DuplicateIDInCall", fn: testEnqueueTxDuplicateIDInCall},
+		{name: "Replay", fn: testEnqueueTxReplay},
 	}
 }
 
@@ -28,7 +28,7 @@ func testEnqueueTxOrder(t *testing.T, b broker.Broker) {
 	items[1].ID = NewID()
 	items[2].ProcessAt = at(time.Hour)
 	items[3].UniqueKey = "tx-key"
-	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: items, Now: T0})
+	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates(items, T0), Now: T0})
 	if err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
@@ -88,7 +88,7 @@ func testEnqueueTxUniqueHeld(t *testing.T, b broker.Broker) {
 	a, held, c := NewTask("q"), NewTask("tx"), NewTask("tx")
 	a.ID, c.ID = NewID(), NewID()
 	held.UniqueKey = "held"
-	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{a, held, c}, Now: at(time.Second)})
+	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates([]broker.NewTask{a, held, c}, at(time.Second)), Now: at(time.Second)})
 	requireErrIs(t, "EnqueueTx with a held unique key", err, broker.ErrAlreadyExists)
 	if out != nil {
 		t.Fatalf("failed EnqueueTx returned tasks: %v", out)
@@ -105,7 +105,7 @@ func testEnqueueTxSharedKey(t *testing.T, b broker.Broker) {
 	a, c := NewTask("q"), NewTask("q")
 	a.ID, c.ID = NewID(), NewID()
 	a.UniqueKey, c.UniqueKey = "shared", "shared"
-	_, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{a, c}, Now: T0})
+	_, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates([]broker.NewTask{a, c}, T0), Now: T0})
 	requireErrIs(t, "EnqueueTx with two items sharing a unique key", err, broker.ErrAlreadyExists)
 	requireTxNothingStored(t, b, nil, a.ID, c.ID)
 	if n := Ready(b, "q"); n != 0 {
@@ -123,14 +123,14 @@ func testEnqueueTxExistingID(t *testing.T, b broker.Broker) {
 	live.Type, done.Type = "orig-live", "orig-done"
 	live.UniqueKey = "live-key"
 	Enqueue(t, b, T0, done)
-	Complete(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), success, "", at(time.Second))
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), at(time.Second))
 	Enqueue(t, b, at(time.Second), live)
 
 	again, againDone := live, done
 	again.Type, againDone.Type = "changed", "changed"
 	n1, n2 := NewTask("q"), NewTask("q")
 	n1.Type, n2.Type = "n1", "n2"
-	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{n1, again, againDone, n2}, Now: at(2 * time.Second)})
+	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates([]broker.NewTask{n1, again, againDone, n2}, at(2*time.Second)), Now: at(2 * time.Second)})
 	if err != nil {
 		t.Fatalf("EnqueueTx with existing ids: %v", err)
 	}
@@ -155,7 +155,7 @@ func testEnqueueTxDuplicateIDInCall(t *testing.T, b broker.Broker) {
 	first, second := NewTask("q"), NewTask("q")
 	first.ID, first.Type = NewID(), "first"
 	second.ID, second.Type = first.ID, "second"
-	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{first, second}, Now: T0})
+	out, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates([]broker.NewTask{first, second}, T0), Now: T0})
 	if err != nil {
 		t.Fatalf("EnqueueTx repeating an id: %v", err)
 	}
@@ -185,11 +185,11 @@ func testEnqueueTxReplay(t *testing.T, b broker.Broker) {
 		items[i].ID = NewID()
 		items[i].UniqueKey = "replay-" + items[i].ID
 	}
-	first, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: items, Now: T0})
+	first, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates(items, T0), Now: T0})
 	if err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
-	second, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: items, Now: at(time.Second)})
+	second, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Tasks: WithStates(items, at(time.Second)), Now: at(time.Second)})
 	if err != nil {
 		t.Fatalf("replayed EnqueueTx: %v", err)
 	}

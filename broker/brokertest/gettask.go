@@ -5,18 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 func getTaskCases() []testCase {
 	return []testCase{
-		{"NotFound", testGetTaskNotFound},
-		{"RoundTrip", testGetTaskRoundTrip},
+		{name: "NotFound", fn: testGetTaskNotFound},
+		{name: "RoundTrip", fn: testGetTaskRoundTrip},
 	}
 }
 
@@ -32,56 +27,55 @@ func testGetTaskRoundTrip(t *testing.T, b broker.Broker) {
 	deadline := at(6 * time.Hour).Add(123456789)
 	expires := at(5 * time.Hour).Add(987654321)
 	retention := 48 * time.Hour
-	opts := &conveyorv1.TaskOptions{
-		MaxRetry:       3,
-		Timeout:        durationpb.New(90 * time.Second),
-		Deadline:       timestamppb.New(deadline),
-		UniqueKey:      "rt",
-		UniqueTtl:      durationpb.New(time.Hour),
-		Priority:       8,
-		Retention:      durationpb.New(retention),
-		ExpiresAt:      timestamppb.New(expires),
-		ConcurrencyKey: "tenant-1",
-		RetryPolicy: &conveyorv1.RetryPolicy{
-			Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_LINEAR,
-			Base:     durationpb.New(2 * time.Second),
-			Max:      durationpb.New(time.Minute),
-		},
-	}
+	dep := EnqueueOne(t, b, T0, NewTask("other"))
+	// Options are opaque to the broker: any bytes go back as they came.
+	opts := []byte{0x0a, 0x03, 'o', 'p', 't', 0xff}
 	nt := broker.NewTask{
-		ID:          NewID(),
-		Queue:       "rt.queue-1",
-		Type:        "image:resize",
-		Payload:     []byte{0, 1, 2, 0xfe, 0xff, '\n', 0},
-		ContentType: "application/octet-stream",
-		Metadata:    map[string]string{"traceparent": "00-x-y-01", "empty": "", "ünïcode": "✓"},
-		Options:     opts,
-		Priority:    8,
-		MaxRetry:    3,
-		UniqueKey:   "rt",
-		UniqueUntil: at(time.Hour),
-		ExpiresAt:   expires,
-		Retention:   &retention,
+		ID:             NewID(),
+		Queue:          "rt.queue-1",
+		Type:           "image:resize",
+		Payload:        []byte{0, 1, 2, 0xfe, 0xff, '\n', 0},
+		ContentType:    "application/octet-stream",
+		Metadata:       map[string]string{"traceparent": "00-x-y-01", "empty": "", "ünïcode": "✓"},
+		Options:        opts,
+		Priority:       8,
+		MaxRetry:       3,
+		UniqueKey:      "rt",
+		UniqueUntil:    at(time.Hour),
+		ExpiresAt:      expires,
+		Deadline:       deadline,
+		Timeout:        90 * time.Second,
+		RetryPolicy:    &broker.RetryPolicy{Strategy: broker.RetryLinear, Base: 2 * time.Second, Max: time.Minute},
+		Retention:      &retention,
+		ConcurrencyKey: "tenant-1",
+		DependsOn:      []broker.Dependency{{TaskID: dep.ID, OnFailure: broker.OnFailureContinue}},
 	}
 	task := EnqueueOne(t, b, T0, nt)
 	got := GetTask(t, b, nt.ID)
 	want := &broker.Task{
 		ID: nt.ID, Queue: nt.Queue, Type: nt.Type, Payload: nt.Payload, ContentType: nt.ContentType,
-		Metadata: nt.Metadata, Options: opts, State: pending, Priority: 8, MaxRetry: 3,
+		Metadata: nt.Metadata, Options: opts, State: blocked, Priority: 8, MaxRetry: 3,
 		UniqueKey: "rt", EnqueuedAt: T0, NextProcessAt: got.NextProcessAt, ExpiresAt: expires, Deadline: deadline,
+		Timeout: nt.Timeout, RetryPolicy: nt.RetryPolicy, Retention: &retention, ConcurrencyKey: "tenant-1",
+		DependsOn: nt.DependsOn,
 	}
 	RequireSameTask(t, "stored task", got, want)
 	RequireSameTask(t, "returned task", task, want)
-	if !proto.Equal(got.Options, opts) {
-		t.Fatalf("options did not round-trip:\n got %v\nwant %v", got.Options, opts)
-	}
 
+	plain := nt
+	plain.ID, plain.UniqueKey, plain.DependsOn, plain.State = NewID(), "", nil, pending
+	EnqueueOne(t, b, T0, plain)
 	l := LeaseOne(t, b, "s1", nt.Queue, T0)
-	if !bytes.Equal(l.Task.Payload, nt.Payload) || !proto.Equal(l.Task.Options, opts) ||
+	if !bytes.Equal(l.Task.Payload, nt.Payload) || !bytes.Equal(l.Task.Options, opts) ||
 		l.Task.ContentType != nt.ContentType || l.Task.Type != nt.Type || l.Task.Metadata["ünïcode"] != "✓" {
 		t.Fatalf("leased task differs from the enqueued one: %+v", l.Task)
 	}
-	if !l.Task.Deadline.Equal(deadline) {
-		t.Fatalf("leased task Deadline = %v, want %v", l.Task.Deadline, deadline)
+	if !l.Task.Deadline.Equal(deadline) || l.Task.Timeout != nt.Timeout || *l.Task.RetryPolicy != *nt.RetryPolicy ||
+		l.Task.SessionID != "s1" || l.Task.LeaseToken != l.Token {
+		t.Fatalf("leased task carries deadline %v timeout %v policy %+v session %q token %d",
+			l.Task.Deadline, l.Task.Timeout, l.Task.RetryPolicy, l.Task.SessionID, l.Task.LeaseToken)
+	}
+	if running := GetTask(t, b, plain.ID); running.SessionID != "s1" || running.LeaseToken != l.Token {
+		t.Fatalf("GetTask of an ACTIVE task shows session %q token %d, want s1 and %d", running.SessionID, running.LeaseToken, l.Token)
 	}
 }

@@ -12,13 +12,14 @@ import (
 
 func leaseCases() []testCase {
 	return []testCase{
-		{"PriorityThenFIFO", testLeasePriority},
-		{"Fields", testLeaseFields},
-		{"Limit", testLeaseLimit},
-		{"Ready", testLeaseReady},
-		{"PausedQueue", testLeasePaused},
-		{"ConcurrentSessions", testLeaseConcurrent},
-		{"ScheduledAfterPromote", testLeaseScheduled},
+		{name: "PriorityThenFIFO", fn: testLeasePriority},
+		{name: "Fields", fn: testLeaseFields},
+		{name: "Limit", fn: testLeaseLimit},
+		{name: "LimitFunc", fn: testLeaseLimitFunc},
+		{name: "Ready", fn: testLeaseReady},
+		{name: "PausedQueue", fn: testLeasePaused},
+		{name: "ConcurrentSessions", fn: testLeaseConcurrent},
+		{name: "ScheduledAfterPromote", fn: testLeaseScheduled},
 	}
 }
 
@@ -286,7 +287,7 @@ func testLeaseConcurrent(t *testing.T, b broker.Broker) {
 	// Every lease is fenced to its own session.
 	for s := range sessions {
 		for _, l := range got[s] {
-			st := Complete(t, b, fmt.Sprintf("s%d", s), l, success, "", at(time.Second))
+			st := Succeed(t, b, fmt.Sprintf("s%d", s), l, at(time.Second))
 			if st != completed {
 				t.Fatalf("Complete gave %s", st)
 			}
@@ -347,4 +348,37 @@ func testLeaseScheduled(t *testing.T, b broker.Broker) {
 	}
 	RequireState(t, b, ts[0].ID, pending)
 	RequireCounts(t, b, "q", Counts{pending: 1, active: 1})
+}
+
+// testLeaseLimitFunc: the caller's Limit caps a lease's expiry and every
+// renewal, and a lapse at the limit is reported as Limited.
+func testLeaseLimitFunc(t *testing.T, b broker.Broker) {
+	bounded, free := NewTask("q"), NewTask("q")
+	bounded.Timeout = 2 * time.Second
+	Enqueue(t, b, T0, bounded, free)
+	limit := func(task *broker.Task) time.Time {
+		if task.Timeout == 0 {
+			return time.Time{}
+		}
+		return T0.Add(task.Timeout + time.Second)
+	}
+	ls, err := b.Lease(t.Context(), broker.LeaseParams{SessionID: "s1", Picks: []broker.QueuePick{{Queue: "q", N: 2}},
+		Now: T0, TTL: TTL, Limit: limit})
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("Lease = %v, %v", ls, err)
+	}
+	if want := T0.Add(3 * time.Second); !ls[0].Expiry.Equal(want) {
+		t.Fatalf("bounded lease expires %v, want the limit %v", ls[0].Expiry, want)
+	}
+	if !ls[1].Expiry.Equal(T0.Add(TTL)) {
+		t.Fatalf("unbounded lease expires %v, want the TTL's", ls[1].Expiry)
+	}
+	if n, err := b.Extend(t.Context(), broker.ExtendParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(ls[0]), Ref(ls[1])},
+		Now: at(time.Second), TTL: TTL}); err != nil || n != 2 {
+		t.Fatalf("Extend = %d, %v", n, err)
+	}
+	lapsed, _, err := b.LapsedLeases(t.Context(), at(3*time.Second))
+	if err != nil || len(lapsed) != 1 || lapsed[0].Lease != Ref(ls[0]) || !lapsed[0].Limited {
+		t.Fatalf("LapsedLeases at the limit = %+v, %v; want the bounded lease, Limited", lapsed, err)
+	}
 }

@@ -10,11 +10,12 @@ import (
 
 func lifecycleCases() []testCase {
 	return []testCase{
-		{"ExtendCurrentOnly", testExtend},
-		{"ReapLapsed", testReap},
-		{"ReapExhausted", testReapExhausted},
-		{"Release", testRelease},
-		{"Progress", testProgress},
+		{name: "ExtendCurrentOnly", fn: testExtend},
+		{name: "ReapLapsed", fn: testReap},
+		{name: "ReapExhausted", fn: testReapExhausted},
+		{name: "Release", fn: testRelease},
+		{name: "Progress", fn: testProgress},
+		{name: "ReclaimFenced", fn: testReclaimFenced},
 	}
 }
 
@@ -45,37 +46,35 @@ func testExtend(t *testing.T, b broker.Broker) {
 		t.Fatalf("Extend extended %d leases, want 1 (only the current one of s1)", n)
 	}
 
-	lapsed, next, err := b.ReapLeases(t.Context(), at(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lapsed := Reap(t, b, at(30*time.Second))
 	got := map[string]broker.LapsedLease{}
 	for _, ll := range lapsed {
 		got[ll.Lease.TaskID] = ll
 	}
 	want := map[string]broker.LapsedLease{
-		bb.Task.ID:    {SessionID: "s1", Lease: Ref(bb)},
-		c.Task.ID:     {SessionID: "s1", Lease: Ref(c)},
-		other.Task.ID: {SessionID: "s2", Lease: Ref(other)},
+		bb.Task.ID:    {SessionID: "s1", Lease: Ref(bb), Expiry: at(30 * time.Second), MaxRetry: 25},
+		c.Task.ID:     {SessionID: "s1", Lease: Ref(c), Expiry: at(30 * time.Second), MaxRetry: 25},
+		other.Task.ID: {SessionID: "s2", Lease: Ref(other), Expiry: at(30 * time.Second), MaxRetry: 25},
 	}
 	if len(lapsed) != len(want) {
-		t.Fatalf("ReapLeases lapsed %v, want %v", lapsed, want)
+		t.Fatalf("LapsedLeases %v, want %v", lapsed, want)
 	}
 	for id, w := range want {
-		if got[id] != w {
-			t.Fatalf("lapsed lease of %s = %+v, want %+v", id, got[id], w)
+		if g := got[id]; g.SessionID != w.SessionID || g.Lease != w.Lease || !g.Expiry.Equal(w.Expiry) || g.MaxRetry != w.MaxRetry || g.Limited {
+			t.Fatalf("lapsed lease of %s = %+v, want %+v", id, g, w)
 		}
 	}
-	if !next.Equal(at(50 * time.Second)) {
-		t.Fatalf("ReapLeases next = %v, want the extended expiry %v", next, at(50*time.Second))
+	_, next, err := b.LapsedLeases(t.Context(), at(30*time.Second))
+	if err != nil || !next.Equal(at(50*time.Second)) {
+		t.Fatalf("LapsedLeases next = %v, %v; want the extended expiry %v", next, err, at(50*time.Second))
 	}
 	RequireState(t, b, a.Task.ID, active)
-	if st := Complete(t, b, "s1", a, success, "", at(45*time.Second)); st != completed {
+	if st := Succeed(t, b, "s1", a, at(45*time.Second)); st != completed {
 		t.Fatalf("Complete of the extended lease gave %s", st)
 	}
-	lapsed, next, err = b.ReapLeases(t.Context(), at(time.Hour))
+	lapsed, next, err = b.LapsedLeases(t.Context(), at(time.Hour))
 	if err != nil || len(lapsed) != 0 || !next.IsZero() {
-		t.Fatalf("ReapLeases with no leases = %v, %v, %v", lapsed, next, err)
+		t.Fatalf("LapsedLeases with no leases = %v, %v, %v", lapsed, next, err)
 	}
 	RequireCounts(t, b, "q", Counts{pending: 3, completed: 1})
 }
@@ -87,21 +86,18 @@ func testReap(t *testing.T, b broker.Broker) {
 	ls := Lease(t, b, "s1", "q", 1, T0, 30*time.Second)
 	old := ls[0]
 
-	lapsed, next, err := b.ReapLeases(t.Context(), at(29*time.Second))
+	lapsed, next, err := b.LapsedLeases(t.Context(), at(29*time.Second))
 	if err != nil || len(lapsed) != 0 {
-		t.Fatalf("ReapLeases before expiry = %v, %v", lapsed, err)
+		t.Fatalf("LapsedLeases before expiry = %v, %v", lapsed, err)
 	}
 	if !next.Equal(at(30 * time.Second)) {
-		t.Fatalf("ReapLeases next = %v, want %v", next, at(30*time.Second))
+		t.Fatalf("LapsedLeases next = %v, want %v", next, at(30*time.Second))
 	}
 	RequireState(t, b, task.ID, active)
 
-	lapsed, _, err = b.ReapLeases(t.Context(), at(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(lapsed) != 1 || lapsed[0] != (broker.LapsedLease{SessionID: "s1", Lease: Ref(old)}) {
-		t.Fatalf("ReapLeases lapsed %+v, want s1's lease of %s", lapsed, task.ID)
+	lapsed = Reap(t, b, at(30*time.Second))
+	if len(lapsed) != 1 || lapsed[0].SessionID != "s1" || lapsed[0].Lease != Ref(old) || lapsed[0].MaxRetry != 3 {
+		t.Fatalf("LapsedLeases %+v, want s1's lease of %s", lapsed, task.ID)
 	}
 	got := RequireState(t, b, task.ID, pending)
 	if got.Retried != 1 {
@@ -112,7 +108,7 @@ func testReap(t *testing.T, b broker.Broker) {
 	}
 
 	// The old lease is dead for every operation.
-	_, err = b.Complete(t.Context(), broker.CompleteParams{SessionID: "s1", Lease: Ref(old), Outcome: success, Now: at(31 * time.Second)})
+	_, err = b.Complete(t.Context(), broker.Completed("s1", Ref(old), at(31*time.Second), nil))
 	requireErrIs(t, "Complete with a reaped lease", err, broker.ErrLeaseLost)
 	err = b.Progress(t.Context(), broker.ProgressParams{SessionID: "s1", Lease: Ref(old), Percent: 50})
 	requireErrIs(t, "Progress with a reaped lease", err, broker.ErrLeaseLost)
@@ -126,10 +122,10 @@ func testReap(t *testing.T, b broker.Broker) {
 	if l.Task.ID != task.ID || l.Token == old.Token || l.Task.Retried != 1 {
 		t.Fatalf("redelivery = %+v (token %d), want task %s with a new token and retried 1", l.Task, l.Token, task.ID)
 	}
-	_, err = b.Complete(t.Context(), broker.CompleteParams{SessionID: "s1", Lease: Ref(old), Outcome: success, Now: at(33 * time.Second)})
+	_, err = b.Complete(t.Context(), broker.Completed("s1", Ref(old), at(33*time.Second), nil))
 	requireErrIs(t, "late Complete of the first attempt", err, broker.ErrLeaseLost)
 	RequireState(t, b, task.ID, active)
-	Complete(t, b, "s2", l, success, "", at(34*time.Second))
+	Succeed(t, b, "s2", l, at(34*time.Second))
 	RequireState(t, b, task.ID, completed)
 }
 
@@ -141,8 +137,8 @@ func testReapExhausted(t *testing.T, b broker.Broker) {
 
 	LeaseOne(t, b, "s1", "none", T0)
 	LeaseOne(t, b, "s1", "one", T0)
-	if lapsed, _, err := b.ReapLeases(t.Context(), at(TTL)); err != nil || len(lapsed) != 2 {
-		t.Fatalf("ReapLeases = %v, %v; want 2 lapsed", lapsed, err)
+	if lapsed := Reap(t, b, at(TTL)); len(lapsed) != 2 {
+		t.Fatalf("Reap = %v; want 2 lapsed", lapsed)
 	}
 	if got := RequireState(t, b, tn.ID, archived); got.LastError == "" {
 		t.Fatalf("archived by the reaper without a last error")
@@ -152,8 +148,8 @@ func testReapExhausted(t *testing.T, b broker.Broker) {
 	}
 
 	LeaseOne(t, b, "s1", "one", at(2*TTL))
-	if lapsed, _, err := b.ReapLeases(t.Context(), at(3*TTL)); err != nil || len(lapsed) != 1 {
-		t.Fatalf("ReapLeases = %v, %v; want 1 lapsed", lapsed, err)
+	if lapsed := Reap(t, b, at(3*TTL)); len(lapsed) != 1 {
+		t.Fatalf("Reap = %v; want 1 lapsed", lapsed)
 	}
 	RequireState(t, b, to.ID, archived)
 	RequireCounts(t, b, "none", Counts{archived: 1})
@@ -190,7 +186,7 @@ func testRelease(t *testing.T, b broker.Broker) {
 	if n := Ready(b, "q"); n != 1 {
 		t.Fatalf("Ready = %d after releasing one, want 1", n)
 	}
-	_, err = b.Complete(t.Context(), broker.CompleteParams{SessionID: "s1", Lease: Ref(a), Outcome: success, Now: at(2 * time.Second)})
+	_, err = b.Complete(t.Context(), broker.Completed("s1", Ref(a), at(2*time.Second), nil))
 	requireErrIs(t, "Complete of a released lease", err, broker.ErrLeaseLost)
 	// Releasing again is a no-op.
 	if err := b.Release(t.Context(), broker.ReleaseParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(a)}, Now: at(2 * time.Second)}); err != nil {
@@ -208,8 +204,8 @@ func testRelease(t *testing.T, b broker.Broker) {
 		}
 	}
 	// A released lease's expiry does not count against the task.
-	if lapsed, _, err := b.ReapLeases(t.Context(), at(time.Hour)); err != nil || len(lapsed) != 3 {
-		t.Fatalf("ReapLeases = %v, %v; want only the 3 current leases", lapsed, err)
+	if lapsed := Reap(t, b, at(time.Hour)); len(lapsed) != 3 {
+		t.Fatalf("Reap = %v; want only the 3 current leases", lapsed)
 	}
 	for _, l := range ls {
 		if got := GetTask(t, b, l.Task.ID); got.Retried != 1 {
@@ -244,7 +240,38 @@ func testProgress(t *testing.T, b broker.Broker) {
 	if got := GetTask(t, b, task.ID); got.ProgressPercent != 75 || strings.Contains(got.ProgressMessage, "stale") {
 		t.Fatalf("a fenced-off Progress changed the task: %d %q", got.ProgressPercent, got.ProgressMessage)
 	}
-	Complete(t, b, "s1", l, success, "", at(time.Second))
+	Succeed(t, b, "s1", l, at(time.Second))
 	err = b.Progress(t.Context(), broker.ProgressParams{SessionID: "s1", Lease: Ref(l), Percent: 10})
 	requireErrIs(t, "Progress after Complete", err, broker.ErrLeaseLost)
+}
+
+// testReclaimFenced: a reclaim skips a lease that was answered, released
+// or renewed after it was listed as lapsed.
+func testReclaimFenced(t *testing.T, b broker.Broker) {
+	for range 3 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	ls := Lease(t, b, "s1", "q", 3, T0, TTL)
+	now := at(TTL)
+	lapsed, _, err := b.LapsedLeases(t.Context(), now)
+	if err != nil || len(lapsed) != 3 {
+		t.Fatalf("LapsedLeases = %v, %v", lapsed, err)
+	}
+	// Meanwhile: one answered, one renewed (late, but before the reclaim).
+	Succeed(t, b, "s1", ls[0], now)
+	if n, err := b.Extend(t.Context(), broker.ExtendParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(ls[1])}, Now: now, TTL: TTL}); err != nil || n != 1 {
+		t.Fatalf("Extend = %d, %v", n, err)
+	}
+	var ds []broker.Decision
+	for _, l := range lapsed {
+		ds = append(ds, broker.Retrying(l.SessionID, l.Lease, now, now, "lapsed"))
+	}
+	if err := b.Reclaim(t.Context(), ds); err != nil {
+		t.Fatal(err)
+	}
+	RequireState(t, b, ls[0].Task.ID, completed)
+	RequireState(t, b, ls[1].Task.ID, active)
+	if got := RequireState(t, b, ls[2].Task.ID, pending); got.Retried != 1 {
+		t.Fatalf("reclaimed task retried %d, want 1", got.Retried)
+	}
 }

@@ -9,9 +9,9 @@ import (
 
 func queueCases() []testCase {
 	return []testCase{
-		{"Counts", testQueuesCounts},
-		{"Info", testInfo},
-		{"Closed", testClosed},
+		{name: "Counts", fn: testQueuesCounts},
+		{name: "Info", fn: testInfo},
+		{name: "Closed", fn: testClosed},
 	}
 }
 
@@ -36,9 +36,9 @@ func testQueuesCounts(t *testing.T, b broker.Broker) {
 	if len(ls) != 4 {
 		t.Fatalf("leased %d, want 4", len(ls))
 	}
-	Complete(t, b, "s1", ls[0], success, "", at(time.Second))
-	Complete(t, b, "s1", ls[1], skipRetry, "bad", at(time.Second))
-	Complete(t, b, "s1", ls[2], failRetry, "flaky", at(time.Second))
+	Succeed(t, b, "s1", ls[0], at(time.Second))
+	Archive(t, b, "s1", ls[1], "bad", at(time.Second))
+	Fail(t, b, "s1", ls[2], "flaky", at(time.Second), at(time.Minute))
 
 	qs, err := b.Queues(t.Context())
 	if err != nil {
@@ -66,9 +66,7 @@ func testQueuesCounts(t *testing.T, b broker.Broker) {
 		t.Fatal(err)
 	}
 	RequireCounts(t, b, "a", Counts{pending: 5, completed: 1, archived: 1, aggregating: 1, blocked: 1})
-	if _, err := b.Purge(t.Context(), at(25*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	Purge(t, b, at(CompletedRetention+time.Hour))
 	if c := Queue(t, b, "a").Counts; c[completed] != 0 || c[pending] != 5 {
 		t.Fatalf("after Purge: completed %d pending %d, want 0 and 5", c[completed], c[pending])
 	}
@@ -79,7 +77,7 @@ func testQueuesCounts(t *testing.T, b broker.Broker) {
 
 func testInfo(t *testing.T, b broker.Broker) {
 	Enqueue(t, b, T0, NewTask("a"), NewTask("a"), NewTask("b"))
-	Complete(t, b, "s1", LeaseOne(t, b, "s1", "a", T0), success, "", T0)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "a", T0), T0)
 	LeaseOne(t, b, "s1", "b", T0)
 	info, err := b.Info(t.Context())
 	if err != nil {
@@ -88,7 +86,7 @@ func testInfo(t *testing.T, b broker.Broker) {
 	if info.Engine == "" {
 		t.Fatalf("Info.Engine is empty")
 	}
-	var want [10]int64
+	var want broker.Counts
 	want[pending], want[active], want[completed] = 1, 1, 1
 	if info.Counts != want {
 		t.Fatalf("Info.Counts = %s, want %s", formatCounts(info.Counts), formatCounts(want))
@@ -110,9 +108,10 @@ func testClosed(t *testing.T, b broker.Broker) {
 		t.Helper()
 		requireErrIs(t, what+" after Close", err, broker.ErrClosed)
 	}
-	_, err := b.Enqueue(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{NewTask("q")}, Now: T0})
+	fresh := WithStates([]broker.NewTask{NewTask("q")}, T0)
+	_, err := b.Enqueue(ctx, broker.EnqueueParams{Tasks: fresh, Now: T0})
 	check("Enqueue", err)
-	_, err = b.EnqueueTx(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{NewTask("q")}, Now: T0})
+	_, err = b.EnqueueTx(ctx, broker.EnqueueParams{Tasks: fresh, Now: T0})
 	check("EnqueueTx", err)
 	_, err = b.GetTask(ctx, task.ID)
 	check("GetTask", err)
@@ -120,17 +119,16 @@ func testClosed(t *testing.T, b broker.Broker) {
 	check("Lease", err)
 	_, err = b.Extend(ctx, broker.ExtendParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(l)}, Now: T0, TTL: TTL})
 	check("Extend", err)
-	for _, outcome := range []broker.Outcome{success, failRetry} {
-		_, err = b.Complete(ctx, broker.CompleteParams{SessionID: "s1", Lease: Ref(l), Outcome: outcome, Now: T0})
-		check("Complete "+outcome.String(), err)
-	}
+	_, err = b.Complete(ctx, broker.Completed("s1", Ref(l), T0, nil))
+	check("Complete", err)
 	check("Release", b.Release(ctx, broker.ReleaseParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(l)}, Now: T0}))
 	check("Progress", b.Progress(ctx, broker.ProgressParams{SessionID: "s1", Lease: Ref(l), Percent: 1}))
 	_, err = b.PromoteDue(ctx, T0)
 	check("PromoteDue", err)
-	_, _, err = b.ReapLeases(ctx, T0)
-	check("ReapLeases", err)
-	_, err = b.Purge(ctx, T0)
+	_, _, err = b.LapsedLeases(ctx, T0)
+	check("LapsedLeases", err)
+	check("Reclaim", b.Reclaim(ctx, []broker.Decision{broker.Released("s1", Ref(l), T0)}))
+	_, err = b.Purge(ctx, PurgeAt(T0))
 	check("Purge", err)
 	_, err = b.SetQueuePaused(ctx, "q", true)
 	check("SetQueuePaused", err)

@@ -4,10 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // Times at the edges of what the protocol's Timestamp and Duration hold,
@@ -22,13 +19,13 @@ var (
 
 func timeBoundCases() []testCase {
 	return []testCase{
-		{"ProcessAtFarFuture", testProcessAtFarFuture},
-		{"ProcessAtLongPast", testProcessAtLongPast},
-		{"ExpiresAtFarFuture", testExpiresAtFarFuture},
-		{"UniqueUntilFarFuture", testUniqueUntilFarFuture},
-		{"DeadlineFarFuture", testDeadlineFarFuture},
-		{"RetentionHuge", testRetentionHuge},
-		{"BackoffHuge", testBackoffHuge},
+		{name: "ProcessAtFarFuture", fn: testProcessAtFarFuture},
+		{name: "ProcessAtLongPast", fn: testProcessAtLongPast},
+		{name: "ExpiresAtFarFuture", fn: testExpiresAtFarFuture},
+		{name: "UniqueUntilFarFuture", fn: testUniqueUntilFarFuture},
+		{name: "DeadlineFarFuture", fn: testDeadlineFarFuture},
+		{name: "RetentionHuge", fn: testRetentionHuge},
+		{name: "BackoffHuge", fn: testBackoffHuge},
 	}
 }
 
@@ -77,23 +74,20 @@ func testUniqueUntilFarFuture(t *testing.T, b broker.Broker) {
 	EnqueueOne(t, b, T0, a)
 	dup := NewTask("q")
 	dup.UniqueKey = "k"
-	res, err := b.Enqueue(t.Context(), broker.EnqueueParams{Tasks: []broker.NewTask{dup}, Now: at(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := enqueueResults(t, b, at(time.Hour), dup)
 	requireErrIs(t, "a duplicate of a claim held for 292 years", res[0].Err, broker.ErrAlreadyExists)
 }
 
 func testDeadlineFarFuture(t *testing.T, b broker.Broker) {
 	nt := withDeadline(NewTask("q"), farFuture)
-	nt.Options.Timeout = durationpb.New(maxDuration)
+	nt.Timeout = maxDuration
 	task := EnqueueOne(t, b, T0, nt)
 	l := LeaseOne(t, b, "s1", "q", T0)
 	if want := T0.Add(TTL); !l.Expiry.Equal(want) {
 		t.Fatalf("lease of a task with a far deadline and timeout expires %v, want the TTL's %v", l.Expiry, want)
 	}
-	if _, _, err := b.ReapLeases(t.Context(), at(time.Second)); err != nil {
-		t.Fatal(err)
+	if lapsed := Reap(t, b, at(time.Second)); len(lapsed) != 0 {
+		t.Fatalf("a lease with a far deadline lapsed: %v", lapsed)
 	}
 	RequireState(t, b, task.ID, active)
 }
@@ -104,21 +98,16 @@ func testRetentionHuge(t *testing.T, b broker.Broker) {
 	nt.Retention = &r
 	task := EnqueueOne(t, b, T0, nt)
 	l := LeaseOne(t, b, "s1", "q", T0)
-	Complete(t, b, "s1", l, success, "", T0)
-	if _, err := b.Purge(t.Context(), at(365*24*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	Succeed(t, b, "s1", l, T0)
+	Purge(t, b, at(365*24*time.Hour))
 	RequireState(t, b, task.ID, completed)
 }
 
 func testBackoffHuge(t *testing.T, b broker.Broker) {
-	nt := NewTask("q")
-	nt.Options = &conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{
-		Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(maxDuration)}}
-	task := EnqueueOne(t, b, T0, nt)
+	task := EnqueueOne(t, b, T0, NewTask("q"))
 	l := LeaseOne(t, b, "s1", "q", T0)
-	if st := Complete(t, b, "s1", l, failRetry, "boom", T0); st != retry {
-		t.Fatalf("state %s after RETRY, want RETRY", st)
+	if st := Fail(t, b, "s1", l, "boom", T0, farFuture); st != retry {
+		t.Fatalf("state %s after a failure due in 9999, want RETRY", st)
 	}
 	if _, err := b.PromoteDue(t.Context(), at(time.Hour)); err != nil {
 		t.Fatal(err)

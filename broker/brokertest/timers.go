@@ -4,35 +4,31 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/conveyor-dev/conveyor/broker"
-	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 func timerCases() []testCase {
 	return []testCase{
-		{"ExpiryByPromoteDue", testExpiry},
-		{"ExpiredNotLeased", testExpiredNotLeased},
-		{"ExpiryWhileRetrying", testExpiryRetry},
-		{"ExpiryWhileActive", testExpiryWhileActive},
-		{"Deadline", testDeadline},
+		{name: "ExpiryByPromoteDue", fn: testExpiry},
+		{name: "ExpiredNotLeased", fn: testExpiredNotLeased},
+		{name: "ExpiryWhileRetrying", fn: testExpiryRetry},
+		{name: "ExpiryWhileActive", fn: testExpiryWhileActive},
+		{name: "Deadline", fn: testDeadline},
 	}
 }
 
 func purgeCases() []testCase {
 	return []testCase{
-		{"DefaultRetention", testPurgeDefault},
-		{"ZeroRetention", testPurgeZeroRetention},
-		{"Next", testPurgeNext},
+		{name: "DefaultRetention", fn: testPurgeDefault},
+		{name: "ZeroRetention", fn: testPurgeZeroRetention},
+		{name: "Next", fn: testPurgeNext},
+		{name: "Limit", fn: testPurgeLimit},
 	}
 }
 
-// withDeadline sets a task's deadline as the server does: in the flat
-// field and in the producer's options.
+// withDeadline sets a task's deadline.
 func withDeadline(nt broker.NewTask, deadline time.Time) broker.NewTask {
-	nt.Options = &conveyorv1.TaskOptions{Deadline: timestamppb.New(deadline)}
+	nt.Deadline = deadline
 	return nt
 }
 
@@ -100,10 +96,8 @@ func testExpiredNotLeased(t *testing.T, b broker.Broker) {
 func testExpiryRetry(t *testing.T, b broker.Broker) {
 	nt := NewTask("q")
 	nt.ExpiresAt = at(time.Minute)
-	nt.Options = &conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{
-		Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}}
 	task := EnqueueOne(t, b, T0, nt)
-	Complete(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), failRetry, "boom", at(time.Second))
+	Fail(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), "boom", at(time.Second), at(time.Hour))
 	RequireState(t, b, task.ID, retry)
 	// It is waiting (RETRY) when the expiry passes, so it never runs again.
 	if _, err := b.PromoteDue(t.Context(), at(2*time.Hour)); err != nil {
@@ -119,8 +113,6 @@ func testExpiryRetry(t *testing.T, b broker.Broker) {
 func testExpiryWhileActive(t *testing.T, b broker.Broker) {
 	nt := NewTask("q")
 	nt.ExpiresAt = at(time.Minute)
-	nt.Options = &conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{
-		Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}}
 	ts := Enqueue(t, b, T0, nt, nt)
 	ls := Lease(t, b, "s1", "q", 2, T0, time.Hour)
 	if len(ls) != 2 {
@@ -132,11 +124,11 @@ func testExpiryWhileActive(t *testing.T, b broker.Broker) {
 	}
 	RequireState(t, b, ts[0].ID, active)
 	RequireState(t, b, ts[1].ID, active)
-	if st := Complete(t, b, "s1", ls[0], success, "", at(3*time.Minute)); st != completed {
+	if st := Succeed(t, b, "s1", ls[0], at(3*time.Minute)); st != completed {
 		t.Fatalf("Complete of a running task past its expiry = %s, want COMPLETED", st)
 	}
 	// The other fails; it must not run again, its expiry having passed.
-	Complete(t, b, "s1", ls[1], failRetry, "boom", at(3*time.Minute))
+	Fail(t, b, "s1", ls[1], "boom", at(3*time.Minute), at(time.Hour))
 	if _, err := b.PromoteDue(t.Context(), at(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +167,11 @@ func testDeadline(t *testing.T, b broker.Broker) {
 	if l := leased[plain.ID]; !l.Task.Deadline.IsZero() {
 		t.Fatalf("task without a deadline leased with Deadline %v", l.Task.Deadline)
 	}
-	if got := RequireState(t, b, late.ID, archived); got.LastError == "" {
-		t.Fatalf("task archived for its deadline has no last error")
+	if got := RequireState(t, b, late.ID, archived); got.LastError != broker.DeadlinePassedMessage {
+		t.Fatalf("task archived for its deadline has last error %q", got.LastError)
+	}
+	if q := Queue(t, b, "q"); q.Processed != 0 || q.Failed != 0 {
+		t.Fatalf("a task dropped before it ran counted as processed %d, failed %d", q.Processed, q.Failed)
 	}
 	if n := Ready(b, "q"); n != 0 {
 		t.Fatalf("Ready = %d, want 0", n)
@@ -186,24 +181,29 @@ func testDeadline(t *testing.T, b broker.Broker) {
 
 func testPurgeDefault(t *testing.T, b broker.Broker) {
 	task := EnqueueOne(t, b, T0, NewTask("q"))
+	dead := EnqueueOne(t, b, T0, NewTask("q"))
 	EnqueueOne(t, b, T0, NewTask("q"))
-	Complete(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), success, "", T0)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), "bad", at(time.Second))
 
-	next, err := b.Purge(t.Context(), at(time.Hour))
-	if err != nil {
-		t.Fatal(err)
+	next := Purge(t, b, at(time.Hour))
+	if !next.Completed.Equal(T0) || !next.Archived.Equal(at(time.Second)) || !next.Own.IsZero() || next.More {
+		t.Fatalf("Purge next = %+v, want the completed task's end T0 and the archived one's T0+1s", next)
 	}
-	if next.IsZero() || !next.After(at(time.Hour)) || next.After(at(25*time.Hour)) {
-		t.Fatalf("Purge next = %v, want in (T0+1h, T0+25h]", next)
-	}
-	RequireState(t, b, task.ID, completed)
-	RequireCounts(t, b, "q", Counts{pending: 1, completed: 1})
+	RequireCounts(t, b, "q", Counts{pending: 1, completed: 1, archived: 1})
 
-	if _, err := b.Purge(t.Context(), at(25*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.GetTask(t.Context(), task.ID)
+	// The completed horizon passes the first; the archived one is kept.
+	Purge(t, b, at(CompletedRetention))
+	_, err := b.GetTask(t.Context(), task.ID)
 	requireErrIs(t, "GetTask of a purged task", err, broker.ErrNotFound)
+	RequireState(t, b, dead.ID, archived)
+	next = Purge(t, b, at(ArchivedRetention))
+	if !next.Archived.Equal(at(time.Second)) || !next.Completed.IsZero() {
+		t.Fatalf("Purge next = %+v, want only the archived task left", next)
+	}
+	Purge(t, b, at(ArchivedRetention+time.Second))
+	_, err = b.GetTask(t.Context(), dead.ID)
+	requireErrIs(t, "GetTask of a purged archived task", err, broker.ErrNotFound)
 	RequireCounts(t, b, "q", Counts{pending: 1})
 }
 
@@ -211,17 +211,16 @@ func testPurgeZeroRetention(t *testing.T, b broker.Broker) {
 	zero := time.Duration(0)
 	nt := NewTask("q")
 	nt.Retention = &zero
-	nt.Options = &conveyorv1.TaskOptions{Retention: durationpb.New(0)}
 	gone := EnqueueOne(t, b, T0, nt)
 	kept := EnqueueOne(t, b, T0, NewTask("q"))
 	done := at(time.Second)
 	for _, l := range Lease(t, b, "s1", "q", 2, T0, TTL) {
-		Complete(t, b, "s1", l, success, "", done)
+		Succeed(t, b, "s1", l, done)
 	}
 	RequireCounts(t, b, "q", Counts{completed: 2})
 
-	if _, err := b.Purge(t.Context(), done); err != nil {
-		t.Fatal(err)
+	if next := Purge(t, b, done); !next.Own.IsZero() {
+		t.Fatalf("Purge next = %+v after the only own-retention task went", next)
 	}
 	_, err := b.GetTask(t.Context(), gone.ID)
 	requireErrIs(t, "GetTask of a task with zero retention after Purge", err, broker.ErrNotFound)
@@ -236,24 +235,51 @@ func testPurgeZeroRetention(t *testing.T, b broker.Broker) {
 }
 
 func testPurgeNext(t *testing.T, b broker.Broker) {
-	if next, err := b.Purge(t.Context(), T0); err != nil || !next.IsZero() {
-		t.Fatalf("Purge of an empty broker = %v, %v; want zero", next, err)
+	if next := Purge(t, b, T0); next != (broker.PurgeNext{}) {
+		t.Fatalf("Purge of an empty broker = %+v; want zero", next)
 	}
-	task := EnqueueOne(t, b, T0, NewTask("q"))
-	if next, err := b.Purge(t.Context(), T0); err != nil || !next.IsZero() {
-		t.Fatalf("Purge with no terminal task = %v, %v; want zero", next, err)
+	long := 2 * time.Hour
+	nt := NewTask("q")
+	nt.Retention = &long
+	task := EnqueueOne(t, b, T0, nt)
+	if next := Purge(t, b, T0); next != (broker.PurgeNext{}) {
+		t.Fatalf("Purge with no terminal task = %+v; want zero", next)
 	}
-	Complete(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), success, "", T0)
-	next, err := b.Purge(t.Context(), T0)
-	if err != nil || next.IsZero() || !next.After(T0) {
-		t.Fatalf("Purge with a retained task = %v, %v; want a time after T0", next, err)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	next := Purge(t, b, T0)
+	if !next.Own.Equal(at(long)) {
+		t.Fatalf("Purge with a retained task = %+v; want Own at T0+2h", next)
 	}
-	if _, err := b.Purge(t.Context(), next); err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.GetTask(t.Context(), task.ID)
+	Purge(t, b, next.Own)
+	_, err := b.GetTask(t.Context(), task.ID)
 	requireErrIs(t, "GetTask after Purge at the returned time", err, broker.ErrNotFound)
-	if next, err := b.Purge(t.Context(), next); err != nil || !next.IsZero() {
-		t.Fatalf("Purge with nothing left = %v, %v; want zero", next, err)
+	if next := Purge(t, b, next.Own); next != (broker.PurgeNext{}) {
+		t.Fatalf("Purge with nothing left = %+v; want zero", next)
+	}
+}
+
+func testPurgeLimit(t *testing.T, b broker.Broker) {
+	zero := time.Duration(0)
+	nt := NewTask("q")
+	nt.Retention = &zero
+	for range 5 {
+		EnqueueOne(t, b, T0, nt)
+	}
+	for _, l := range Lease(t, b, "s1", "q", 5, T0, TTL) {
+		Succeed(t, b, "s1", l, T0)
+	}
+	p := PurgeAt(at(time.Second))
+	p.Limit = 2
+	for i, want := range []int64{3, 1, 0} {
+		next, err := b.Purge(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Queue(t, b, "q").Counts[completed]; got != want {
+			t.Fatalf("after purge %d: %d completed left, want %d", i+1, got, want)
+		}
+		if next.More != (want > 0) {
+			t.Fatalf("after purge %d: More = %v with %d left", i+1, next.More, want)
+		}
 	}
 }

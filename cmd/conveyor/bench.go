@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conveyor-dev/conveyor/internal/bench"
+	"github.com/conveyor-dev/conveyor/cmd/conveyor/bench"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // runCLI parses args with the real command tree and runs the command in
@@ -77,7 +77,7 @@ func parseListing(t *testing.T, out string) map[string]string {
 	return kv
 }
 
-func sdkClient(t *testing.T, s *testserver.Server) *conveyor.Client {
+func sdkClient(t *testing.T, s *servertest.Server) *conveyor.Client {
 	t.Helper()
 	c, err := conveyor.NewClient(s.URL(), conveyor.WithToken(s.Config.Token))
 	if err != nil {
@@ -88,7 +88,7 @@ func sdkClient(t *testing.T, s *testserver.Server) *conveyor.Client {
 
 func TestEnqueueAndGetHuman(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	id := ulid.Make().String()
 	deadline := time.Now().Add(3 * time.Hour).Truncate(time.Second)
 	out := mustRun(t, "enqueue", "--addr", s.URL(),
@@ -150,7 +150,7 @@ func TestEnqueueAndGetHuman(t *testing.T) {
 
 func TestJSONOutput(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	out := mustRun(t, "enqueue", "--addr", s.URL(), "--json", "--queue", "q", "--retention", "0s", "t", `{"n":1}`)
 	var enq conveyorv1.TaskInfo
 	if err := protojson.Unmarshal([]byte(out), &enq); err != nil {
@@ -186,7 +186,7 @@ func TestJSONOutput(t *testing.T) {
 
 func TestEnqueuePayloadSources(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	c := sdkClient(t, s)
 	stored := func(out string) []byte {
 		t.Helper()
@@ -257,7 +257,7 @@ func TestEnqueuePayloadSources(t *testing.T) {
 // prints it and exits 1).
 func TestCLIErrors(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{Token: "s3cret"})
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
 	id := ulid.Make().String()
 	mustRun(t, "enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t")
 	for _, tc := range []struct {
@@ -286,7 +286,7 @@ func TestCLIErrors(t *testing.T) {
 
 // TestClientFlagsFromEnv cannot run in parallel: it sets the environment.
 func TestClientFlagsFromEnv(t *testing.T) {
-	s := testserver.Start(t, server.Config{Token: "env-token"})
+	s := servertest.Start(t, server.Config{Token: "env-token"})
 	t.Setenv("CONVEYOR_ADDR", s.URL())
 	t.Setenv("CONVEYOR_TOKEN", "env-token")
 	kv := parseListing(t, mustRun(t, "enqueue", "from-env"))

@@ -20,7 +20,7 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // buildBinary compiles the conveyor command once per test binary.
@@ -91,7 +91,7 @@ func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	child := startChild(t, dataDir)
-	client := conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+	client := conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())
 
 	type acked struct{ id, payload string }
 	var mu sync.Mutex
@@ -134,7 +134,7 @@ func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
 			}
 		}()
 	}
-	testserver.Eventually(t, 60*time.Second, "3000 acknowledged enqueues", func() bool { return count.Load() >= 3000 })
+	servertest.Eventually(t, 60*time.Second, "3000 acknowledged enqueues", func() bool { return count.Load() >= 3000 })
 	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
 	_ = child.cmd.Wait()
 
 	restarted := startChild(t, dataDir)
-	client = conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), restarted.url, connect.WithGRPC())
+	client = conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), restarted.url, connect.WithGRPC())
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("checking %d acknowledged tasks after SIGKILL", len(acks))
@@ -167,12 +167,12 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	child := startChild(t, dataDir)
-	tasks := conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+	tasks := conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())
 	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	workers := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), child.url, connect.WithGRPC())
+	workers := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())
 	stream := workers.Session(context.Background())
 	defer func() { _ = stream.CloseResponse() }()
 	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: &conveyorv1.Hello{
@@ -203,7 +203,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	}
 
 	restarted := startChild(t, dataDir)
-	tasks = conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), restarted.url, connect.WithGRPC())
+	tasks = conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), restarted.url, connect.WithGRPC())
 	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: res.Msg.GetTask().GetId()}))
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 
-	"github.com/conveyor-dev/conveyor/internal/buildinfo"
+	"github.com/conveyor-dev/conveyor/server"
 )
 
 type versionCmd struct{}
 
 func (versionCmd) Run() error {
-	fmt.Println(buildinfo.Version)
+	fmt.Println(server.Version)
 	return nil
 }

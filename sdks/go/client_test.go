@@ -26,9 +26,9 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 var protocols = []conveyor.Protocol{conveyor.ProtocolGRPC, conveyor.ProtocolGRPCWeb, conveyor.ProtocolConnect}
@@ -44,7 +44,7 @@ func newClient(t *testing.T, url string, opts ...conveyor.Option) *conveyor.Clie
 
 // forEachProtocol runs fn in a parallel subtest per wire format, with a
 // client of s speaking it (and the token, if any).
-func forEachProtocol(t *testing.T, s *testserver.Server, fn func(t *testing.T, c *conveyor.Client, p conveyor.Protocol)) {
+func forEachProtocol(t *testing.T, s *servertest.Server, fn func(t *testing.T, c *conveyor.Client, p conveyor.Protocol)) {
 	t.Helper()
 	for _, p := range protocols {
 		t.Run(p.String(), func(t *testing.T) {
@@ -99,7 +99,7 @@ func isErr(t *testing.T, what string, err, target error, msg string) {
 // one in the TaskInfo the server stored, in every wire format.
 func TestEnqueueOptionsRoundTrip(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	forEachProtocol(t, s, func(t *testing.T, c *conveyor.Client, p conveyor.Protocol) {
 		ctx := context.Background()
 		queue := "opts-" + p.String()
@@ -336,7 +336,7 @@ func TestOptionProgrammerErrors(t *testing.T) {
 
 func TestEnqueueBatch(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	forEachProtocol(t, s, func(t *testing.T, c *conveyor.Client, p conveyor.Protocol) {
 		ctx := context.Background()
 		uk := "batch-" + p.String()
@@ -389,7 +389,7 @@ func TestEnqueueBatch(t *testing.T) {
 
 func TestEnqueueTx(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	forEachProtocol(t, s, func(t *testing.T, c *conveyor.Client, p conveyor.Protocol) {
 		ctx := context.Background()
 		uk := "tx-" + p.String()
@@ -458,7 +458,7 @@ func TestEnqueueTx(t *testing.T) {
 // every wire format, and that the server's message survives.
 func TestErrors(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{Token: "s3cret"})
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
 	forEachProtocol(t, s, func(t *testing.T, c *conveyor.Client, p conveyor.Protocol) {
 		ctx := context.Background()
 		id := ulid.Make().String()
@@ -502,7 +502,7 @@ func TestErrors(t *testing.T) {
 
 func TestErrUnavailable(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	c := newClient(t, s.URL())
 	if _, err := c.Enqueue(context.Background(), "t", nil); err != nil {
 		t.Fatal(err)
@@ -516,7 +516,7 @@ func TestErrUnavailable(t *testing.T) {
 
 func TestJSONHelpers(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	type email struct {
 		To      string   `json:"to"`
 		Subject string   `json:"subject"`
@@ -576,7 +576,7 @@ func TestJSONHelpers(t *testing.T) {
 // response text: bytes are base64, int64 is a string, Duration is "30s".
 func TestConnectJSONOnTheWire(t *testing.T) {
 	t.Parallel()
-	s := testserver.Start(t, server.Config{})
+	s := servertest.Start(t, server.Config{})
 	post := func(procedure, body string) string {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, s.URL()+procedure, strings.NewReader(body))
@@ -584,7 +584,7 @@ func TestConnectJSONOnTheWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		res, err := testserver.HTTP1Client().Do(req)
+		res, err := servertest.HTTP1Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

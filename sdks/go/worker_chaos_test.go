@@ -12,9 +12,9 @@ import (
 	"time"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // wtProxy is a TCP proxy to a server whose connections the test can sever,
@@ -196,7 +196,7 @@ func TestWorkerChaos(t *testing.T) {
 		}
 	}
 	t.Logf("%d workers stopped, %d connections cut, %d handler runs", kills, cuts, runs.Load())
-	testserver.Eventually(t, 60*time.Second, "all tasks completed", func() bool { return completed() == n })
+	servertest.Eventually(t, 60*time.Second, "all tasks completed", func() bool { return completed() == n })
 	for _, id := range ids {
 		if info := e.get(id); info.GetState() != conveyorv1.TaskState_TASK_STATE_COMPLETED {
 			t.Fatalf("task %s is %s", id, info.GetState())

@@ -18,8 +18,8 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // The tests in this file drive the worker from a scripted WorkerService:
@@ -504,7 +504,7 @@ func TestWorkerFakeTransientRefusalReconnects(t *testing.T) {
 	w := wtNewWorker(t, url)
 	w.HandleFunc("t", func(context.Context, *conveyor.Delivery) error { return nil })
 	r := wtRun(t, w)
-	testserver.Eventually(t, 10*time.Second, "three session attempts", func() bool { return f.hellos.Load() >= 3 })
+	servertest.Eventually(t, 10*time.Second, "three session attempts", func() bool { return f.hellos.Load() >= 3 })
 	if err := w.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

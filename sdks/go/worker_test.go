@@ -17,30 +17,30 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
-	"github.com/conveyor-dev/conveyor/internal/testserver"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // wtEnv is a real server with raw generated clients, for worker tests (the
 // SDK's Client is not used, so these tests exercise the worker alone).
 type wtEnv struct {
 	t     *testing.T
-	srv   *testserver.Server
+	srv   *servertest.Server
 	tasks conveyorv1connect.TaskServiceClient
 	admin conveyorv1connect.AdminServiceClient
 }
 
 func wtSetup(t *testing.T, cfg server.Config) *wtEnv {
 	t.Helper()
-	e := &wtEnv{t: t, srv: testserver.Start(t, cfg)}
+	e := &wtEnv{t: t, srv: servertest.Start(t, cfg)}
 	e.connect()
 	return e
 }
 
 func (e *wtEnv) connect() {
-	e.tasks = conveyorv1connect.NewTaskServiceClient(testserver.HTTPClient(), e.srv.URL(), connect.WithGRPC(), testserver.BearerToken(e.srv.Config.Token))
-	e.admin = conveyorv1connect.NewAdminServiceClient(testserver.HTTPClient(), e.srv.URL(), connect.WithGRPC(), testserver.BearerToken(e.srv.Config.Token))
+	e.tasks = conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), e.srv.URL(), connect.WithGRPC(), servertest.BearerToken(e.srv.Config.Token))
+	e.admin = conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), e.srv.URL(), connect.WithGRPC(), servertest.BearerToken(e.srv.Config.Token))
 }
 
 // wtReq builds an EnqueueRequest.
@@ -90,7 +90,7 @@ func (e *wtEnv) get(id string) *conveyorv1.TaskInfo {
 func (e *wtEnv) waitState(id string, state conveyorv1.TaskState, timeout time.Duration) *conveyorv1.TaskInfo {
 	e.t.Helper()
 	var info *conveyorv1.TaskInfo
-	testserver.Eventually(e.t, timeout, fmt.Sprintf("task %s reaches %s", id, state), func() bool {
+	servertest.Eventually(e.t, timeout, fmt.Sprintf("task %s reaches %s", id, state), func() bool {
 		info = e.get(id)
 		return info.GetState() == state
 	})
@@ -223,7 +223,7 @@ func TestWorkerConcurrencyBound(t *testing.T) {
 		return nil
 	})
 	wtRun(t, w)
-	testserver.Eventually(t, 30*time.Second, "all tasks completed", func() bool {
+	servertest.Eventually(t, 30*time.Second, "all tasks completed", func() bool {
 		return e.queue("load").GetCompleted() == n
 	})
 	if p := peak.Load(); p > concurrency {
@@ -452,7 +452,7 @@ func TestWorkerLeaseExpiryRedelivers(t *testing.T) {
 	e := wtSetup(t, server.Config{LeaseTTL: time.Second})
 	id := e.enqueue(wtReq("le", "t", "{}", nil))
 
-	client := conveyorv1connect.NewWorkerServiceClient(testserver.HTTPClient(), e.srv.URL(), connect.WithGRPC())
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), e.srv.URL(), connect.WithGRPC())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream := client.Session(ctx)
@@ -633,7 +633,7 @@ func TestWorkerShutdownContextCutsDrainShort(t *testing.T) {
 	if el := time.Since(begin); el > 10*time.Second {
 		t.Fatalf("Shutdown took %s", el)
 	}
-	testserver.Eventually(t, 10*time.Second, "task released", func() bool {
+	servertest.Eventually(t, 10*time.Second, "task released", func() bool {
 		info := e.get(id)
 		return info.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && info.GetRetried() == 0
 	})
@@ -655,7 +655,7 @@ func TestWorkerReconnectsAfterServerRestart(t *testing.T) {
 	}
 	e.waitState(before, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second)
 
-	e.srv = testserver.Restart(t, e.srv)
+	e.srv = servertest.Restart(t, e.srv)
 	e.connect()
 	id := e.enqueue(wtReq("rs", "t", `"after"`, nil))
 	if p := wtRecv(t, got, 15*time.Second, "the task after the restart"); p != `"after"` {

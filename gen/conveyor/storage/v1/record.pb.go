@@ -6,14 +6,17 @@
 
 // Package conveyor.storage.v1 holds the records the embedded bbolt engine
 // keeps on disk. They evolve on storage rules (fields are only added; a
-// schema version in the file gates migrations), not on API rules.
+// schema version in the file gates migrations), not on API rules, and they
+// do not depend on the API's messages: the producer's options are kept as
+// the bytes the producer sent.
 
 package storagev1
 
 import (
-	v1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -27,8 +30,9 @@ const (
 )
 
 // TaskSpec is the immutable part of a task, written once at enqueue. Its
-// field numbers mirror conveyor.v1.TaskEnvelope's, so a stored spec is also
+// fields 2..7 mirror conveyor.v1.TaskEnvelope's, so a stored spec is also
 // a valid (partial) envelope encoding; field 1 (the id) is the bucket key.
+// Fields from 20 on are the engine's own.
 type TaskSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// queue is the task's queue.
@@ -41,8 +45,18 @@ type TaskSpec struct {
 	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	// metadata is the producer's string map.
 	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// options are the options as given by the producer.
-	Options       *v1.TaskOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
+	// options are the producer's conveyor.v1.TaskOptions, encoded, verbatim.
+	// (Schema 1 declared the message itself: the bytes on disk are the same.)
+	Options []byte `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
+	// timeout (ns) bounds one attempt; 0: none.
+	Timeout int64 `protobuf:"varint,20,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// retry_policy is the task's own retry backoff, if any.
+	RetryPolicy *RetryPolicyRecord `protobuf:"bytes,21,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	// depends_on lists the task's dependencies as enqueued.
+	DependsOn []*DependencyRecord `protobuf:"bytes,22,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// deadline (Unix ns) is the time after which the task must not run
+	// (also in the status, for the index rebuild).
+	Deadline      int64 `protobuf:"varint,23,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -112,11 +126,158 @@ func (x *TaskSpec) GetMetadata() map[string]string {
 	return nil
 }
 
-func (x *TaskSpec) GetOptions() *v1.TaskOptions {
+func (x *TaskSpec) GetOptions() []byte {
 	if x != nil {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *TaskSpec) GetTimeout() int64 {
+	if x != nil {
+		return x.Timeout
+	}
+	return 0
+}
+
+func (x *TaskSpec) GetRetryPolicy() *RetryPolicyRecord {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *TaskSpec) GetDependsOn() []*DependencyRecord {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *TaskSpec) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+// RetryPolicyRecord is a task's own retry backoff.
+type RetryPolicyRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is broker.RetryStrategy's number.
+	Strategy int32 `protobuf:"varint,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// base (ns) is the first or only delay; 0: the default.
+	Base int64 `protobuf:"varint,2,opt,name=base,proto3" json:"base,omitempty"`
+	// max (ns) caps every delay; 0: the default.
+	Max           int64 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicyRecord) Reset() {
+	*x = RetryPolicyRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicyRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicyRecord) ProtoMessage() {}
+
+func (x *RetryPolicyRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicyRecord.ProtoReflect.Descriptor instead.
+func (*RetryPolicyRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RetryPolicyRecord) GetStrategy() int32 {
+	if x != nil {
+		return x.Strategy
+	}
+	return 0
+}
+
+func (x *RetryPolicyRecord) GetBase() int64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *RetryPolicyRecord) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// DependencyRecord is one dependency of a task.
+type DependencyRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task_id is the 16-byte binary ULID of the task depended on.
+	TaskId []byte `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// on_failure is broker.OnFailure's number.
+	OnFailure     int32 `protobuf:"varint,2,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencyRecord) Reset() {
+	*x = DependencyRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencyRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencyRecord) ProtoMessage() {}
+
+func (x *DependencyRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencyRecord.ProtoReflect.Descriptor instead.
+func (*DependencyRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DependencyRecord) GetTaskId() []byte {
+	if x != nil {
+		return x.TaskId
+	}
+	return nil
+}
+
+func (x *DependencyRecord) GetOnFailure() int32 {
+	if x != nil {
+		return x.OnFailure
+	}
+	return 0
 }
 
 // TaskStatus is the mutable part of a task. Live (non-terminal) tasks keep
@@ -125,8 +286,8 @@ func (x *TaskSpec) GetOptions() *v1.TaskOptions {
 // Times are Unix nanoseconds; 0 means unset.
 type TaskStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// state is the lifecycle state.
-	State v1.TaskState `protobuf:"varint,1,opt,name=state,proto3,enum=conveyor.v1.TaskState" json:"state,omitempty"`
+	// state is broker.State's number (the same numbers as conveyor.v1.TaskState).
+	State int32 `protobuf:"varint,1,opt,name=state,proto3" json:"state,omitempty"`
 	// queue duplicates the spec's queue so the index rebuild reads one bucket.
 	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// priority is the effective priority, 1..9.
@@ -157,18 +318,27 @@ type TaskStatus struct {
 	UniqueUntil int64 `protobuf:"varint,15,opt,name=unique_until,json=uniqueUntil,proto3" json:"unique_until,omitempty"`
 	// expires_at archives the task if it is still waiting then.
 	ExpiresAt int64 `protobuf:"varint,16,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// purge_at is when a terminal task is deleted.
+	// purge_at is when a terminal task with a retention of its own is
+	// deleted; 0 for one kept for its class's retention (see the ended bucket).
 	PurgeAt int64 `protobuf:"varint,17,opt,name=purge_at,json=purgeAt,proto3" json:"purge_at,omitempty"`
-	// retention (ns) overrides the engine's completed-task retention; unset
-	// means the engine default, 0 means purge at once.
-	Retention     *int64 `protobuf:"varint,18,opt,name=retention,proto3,oneof" json:"retention,omitempty"`
+	// retention (ns) is the task's own completed-task retention; unset means
+	// the server's default, 0 means purge at once.
+	Retention *int64 `protobuf:"varint,18,opt,name=retention,proto3,oneof" json:"retention,omitempty"`
+	// deadline is the time after which the task must not run.
+	Deadline int64 `protobuf:"varint,19,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// group is the aggregation group key, if any.
+	Group string `protobuf:"bytes,20,opt,name=group,proto3" json:"group,omitempty"`
+	// concurrency_key is the concurrency key, if any.
+	ConcurrencyKey string `protobuf:"bytes,21,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// errors holds the latest failed attempts, oldest first.
+	Errors        []*AttemptErrorRecord `protobuf:"bytes,22,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[1]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +350,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[1]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,14 +363,14 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *TaskStatus) GetState() v1.TaskState {
+func (x *TaskStatus) GetState() int32 {
 	if x != nil {
 		return x.State
 	}
-	return v1.TaskState(0)
+	return 0
 }
 
 func (x *TaskStatus) GetQueue() string {
@@ -322,6 +492,98 @@ func (x *TaskStatus) GetRetention() int64 {
 	return 0
 }
 
+func (x *TaskStatus) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+func (x *TaskStatus) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TaskStatus) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *TaskStatus) GetErrors() []*AttemptErrorRecord {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// AttemptErrorRecord is one failed attempt.
+type AttemptErrorRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempt is the attempt's number, 1 for the first.
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// message is the failure reason.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// at (Unix ns) is when the attempt ended.
+	At            int64 `protobuf:"varint,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptErrorRecord) Reset() {
+	*x = AttemptErrorRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptErrorRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptErrorRecord) ProtoMessage() {}
+
+func (x *AttemptErrorRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptErrorRecord.ProtoReflect.Descriptor instead.
+func (*AttemptErrorRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AttemptErrorRecord) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AttemptErrorRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AttemptErrorRecord) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 // QueueRecord holds a queue's durable settings and the counts the engine
 // cannot rebuild from the live bucket: terminal tasks are not scanned at
 // startup, so their counts are kept here, updated in the same transaction
@@ -335,14 +597,18 @@ type QueueRecord struct {
 	// archived counts retained ARCHIVED tasks.
 	Archived int64 `protobuf:"varint,3,opt,name=archived,proto3" json:"archived,omitempty"`
 	// canceled counts retained CANCELED tasks.
-	Canceled      int64 `protobuf:"varint,4,opt,name=canceled,proto3" json:"canceled,omitempty"`
+	Canceled int64 `protobuf:"varint,4,opt,name=canceled,proto3" json:"canceled,omitempty"`
+	// processed counts attempts that ended with a worker's verdict.
+	Processed int64 `protobuf:"varint,5,opt,name=processed,proto3" json:"processed,omitempty"`
+	// failed counts attempts whose verdict was a failure.
+	Failed        int64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueRecord) Reset() {
 	*x = QueueRecord{}
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[2]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +620,7 @@ func (x *QueueRecord) String() string {
 func (*QueueRecord) ProtoMessage() {}
 
 func (x *QueueRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[2]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +633,7 @@ func (x *QueueRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRecord.ProtoReflect.Descriptor instead.
 func (*QueueRecord) Descriptor() ([]byte, []int) {
-	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QueueRecord) GetPaused() bool {
@@ -398,24 +664,263 @@ func (x *QueueRecord) GetCanceled() int64 {
 	return 0
 }
 
+func (x *QueueRecord) GetProcessed() int64 {
+	if x != nil {
+		return x.Processed
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+// LegacyTaskOptions reads what schema 2 moved out of schema 1's stored
+// options (a subset of conveyor.v1.TaskOptions, same field numbers), for
+// the migration on open.
+type LegacyTaskOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// timeout bounds one attempt.
+	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// deadline is the time after which the task must not run.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// group is the aggregation group key.
+	Group string `protobuf:"bytes,10,opt,name=group,proto3" json:"group,omitempty"`
+	// depends_on lists the dependencies.
+	DependsOn []*LegacyDependency `protobuf:"bytes,13,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// concurrency_key is the concurrency key.
+	ConcurrencyKey string `protobuf:"bytes,14,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// retry_policy is the task's retry backoff.
+	RetryPolicy   *LegacyRetryPolicy `protobuf:"bytes,15,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LegacyTaskOptions) Reset() {
+	*x = LegacyTaskOptions{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LegacyTaskOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LegacyTaskOptions) ProtoMessage() {}
+
+func (x *LegacyTaskOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LegacyTaskOptions.ProtoReflect.Descriptor instead.
+func (*LegacyTaskOptions) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LegacyTaskOptions) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *LegacyTaskOptions) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *LegacyTaskOptions) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LegacyTaskOptions) GetDependsOn() []*LegacyDependency {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *LegacyTaskOptions) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *LegacyTaskOptions) GetRetryPolicy() *LegacyRetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+// LegacyDependency is conveyor.v1.TaskDependency's shape.
+type LegacyDependency struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task_id is the dependency's ULID, as text.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// on_failure is the OnFailure number.
+	OnFailure     int32 `protobuf:"varint,2,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LegacyDependency) Reset() {
+	*x = LegacyDependency{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LegacyDependency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LegacyDependency) ProtoMessage() {}
+
+func (x *LegacyDependency) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LegacyDependency.ProtoReflect.Descriptor instead.
+func (*LegacyDependency) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LegacyDependency) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *LegacyDependency) GetOnFailure() int32 {
+	if x != nil {
+		return x.OnFailure
+	}
+	return 0
+}
+
+// LegacyRetryPolicy is conveyor.v1.RetryPolicy's shape.
+type LegacyRetryPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is the RetryStrategy number.
+	Strategy int32 `protobuf:"varint,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// base is the first or only delay.
+	Base *durationpb.Duration `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// max caps every delay.
+	Max           *durationpb.Duration `protobuf:"bytes,3,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LegacyRetryPolicy) Reset() {
+	*x = LegacyRetryPolicy{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LegacyRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LegacyRetryPolicy) ProtoMessage() {}
+
+func (x *LegacyRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LegacyRetryPolicy.ProtoReflect.Descriptor instead.
+func (*LegacyRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LegacyRetryPolicy) GetStrategy() int32 {
+	if x != nil {
+		return x.Strategy
+	}
+	return 0
+}
+
+func (x *LegacyRetryPolicy) GetBase() *durationpb.Duration {
+	if x != nil {
+		return x.Base
+	}
+	return nil
+}
+
+func (x *LegacyRetryPolicy) GetMax() *durationpb.Duration {
+	if x != nil {
+		return x.Max
+	}
+	return nil
+}
+
 var File_conveyor_storage_v1_record_proto protoreflect.FileDescriptor
 
 const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\n" +
-	" conveyor/storage/v1/record.proto\x12\x13conveyor.storage.v1\x1a\x16conveyor/v1/task.proto\"\xb1\x02\n" +
+	" conveyor/storage/v1/record.proto\x12\x13conveyor.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x03\n" +
 	"\bTaskSpec\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12!\n" +
 	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12G\n" +
-	"\bmetadata\x18\x06 \x03(\v2+.conveyor.storage.v1.TaskSpec.MetadataEntryR\bmetadata\x122\n" +
-	"\aoptions\x18\a \x01(\v2\x18.conveyor.v1.TaskOptionsR\aoptions\x1a;\n" +
+	"\bmetadata\x18\x06 \x03(\v2+.conveyor.storage.v1.TaskSpec.MetadataEntryR\bmetadata\x12\x18\n" +
+	"\aoptions\x18\a \x01(\fR\aoptions\x12\x18\n" +
+	"\atimeout\x18\x14 \x01(\x03R\atimeout\x12I\n" +
+	"\fretry_policy\x18\x15 \x01(\v2&.conveyor.storage.v1.RetryPolicyRecordR\vretryPolicy\x12D\n" +
+	"\n" +
+	"depends_on\x18\x16 \x03(\v2%.conveyor.storage.v1.DependencyRecordR\tdependsOn\x12\x1a\n" +
+	"\bdeadline\x18\x17 \x01(\x03R\bdeadline\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02\"\xe8\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02\"U\n" +
+	"\x11RetryPolicyRecord\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\x05R\bstrategy\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\x03R\x04base\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x03R\x03max\"J\n" +
+	"\x10DependencyRecord\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"TaskStatus\x12,\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x14\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xec\x05\n" +
+	"\n" +
+	"TaskStatus\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bpriority\x18\x03 \x01(\x05R\bpriority\x12\x18\n" +
 	"\aretried\x18\x04 \x01(\x05R\aretried\x12\x1b\n" +
@@ -438,14 +943,41 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x10 \x01(\x03R\texpiresAt\x12\x19\n" +
 	"\bpurge_at\x18\x11 \x01(\x03R\apurgeAt\x12!\n" +
-	"\tretention\x18\x12 \x01(\x03H\x00R\tretention\x88\x01\x01B\f\n" +
+	"\tretention\x18\x12 \x01(\x03H\x00R\tretention\x88\x01\x01\x12\x1a\n" +
+	"\bdeadline\x18\x13 \x01(\x03R\bdeadline\x12\x14\n" +
+	"\x05group\x18\x14 \x01(\tR\x05group\x12'\n" +
+	"\x0fconcurrency_key\x18\x15 \x01(\tR\x0econcurrencyKey\x12?\n" +
+	"\x06errors\x18\x16 \x03(\v2'.conveyor.storage.v1.AttemptErrorRecordR\x06errorsB\f\n" +
 	"\n" +
-	"_retention\"{\n" +
+	"_retention\"X\n" +
+	"\x12AttemptErrorRecord\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\xb1\x01\n" +
 	"\vQueueRecord\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\barchived\x18\x03 \x01(\x03R\barchived\x12\x1a\n" +
-	"\bcanceled\x18\x04 \x01(\x03R\bcanceledB\xd8\x01\n" +
+	"\bcanceled\x18\x04 \x01(\x03R\bcanceled\x12\x1c\n" +
+	"\tprocessed\x18\x05 \x01(\x03R\tprocessed\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x03R\x06failed\"\xd0\x02\n" +
+	"\x11LegacyTaskOptions\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x14\n" +
+	"\x05group\x18\n" +
+	" \x01(\tR\x05group\x12D\n" +
+	"\n" +
+	"depends_on\x18\r \x03(\v2%.conveyor.storage.v1.LegacyDependencyR\tdependsOn\x12'\n" +
+	"\x0fconcurrency_key\x18\x0e \x01(\tR\x0econcurrencyKey\x12I\n" +
+	"\fretry_policy\x18\x0f \x01(\v2&.conveyor.storage.v1.LegacyRetryPolicyR\vretryPolicy\"J\n" +
+	"\x10LegacyDependency\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\x8b\x01\n" +
+	"\x11LegacyRetryPolicy\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\x05R\bstrategy\x12-\n" +
+	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03maxB\xd8\x01\n" +
 	"\x17com.conveyor.storage.v1B\vRecordProtoP\x01ZBgithub.com/conveyor-dev/conveyor/gen/conveyor/storage/v1;storagev1\xa2\x02\x03CSX\xaa\x02\x13Conveyor.Storage.V1\xca\x02\x13Conveyor\\Storage\\V1\xe2\x02\x1fConveyor\\Storage\\V1\\GPBMetadata\xea\x02\x15Conveyor::Storage::V1b\x06proto3"
 
 var (
@@ -460,24 +992,37 @@ func file_conveyor_storage_v1_record_proto_rawDescGZIP() []byte {
 	return file_conveyor_storage_v1_record_proto_rawDescData
 }
 
-var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_conveyor_storage_v1_record_proto_goTypes = []any{
-	(*TaskSpec)(nil),       // 0: conveyor.storage.v1.TaskSpec
-	(*TaskStatus)(nil),     // 1: conveyor.storage.v1.TaskStatus
-	(*QueueRecord)(nil),    // 2: conveyor.storage.v1.QueueRecord
-	nil,                    // 3: conveyor.storage.v1.TaskSpec.MetadataEntry
-	(*v1.TaskOptions)(nil), // 4: conveyor.v1.TaskOptions
-	(v1.TaskState)(0),      // 5: conveyor.v1.TaskState
+	(*TaskSpec)(nil),              // 0: conveyor.storage.v1.TaskSpec
+	(*RetryPolicyRecord)(nil),     // 1: conveyor.storage.v1.RetryPolicyRecord
+	(*DependencyRecord)(nil),      // 2: conveyor.storage.v1.DependencyRecord
+	(*TaskStatus)(nil),            // 3: conveyor.storage.v1.TaskStatus
+	(*AttemptErrorRecord)(nil),    // 4: conveyor.storage.v1.AttemptErrorRecord
+	(*QueueRecord)(nil),           // 5: conveyor.storage.v1.QueueRecord
+	(*LegacyTaskOptions)(nil),     // 6: conveyor.storage.v1.LegacyTaskOptions
+	(*LegacyDependency)(nil),      // 7: conveyor.storage.v1.LegacyDependency
+	(*LegacyRetryPolicy)(nil),     // 8: conveyor.storage.v1.LegacyRetryPolicy
+	nil,                           // 9: conveyor.storage.v1.TaskSpec.MetadataEntry
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_conveyor_storage_v1_record_proto_depIdxs = []int32{
-	3, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
-	4, // 1: conveyor.storage.v1.TaskSpec.options:type_name -> conveyor.v1.TaskOptions
-	5, // 2: conveyor.storage.v1.TaskStatus.state:type_name -> conveyor.v1.TaskState
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	9,  // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
+	1,  // 1: conveyor.storage.v1.TaskSpec.retry_policy:type_name -> conveyor.storage.v1.RetryPolicyRecord
+	2,  // 2: conveyor.storage.v1.TaskSpec.depends_on:type_name -> conveyor.storage.v1.DependencyRecord
+	4,  // 3: conveyor.storage.v1.TaskStatus.errors:type_name -> conveyor.storage.v1.AttemptErrorRecord
+	10, // 4: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
+	11, // 5: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 6: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
+	8,  // 7: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
+	10, // 8: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
+	10, // 9: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_storage_v1_record_proto_init() }
@@ -485,14 +1030,14 @@ func file_conveyor_storage_v1_record_proto_init() {
 	if File_conveyor_storage_v1_record_proto != nil {
 		return
 	}
-	file_conveyor_storage_v1_record_proto_msgTypes[1].OneofWrappers = []any{}
+	file_conveyor_storage_v1_record_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_storage_v1_record_proto_rawDesc), len(file_conveyor_storage_v1_record_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

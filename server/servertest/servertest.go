@@ -1,7 +1,7 @@
-// Package testserver starts a real Conveyor server for tests: a bbolt file
+// Package servertest starts a real Conveyor server for tests: a bbolt file
 // in t.TempDir(), a loopback listener on a free port, h2c, and clients in
 // each wire format.
-package testserver
+package servertest
 
 import (
 	"context"

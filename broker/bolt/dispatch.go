@@ -1,0 +1,153 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// Ready reports each queue's dispatchable task count; see broker.Broker.
+func (e *Engine) Ready(queues []string, counts []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, name := range queues {
+		counts[i] = 0
+		if q := e.byName[name]; q != nil && !q.paused {
+			counts[i] = q.readyN
+		}
+	}
+}
+
+// Lease leases ready tasks to a session; see broker.Broker. The ACTIVE
+// state is written in the next group commit, but Lease does not wait for
+// it: if the server dies first the task is simply still PENDING in the
+// file, which is what a restart would make of an ACTIVE task anyway.
+func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+	now := p.Now.UnixNano()
+	expiry := satAdd(now, p.TTL)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	var out []broker.Lease
+	var keys []key
+	for _, pick := range p.Picks {
+		q := e.byName[pick.Queue]
+		if q == nil || q.paused {
+			continue
+		}
+		for n := 0; n < pick.N; {
+			k, m, ok := e.popReadyLocked(q)
+			if !ok {
+				break
+			}
+			if e.expiredLocked(k, m, now) {
+				continue // past its expiry or deadline: archived, never run
+			}
+			e.setStateLocked(k, &m, stateActive)
+			e.nextToken++
+			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
+			e.leases[k] = l
+			if e.leaseHeap.add(l) {
+				e.note.TimersChanged()
+			}
+			keys = append(keys, k)
+			out = append(out, broker.Lease{
+				Token:  e.nextToken,
+				Expiry: time.Unix(0, expiry).UTC(),
+				Task: &broker.Task{
+					ID: k.String(), State: stateActive, Priority: int32(m.prio),
+					Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(),
+					SessionID: p.SessionID, LeaseToken: e.nextToken,
+				},
+			})
+			n++
+		}
+	}
+	if len(keys) > 0 {
+		e.commit.appendLocked(func(w *txw) error {
+			for _, k := range keys {
+				if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
+					st.State = int32(stateActive)
+					st.StartedAt = now
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil)
+	}
+	e.mu.Unlock()
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if err := e.fillSpecs(out); err != nil {
+		return nil, err
+	}
+	if p.Limit != nil {
+		e.limitLeases(out, p.Limit)
+	}
+	return out, nil
+}
+
+// fillSpecs completes leased tasks from their stored specs. A spec is
+// immutable and durable before its task can be leased, so reading it
+// outside the engine lock is safe.
+func (e *Engine) fillSpecs(out []broker.Lease) error {
+	return e.view(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketTasks)
+		var spec storagev1.TaskSpec
+		for i := range out {
+			t := out[i].Task
+			k, _ := parseKey(t.ID)
+			v := b.Get(k[:])
+			if v == nil {
+				return fmt.Errorf("spec of leased task %s is missing", t.ID)
+			}
+			spec.Reset()
+			if err := proto.Unmarshal(v, &spec); err != nil {
+				return fmt.Errorf("spec of %s: %w", t.ID, err)
+			}
+			fillFromSpec(t, &spec)
+			spec.Metadata, spec.Payload, spec.Options = nil, nil, nil
+		}
+		return nil
+	})
+}
+
+// limitLeases caps each new lease's expiry, and every renewal of it, at
+// the limit the caller's rule gives its task (zero: no cap).
+func (e *Engine) limitLeases(out []broker.Lease, limit func(*broker.Task) time.Time) {
+	var locked bool
+	for i := range out {
+		at := limit(out[i].Task)
+		if at.IsZero() {
+			continue
+		}
+		if !locked { // most tasks have no limit: take the lock only if one does
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			locked = true
+		}
+		k, _ := parseKey(out[i].Task.ID)
+		l := e.leases[k]
+		if l == nil || l.token != out[i].Token {
+			continue
+		}
+		l.limit = nanos(at)
+		if l.limit < l.expiry {
+			l.expiry = l.limit
+			out[i].Expiry = time.Unix(0, l.expiry).UTC()
+			if e.leaseHeap.moved(l) {
+				e.note.TimersChanged()
+			}
+		}
+	}
+}

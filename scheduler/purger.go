@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// Default retention of terminal tasks.
+const (
+	// DefaultRetention is how long a COMPLETED task is kept when it does
+	// not say.
+	DefaultRetention = 24 * time.Hour
+	// DefaultArchiveRetention is how long ARCHIVED and CANCELED tasks are
+	// kept.
+	DefaultArchiveRetention = 7 * 24 * time.Hour
+	// DefaultPurgeBatch bounds how many tasks one purge deletes, so that
+	// one commit stays short.
+	DefaultPurgeBatch = 10_000
+)
+
+// Retention says how long terminal tasks are kept. It is the one home of
+// the retention rule: a task's own retention (the option) wins for a
+// COMPLETED task; otherwise Completed applies to COMPLETED tasks and
+// Archived to ARCHIVED and CANCELED ones.
+type Retention struct {
+	// Completed defaults to DefaultRetention.
+	Completed time.Duration
+	// Archived defaults to DefaultArchiveRetention.
+	Archived time.Duration
+}
+
+func (r Retention) withDefaults() Retention {
+	if r.Completed <= 0 {
+		r.Completed = DefaultRetention
+	}
+	if r.Archived <= 0 {
+		r.Archived = DefaultArchiveRetention
+	}
+	return r
+}
+
+// NewPurger returns the loop that deletes terminal tasks past their
+// retention, at most batch (0: DefaultPurgeBatch) per commit.
+func NewPurger(b broker.Broker, r Retention, batch int, now func() time.Time, log *slog.Logger) *Loop {
+	r = r.withDefaults()
+	if batch <= 0 {
+		batch = DefaultPurgeBatch
+	}
+	job := func(ctx context.Context, at time.Time) (time.Time, error) {
+		next, err := b.Purge(ctx, broker.PurgeParams{
+			Now:             at,
+			CompletedBefore: subSat(at, r.Completed),
+			ArchivedBefore:  subSat(at, r.Archived),
+			Limit:           batch,
+		})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if next.More {
+			return at, nil // more are due: go on at once
+		}
+		return r.next(next), nil
+	}
+	return NewLoop("purger", job, now, log)
+}
+
+// next is when the earliest remaining terminal task becomes purgeable.
+func (r Retention) next(n broker.PurgeNext) time.Time {
+	var next time.Time
+	for _, t := range []time.Time{n.Own, addIfSet(n.Completed, r.Completed), addIfSet(n.Archived, r.Archived)} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+func addIfSet(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return addSat(t, d)
+}
+
+// subSat is t - d, saturating instead of overflowing time.Time.
+func subSat(t time.Time, d time.Duration) time.Time {
+	if u := t.Add(-d); !u.After(t) {
+		return u
+	}
+	return t.Add(-(1<<63 - 1))
+}

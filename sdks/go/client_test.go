@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,15 @@ func forEachProtocol(t *testing.T, s *testserver.Server, fn func(t *testing.T, c
 			fn(t, newClient(t, s.URL(), conveyor.WithProtocol(p), conveyor.WithToken(s.Config.Token)), p)
 		})
 	}
+}
+
+// withoutState returns deps with their output-only State cleared.
+func withoutState(deps []conveyor.Dependency) []conveyor.Dependency {
+	out := slices.Clone(deps)
+	for i := range out {
+		out[i].State = conveyor.TaskStateUnspecified
+	}
+	return out
 }
 
 func getTask(t *testing.T, c *conveyor.Client, id string) *conveyor.TaskInfo {
@@ -190,7 +200,9 @@ func TestEnqueueOptionsRoundTrip(t *testing.T) {
 		eq(t, "Priority", got.Priority, 4)
 		eq(t, "MaxRetry", got.MaxRetry, 25)
 		wantDeps := []conveyor.Dependency{{TaskID: a.ID, OnFailure: conveyor.OnFailureCascadeCancel}, {TaskID: other.ID}}
-		if !reflect.DeepEqual(got.DependsOn, wantDeps) || !reflect.DeepEqual(got.Options.DependsOn, wantDeps) {
+		// A server that reports each dependency's state (output only) may
+		// fill Dependency.State; the rest is what the producer gave.
+		if !reflect.DeepEqual(withoutState(got.DependsOn), wantDeps) || !reflect.DeepEqual(withoutState(got.Options.DependsOn), wantDeps) {
 			t.Errorf("DependsOn = %v, Options.DependsOn = %v, want %v", got.DependsOn, got.Options.DependsOn, wantDeps)
 		}
 		eqTime(t, "Options.ProcessAt", got.Options.ProcessAt, processAt)
@@ -650,6 +662,8 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 
 	day := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
 	retention := 48 * time.Hour
+	dep := []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue,
+		State: conveyor.TaskStateCompleted}}
 	want := conveyor.TaskInfo{
 		ID: "01J00000000000000000000001", Queue: "q", Type: "typ", State: conveyor.TaskStateRetry,
 		Priority: 6, Retried: 2, MaxRetry: 5, LastError: "boom", Payload: []byte("pay"),
@@ -657,16 +671,23 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 		EnqueuedAt: day, NextProcessAt: day.Add(time.Minute), StartedAt: day.Add(2 * time.Minute),
 		CompletedAt: day.Add(3 * time.Minute), Result: []byte("res"), ProgressPercent: 50,
 		ProgressMessage: "half", Group: "grp", ConcurrencyKey: "ck",
-		DependsOn: []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue}},
+		DependsOn: dep,
 		Options: conveyor.TaskOptions{
 			MaxRetry: 5, Timeout: time.Second, Deadline: day.Add(time.Hour), ProcessAt: day.Add(4 * time.Minute),
 			ProcessIn: 2 * time.Second, UniqueKey: "uk", UniqueTTL: 3 * time.Second, Priority: 6,
 			Retention: &retention, Group: "grp", ExpiresIn: 4 * time.Second, ExpiresAt: day.Add(2 * time.Hour),
-			DependsOn:      []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue}},
+			DependsOn:      dep,
 			ConcurrencyKey: "ck", RetryStrategy: conveyor.RetryStrategyExponential,
 			RetryBase: 5 * time.Second, RetryMax: 6 * time.Second,
 		},
-		ExpiresAt: day.Add(5 * time.Minute),
+		ExpiresAt:  day.Add(5 * time.Minute),
+		Dependents: []conveyor.TaskLink{{TaskID: "01J00000000000000000000003", State: conveyor.TaskStateBlocked}},
+		Errors: []conveyor.TaskError{
+			{Attempt: 1, Message: "first", At: day.Add(90 * time.Second)},
+			{Attempt: 2, Message: "boom", At: day.Add(150 * time.Second)},
+		},
+		SessionID: "01J0000000000000000000000S",
+		AttemptID: "01J0000000000000000000000A",
 	}
 	for _, p := range protocols {
 		c := newClient(t, hs.URL, conveyor.WithProtocol(p))
@@ -720,7 +741,8 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 	day := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
 	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(day.Add(d)) }
 	dep := func() []*conveyorv1.TaskDependency {
-		return []*conveyorv1.TaskDependency{{TaskId: "01J00000000000000000000002", OnFailure: conveyorv1.OnFailure_ON_FAILURE_CONTINUE}}
+		return []*conveyorv1.TaskDependency{{TaskId: "01J00000000000000000000002", OnFailure: conveyorv1.OnFailure_ON_FAILURE_CONTINUE,
+			State: conveyorv1.TaskState_TASK_STATE_COMPLETED}}
 	}
 	return &conveyorv1.TaskInfo{
 		Id: "01J00000000000000000000001", Queue: "q", Type: "typ", State: conveyorv1.TaskState_TASK_STATE_RETRY,
@@ -740,7 +762,14 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 				Base:     durationpb.New(5 * time.Second), Max: durationpb.New(6 * time.Second),
 			},
 		},
-		ExpiresAt: ts(5 * time.Minute),
+		ExpiresAt:  ts(5 * time.Minute),
+		Dependents: []*conveyorv1.TaskLink{{TaskId: "01J00000000000000000000003", State: conveyorv1.TaskState_TASK_STATE_BLOCKED}},
+		Errors: []*conveyorv1.TaskError{
+			{Attempt: 1, Message: "first", At: ts(90 * time.Second)},
+			{Attempt: 2, Message: "boom", At: ts(150 * time.Second)},
+		},
+		SessionId: "01J0000000000000000000000S",
+		AttemptId: "01J0000000000000000000000A",
 	}
 }
 

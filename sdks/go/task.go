@@ -383,6 +383,29 @@ type Dependency struct {
 	TaskID string
 	// OnFailure governs the dependent task if this dependency fails terminally.
 	OnFailure OnFailure
+	// State is the dependency's state when the server answered (in
+	// TaskInfo.DependsOn). It is output only: the server ignores it on
+	// enqueue, and it is TaskStateUnspecified in TaskOptions.DependsOn as
+	// the producer gave them.
+	State TaskState
+}
+
+// TaskLink names another task and its state when the server answered.
+type TaskLink struct {
+	// TaskID is the linked task's id.
+	TaskID string
+	// State is the linked task's state.
+	State TaskState
+}
+
+// TaskError is one failed attempt of a task.
+type TaskError struct {
+	// Attempt is the attempt's number, 1 for the first.
+	Attempt int
+	// Message is the failure reason the worker (or the server) gave.
+	Message string
+	// At is when the attempt ended.
+	At time.Time
 }
 
 // TaskOptions are the options a task was enqueued with, as the producer
@@ -462,6 +485,17 @@ type TaskInfo struct {
 	Options TaskOptions
 	// ExpiresAt is the resolved pre-dispatch expiry (from ExpiresIn or ExpiresAt).
 	ExpiresAt time.Time
+	// Dependents lists the tasks that depend on this one, with their states.
+	Dependents []TaskLink
+	// Errors holds the latest failed attempts, oldest first (the server
+	// keeps at most 10).
+	Errors []TaskError
+	// SessionID names the worker session running an ACTIVE task; empty
+	// otherwise.
+	SessionID string
+	// AttemptID names the current delivery of an ACTIVE task; empty
+	// otherwise (and from a server that does not fence attempts).
+	AttemptID string
 
 	// wire is the message this TaskInfo was decoded from, if any.
 	wire *conveyorv1.TaskInfo
@@ -500,6 +534,10 @@ func (t *TaskInfo) Proto() *conveyorv1.TaskInfo {
 		DependsOn:       dependenciesProto(t.DependsOn),
 		Options:         t.Options.proto(),
 		ExpiresAt:       timestampOrNil(t.ExpiresAt),
+		Dependents:      taskLinksProto(t.Dependents),
+		Errors:          taskErrorsProto(t.Errors),
+		SessionId:       t.SessionID,
+		AttemptId:       t.AttemptID,
 	}
 }
 
@@ -529,6 +567,10 @@ func newTaskInfo(m *conveyorv1.TaskInfo) *TaskInfo {
 		DependsOn:       dependencies(m.GetDependsOn()),
 		Options:         taskOptions(m.GetOptions()),
 		ExpiresAt:       timeOrZero(m.GetExpiresAt()),
+		Dependents:      taskLinks(m.GetDependents()),
+		Errors:          taskErrors(m.GetErrors()),
+		SessionID:       m.GetSessionId(),
+		AttemptID:       m.GetAttemptId(),
 		wire:            m,
 	}
 }
@@ -598,7 +640,7 @@ func dependencies(in []*conveyorv1.TaskDependency) []Dependency {
 	}
 	out := make([]Dependency, len(in))
 	for i, d := range in {
-		out[i] = Dependency{TaskID: d.GetTaskId(), OnFailure: OnFailure(d.GetOnFailure())}
+		out[i] = Dependency{TaskID: d.GetTaskId(), OnFailure: OnFailure(d.GetOnFailure()), State: TaskState(d.GetState())}
 	}
 	return out
 }
@@ -609,7 +651,52 @@ func dependenciesProto(in []Dependency) []*conveyorv1.TaskDependency {
 	}
 	out := make([]*conveyorv1.TaskDependency, len(in))
 	for i, d := range in {
-		out[i] = &conveyorv1.TaskDependency{TaskId: d.TaskID, OnFailure: conveyorv1.OnFailure(d.OnFailure)}
+		out[i] = &conveyorv1.TaskDependency{TaskId: d.TaskID, OnFailure: conveyorv1.OnFailure(d.OnFailure),
+			State: conveyorv1.TaskState(d.State)}
+	}
+	return out
+}
+
+func taskLinks(in []*conveyorv1.TaskLink) []TaskLink {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]TaskLink, len(in))
+	for i, l := range in {
+		out[i] = TaskLink{TaskID: l.GetTaskId(), State: TaskState(l.GetState())}
+	}
+	return out
+}
+
+func taskLinksProto(in []TaskLink) []*conveyorv1.TaskLink {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*conveyorv1.TaskLink, len(in))
+	for i, l := range in {
+		out[i] = &conveyorv1.TaskLink{TaskId: l.TaskID, State: conveyorv1.TaskState(l.State)}
+	}
+	return out
+}
+
+func taskErrors(in []*conveyorv1.TaskError) []TaskError {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]TaskError, len(in))
+	for i, e := range in {
+		out[i] = TaskError{Attempt: int(e.GetAttempt()), Message: e.GetMessage(), At: timeOrZero(e.GetAt())}
+	}
+	return out
+}
+
+func taskErrorsProto(in []TaskError) []*conveyorv1.TaskError {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*conveyorv1.TaskError, len(in))
+	for i, e := range in {
+		out[i] = &conveyorv1.TaskError{Attempt: int32(e.Attempt), Message: e.Message, At: timestampOrNil(e.At)}
 	}
 	return out
 }

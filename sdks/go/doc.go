@@ -29,6 +29,12 @@
 // period to finish, and those that cannot are handed back un-penalized
 // (RELEASED) rather than retried.
 //
+// The Worker checks what it sends against the server's bounds first, so
+// that one task cannot cost the session: a result over MaxResultBytes
+// (1 MiB) fails that attempt (RETRY) instead of being sent, and error and
+// progress messages longer than MaxErrorMessageBytes (16 KiB) and
+// MaxProgressMessageBytes (1 KiB) are cut, marked " … [truncated]".
+//
 // The SDK imports only the generated API, connect and protobuf: never the
 // server's packages.
 package conveyor

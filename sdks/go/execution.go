@@ -266,6 +266,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 		ex.prog.timer.Stop()
 		ex.prog.timer = nil
 	}
+	for _, r := range rs {
+		boundResult(r)
+	}
 	queued := false
 	if len(rs) > 0 && !s.ended && !s.closeRequested {
 		if ex.prog.dirty {

@@ -17,7 +17,8 @@ import (
 // task's outcome, which the Worker reports to the server:
 //
 //   - nil: SUCCESS; the task is COMPLETED, with the bytes given to
-//     Delivery.SetResult kept as its result.
+//     Delivery.SetResult kept as its result. A result larger than
+//     MaxResultBytes is not sent: the attempt counts as a failure (RETRY).
 //   - an error matching ErrSkipRetry (see SkipRetry): SKIP_RETRY; the task is
 //     ARCHIVED at once with the error's text.
 //   - any other error: RETRY; the task comes back after the server's
@@ -26,6 +27,9 @@ import (
 //   - any error after the Worker's drain grace ran out (the context's cause
 //     is ErrWorkerShutdown): RELEASED; the task goes back to PENDING with no
 //     retry counted, to run on another worker.
+//
+// An error's text is reported as the task's last error, cut to
+// MaxErrorMessageBytes.
 //
 // ctx ends when the task's own deadline or timeout passes, when the server
 // cancels the task (cause ErrCanceledByServer), when the worker loses its
@@ -140,7 +144,9 @@ type Delivery struct {
 
 // SetResult sets the bytes kept with the task when the handler succeeds
 // (visible as TaskInfo.result). The bytes are not copied. The last call
-// wins; they are ignored unless the handler returns nil.
+// wins; they are ignored unless the handler returns nil. At most
+// MaxResultBytes (1 MiB) are kept: a success with a larger result is
+// reported as a failed attempt instead (RETRY, saying how large it was).
 func (d *Delivery) SetResult(b []byte) {
 	d.mu.Lock()
 	d.result = b
@@ -160,13 +166,14 @@ func (d *Delivery) Result() []byte {
 // advisory and cheap to call often: the worker sends at most one update per
 // task per progress interval (see WithProgressInterval), the latest value
 // winning, and one last update before the result if a newer value is still
-// pending. It does nothing on a Delivery built outside a Worker, nor on a
-// member of a DeliveryBatch.
+// pending. A message longer than MaxProgressMessageBytes (1 KiB) is cut at
+// a UTF-8 boundary and ends with " … [truncated]". It does nothing on a
+// Delivery built outside a Worker, nor on a member of a DeliveryBatch.
 func (d *Delivery) Progress(percent int, message string) {
 	if d.ex == nil {
 		return
 	}
-	d.ex.s.progress(d.ex, int32(min(max(percent, 0), 100)), message)
+	d.ex.s.progress(d.ex, int32(min(max(percent, 0), 100)), boundText(message, MaxProgressMessageBytes))
 }
 
 // BatchHandler runs the members of a fired aggregation group (protocol

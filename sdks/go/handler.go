@@ -136,6 +136,13 @@ type Delivery struct {
 	Deadline time.Time
 	// Options are the task's options as the producer gave them.
 	Options TaskOptions
+	// AttemptID names this delivery of the task: each dispatch of a task,
+	// including a redelivery to the same worker, has its own. The Worker
+	// echoes it in the task's Result and Heartbeats, so the server applies
+	// them to this delivery only (fencing: a late answer for an attempt the
+	// server already took back cannot touch the next one). It is empty
+	// from a server that does not fence attempts.
+	AttemptID string
 
 	ex     *execution
 	mu     sync.Mutex
@@ -243,6 +250,7 @@ func newDelivery(env *conveyorv1.TaskEnvelope, now time.Time) *Delivery {
 		MaxRetry:    int(env.GetMaxRetry()),
 		Priority:    int(env.GetPriority()),
 		Options:     taskOptions(opts),
+		AttemptID:   env.GetAttemptId(),
 	}
 	// Servers older than the envelope's max_retry and priority fields send
 	// 0: take the task's options, then the protocol's defaults.
@@ -323,7 +331,7 @@ func (noHandler) ProcessTask(_ context.Context, d *Delivery) error {
 // resultFor maps a handler's return to the Result the worker reports (see
 // Handler for the rules).
 func resultFor(ctx context.Context, d *Delivery, err error) *conveyorv1.Result {
-	r := &conveyorv1.Result{TaskId: d.ID}
+	r := &conveyorv1.Result{TaskId: d.ID, AttemptId: d.AttemptID}
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:

@@ -63,11 +63,13 @@ func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
 type BatchResult struct {
 	// Task is the committed task; nil when Err is set.
 	Task *TaskInfo
-	// Err says why the task was not enqueued. It carries the server's
-	// message, but the protocol reports no code for one item, so it
-	// matches no sentinel error unless the SDK found the problem itself (a
-	// nil task or an option's programmer error, which match
-	// ErrInvalidArgument).
+	// Err says why the task was not enqueued: an *Error with the server's
+	// code and message for the item, which errors.Is matches as for
+	// Enqueue (ErrAlreadyExists for a duplicate task id or unique key,
+	// ErrInvalidArgument for an invalid task), or ErrInvalidArgument for
+	// a problem the SDK found itself (a nil task or an option's programmer
+	// error). A server older than per-item codes sends none: its items'
+	// errors then have code unknown and match no sentinel.
 	Err error
 }
 
@@ -105,7 +107,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 		i := index[j]
 		switch {
 		case r.GetError() != "":
-			results[i].Err = errors.New(r.GetError())
+			results[i].Err = itemError(r)
 		case r.GetTask() == nil:
 			results[i].Err = errors.New("conveyor: the server's EnqueueBatch result holds neither a task nor an error")
 		default:
@@ -113,6 +115,16 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 		}
 	}
 	return results, nil
+}
+
+// itemError is the error of a failed EnqueueBatch item, as an *Error of
+// the code the server gave for it (code unknown when it gave none).
+func itemError(r *conveyorv1.EnqueueBatchResult) error {
+	code := connect.CodeUnknown
+	if err := code.UnmarshalText([]byte(r.GetCode())); err != nil {
+		code = connect.CodeUnknown
+	}
+	return &Error{err: connect.NewError(code, errors.New(r.GetError()))}
 }
 
 // EnqueueTx stores 1..1000 tasks atomically: all of them or none. If any

@@ -382,10 +382,23 @@ func TestEnqueueBatch(t *testing.T) {
 				t.Errorf("results[%d] = %+v, want an error mentioning %q", i, res[i], msg)
 			}
 		}
-		for _, i := range []int{4, 5} { // found by the SDK
-			if !errors.Is(res[i].Err, conveyor.ErrInvalidArgument) {
-				t.Errorf("results[%d].Err = %v, want ErrInvalidArgument", i, res[i].Err)
+		// Each item's error matches its code's sentinel, whether the server
+		// (1, 3, 6) or the SDK (4, 5) found it.
+		for i, want := range map[int]error{1: conveyor.ErrInvalidArgument, 3: conveyor.ErrAlreadyExists,
+			4: conveyor.ErrInvalidArgument, 5: conveyor.ErrInvalidArgument, 6: conveyor.ErrInvalidArgument} {
+			if !errors.Is(res[i].Err, want) {
+				t.Errorf("results[%d].Err = %v, want %v", i, res[i].Err, want)
 			}
+		}
+		for _, i := range []int{1, 3, 6} {
+			var ce *conveyor.Error
+			if !errors.As(res[i].Err, &ce) || connect.CodeOf(res[i].Err) != ce.Code() || ce.Message() == "" ||
+				ce.Error() != ce.Code().String()+": "+ce.Message() {
+				t.Errorf("results[%d].Err = %#v, want an *Error with the server's code and message", i, res[i].Err)
+			}
+		}
+		if errors.Is(res[3].Err, conveyor.ErrInvalidArgument) {
+			t.Errorf("results[3].Err = %v matches ErrInvalidArgument too", res[3].Err)
 		}
 
 		_, err = c.EnqueueBatch(ctx, nil)

@@ -1,11 +1,14 @@
 package conveyor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -18,8 +21,12 @@ import (
 // Every method returns the server's errors as an *Error, which errors.Is
 // matches against ErrInvalidArgument, ErrAlreadyExists, ErrNotFound,
 // ErrUnauthenticated and ErrUnavailable.
+//
+// Concurrent Enqueue calls share RPCs unless WithEnqueueBatching(false)
+// says otherwise; see WithEnqueueBatching.
 type Client struct {
-	tasks conveyorv1connect.TaskServiceClient
+	tasks   conveyorv1connect.TaskServiceClient
+	batcher *enqueueBatcher // nil when enqueue batching is off
 }
 
 // NewClient returns a client of the server at addr, an http:// URL (HTTP/2
@@ -30,9 +37,11 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
-		tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
-	}, nil
+	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...)}
+	if !cfg.noEnqueueBatching {
+		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight}
+	}
+	return c, nil
 }
 
 // Enqueue stores one task of taskType carrying payload and returns it as
@@ -40,6 +49,12 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 // dependencies, aggregating if grouped, else pending. The server applies
 // the defaults of each option not given (queue "default", content type
 // application/json, priority 4, max retry 25).
+//
+// Concurrent calls may share one EnqueueBatch RPC (see
+// WithEnqueueBatching); each still gets its own task or error, the same as
+// from an RPC of its own. If ctx ends before the call's RPC leaves, the
+// task is not sent; if it ends after, the task may or may not be stored,
+// as with any RPC cut short: enqueue with a TaskID to retry safely.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload []byte, opts ...TaskOption) (*TaskInfo, error) {
 	return c.enqueue(ctx, NewTask(taskType, payload, opts...))
 }
@@ -48,14 +63,10 @@ func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	res, err := c.tasks.Enqueue(ctx, connect.NewRequest(t.req))
-	if err != nil {
-		return nil, wrapError(err)
+	if c.batcher != nil {
+		return c.batcher.enqueue(ctx, t.req)
 	}
-	if res.Msg.GetTask() == nil {
-		return nil, errors.New("conveyor: the server's Enqueue response holds no task")
-	}
-	return newTaskInfo(res.Msg.GetTask()), nil
+	return unaryEnqueue(ctx, c.tasks, t.req)
 }
 
 // BatchResult is the outcome of one task of EnqueueBatch: either the
@@ -95,7 +106,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 	if len(items) == 0 && len(tasks) > 0 {
 		return results, nil // every task failed before the call
 	}
-	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items}))
+	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items, Brief: true}))
 	if err != nil {
 		return nil, wrapError(err)
 	}
@@ -111,10 +122,35 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 		case r.GetTask() == nil:
 			results[i].Err = errors.New("conveyor: the server's EnqueueBatch result holds neither a task nor an error")
 		default:
-			results[i].Task = newTaskInfo(r.GetTask())
+			results[i].Task = newTaskInfo(unbrief(r.GetTask(), tasks[i].req))
 		}
 	}
 	return results, nil
+}
+
+// unbrief fills a brief TaskInfo (EnqueueBatchRequest.brief) back from the
+// request it answers, so that it is the TaskInfo a unary Enqueue returns:
+// the server leaves out what the producer sent (payload, metadata, options
+// and dependencies) and stores them as sent. The copies keep the TaskInfo
+// independent of the caller's Task and payload. A field the server did
+// send (one that ignores brief) is kept.
+func unbrief(m *conveyorv1.TaskInfo, req *conveyorv1.EnqueueRequest) *conveyorv1.TaskInfo {
+	if len(m.Payload) == 0 && len(req.GetPayload()) > 0 {
+		m.Payload = bytes.Clone(req.GetPayload())
+	}
+	if len(m.Metadata) == 0 && len(req.GetMetadata()) > 0 {
+		m.Metadata = maps.Clone(req.GetMetadata())
+	}
+	if m.Options == nil && req.GetOptions() != nil {
+		m.Options = proto.CloneOf(req.GetOptions())
+	}
+	if len(m.DependsOn) == 0 && len(m.Options.GetDependsOn()) > 0 {
+		m.DependsOn = make([]*conveyorv1.TaskDependency, len(m.Options.GetDependsOn()))
+		for i, d := range m.Options.GetDependsOn() {
+			m.DependsOn[i] = proto.CloneOf(d)
+		}
+	}
+	return m
 }
 
 // itemError is the error of a failed EnqueueBatch item, as an *Error of

@@ -15,6 +15,13 @@
 // stores up to 1000 tasks with a result per task; EnqueueTx stores them all
 // or none.
 //
+// Concurrent Enqueue calls share RPCs: a call made while the Client has an
+// enqueue RPC out waits for it to return and then leaves together with the
+// other calls that gathered meanwhile, as one EnqueueBatch, while a call
+// made when none is out leaves at once. Each call still gets its own task
+// or its own error, as from an RPC of its own. WithEnqueueBatching(false)
+// turns this off; WithEnqueueInFlight sets how many RPCs may be out.
+//
 // # Working
 //
 // NewWorker with the queues it serves (WithQueue, with a weight each) and

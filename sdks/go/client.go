@@ -27,6 +27,7 @@ import (
 type Client struct {
 	tasks   conveyorv1connect.TaskServiceClient
 	batcher *enqueueBatcher // nil when enqueue batching is off
+	hooks   []EnqueueHook
 }
 
 // NewClient returns a client of the server at addr, an http:// URL (HTTP/2
@@ -37,7 +38,8 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...)}
+	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
+		hooks: cfg.enqueueHooks}
 	if !cfg.noEnqueueBatching {
 		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight}
 	}
@@ -63,10 +65,21 @@ func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	if c.batcher != nil {
-		return c.batcher.enqueue(ctx, t.req)
+	t, done := c.runHooks(ctx, t)
+	var info *TaskInfo
+	var err error
+	switch {
+	case t.err != nil: // an option a hook added failed
+		err = t.err
+	case c.batcher != nil:
+		info, err = c.batcher.enqueue(ctx, t.req)
+	default:
+		info, err = unaryEnqueue(ctx, c.tasks, t.req)
 	}
-	return unaryEnqueue(ctx, c.tasks, t.req)
+	if done != nil {
+		done(info, err)
+	}
+	return info, err
 }
 
 // BatchResult is the outcome of one task of EnqueueBatch: either the
@@ -91,30 +104,52 @@ type BatchResult struct {
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult, error) {
 	results := make([]BatchResult, len(tasks))
 	items := make([]*conveyorv1.EnqueueRequest, 0, len(tasks))
-	index := make([]int, 0, len(tasks)) // items[j] is tasks[index[j]]
+	index := make([]int, 0, len(tasks))                    // items[j] is tasks[index[j]]
+	dones := make([]func(*TaskInfo, error), 0, len(tasks)) // dones[j] reports items[j]'s outcome to the hooks (nil: no hook)
 	for i, t := range tasks {
-		switch {
-		case t == nil:
+		if t == nil {
 			results[i].Err = optionErrorf("tasks[%d] is nil", i)
-		case t.err != nil:
+			continue
+		}
+		if t.err != nil {
 			results[i].Err = t.err
-		default:
-			items = append(items, t.req)
-			index = append(index, i)
+			continue
+		}
+		t, done := c.runHooks(ctx, t)
+		if t.err != nil {
+			results[i].Err = t.err
+			if done != nil {
+				done(nil, t.err)
+			}
+			continue
+		}
+		items = append(items, t.req)
+		index = append(index, i)
+		dones = append(dones, done)
+	}
+	report := func() {
+		for j, done := range dones {
+			if done != nil {
+				done(results[index[j]].Task, results[index[j]].Err)
+			}
 		}
 	}
 	if len(items) == 0 && len(tasks) > 0 {
 		return results, nil // every task failed before the call
 	}
 	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items, Brief: true}))
+	if err == nil && len(res.Msg.GetResults()) != len(items) {
+		err = fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(res.Msg.GetResults()), len(items))
+	}
 	if err != nil {
-		return nil, wrapError(err)
+		err = wrapError(err)
+		for _, i := range index {
+			results[i].Err = err
+		}
+		report()
+		return nil, err
 	}
-	got := res.Msg.GetResults()
-	if len(got) != len(items) {
-		return nil, fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(got), len(items))
-	}
-	for j, r := range got {
+	for j, r := range res.Msg.GetResults() {
 		i := index[j]
 		switch {
 		case r.GetError() != "":
@@ -122,9 +157,12 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 		case r.GetTask() == nil:
 			results[i].Err = errors.New("conveyor: the server's EnqueueBatch result holds neither a task nor an error")
 		default:
-			results[i].Task = newTaskInfo(unbrief(r.GetTask(), tasks[i].req))
+			// The request sent, with what the hooks added, is what the
+			// server stored.
+			results[i].Task = newTaskInfo(unbrief(r.GetTask(), items[j]))
 		}
 	}
+	report()
 	return results, nil
 }
 
@@ -170,7 +208,6 @@ func itemError(r *conveyorv1.EnqueueBatchResult) error {
 // exists is not an error: its existing TaskInfo is returned in its place.
 // On success the committed tasks are returned in the order given.
 func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, error) {
-	items := make([]*conveyorv1.EnqueueRequest, len(tasks))
 	for i, t := range tasks {
 		if t == nil {
 			return nil, optionErrorf("tasks[%d] is nil", i)
@@ -178,8 +215,34 @@ func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, err
 		if t.err != nil {
 			return nil, optionErrorf("tasks[%d]: %s", i, t.err.msg)
 		}
+	}
+	items := make([]*conveyorv1.EnqueueRequest, len(tasks))
+	dones := make([]func(*TaskInfo, error), len(tasks)) // nil: no hook
+	var err error
+	for i, t := range tasks {
+		t, dones[i] = c.runHooks(ctx, t)
+		if t.err != nil && err == nil {
+			err = optionErrorf("tasks[%d]: %s", i, t.err.msg) // an option a hook added failed
+		}
 		items[i] = t.req
 	}
+	var out []*TaskInfo
+	if err == nil {
+		out, err = c.enqueueTx(ctx, items)
+	}
+	for i, done := range dones {
+		switch {
+		case done == nil:
+		case err != nil:
+			done(nil, err) // every task shares the call's failure
+		default:
+			done(out[i], nil)
+		}
+	}
+	return out, err
+}
+
+func (c *Client) enqueueTx(ctx context.Context, items []*conveyorv1.EnqueueRequest) ([]*TaskInfo, error) {
 	res, err := c.tasks.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: items}))
 	if err != nil {
 		return nil, wrapError(err)

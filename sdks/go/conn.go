@@ -67,6 +67,7 @@ type connConfig struct {
 	// A Client's enqueue batching (a Worker ignores these).
 	noEnqueueBatching bool
 	enqueueInFlight   int
+	enqueueHooks      []EnqueueHook
 	errs              []error
 }
 

@@ -42,6 +42,14 @@
 // progress messages longer than MaxErrorMessageBytes (16 KiB) and
 // MaxProgressMessageBytes (1 KiB) are cut, marked " … [truncated]".
 //
+// # Tracing
+//
+// The conveyorotel subpackage traces each task with OpenTelemetry, from
+// Enqueue (a Client option) to its handler (a worker Middleware), through
+// the task's metadata. It is built on two extension points any other
+// instrumentation can use too: WithEnqueueHook on the producer and
+// Worker.Use on the worker.
+//
 // The SDK imports only the generated API, connect and protobuf: never the
-// server's packages.
+// server's packages, nor OpenTelemetry unless conveyorotel is imported.
 package conveyor

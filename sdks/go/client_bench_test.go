@@ -2,6 +2,7 @@ package conveyor_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"runtime"
 	"testing"
@@ -11,12 +12,19 @@ import (
 	"github.com/conveyor-dev/conveyor/server"
 )
 
-// BenchmarkEnqueueParallel enqueues from 32 goroutines sharing one Client,
-// a fresh server for each mode: batching off (an RPC per call) and on with
-// 1, 2 and 4 RPCs in flight. rpcs/op is how many RPCs each call cost.
+// BenchmarkEnqueueParallel enqueues from 32 goroutines (and from 2, for
+// the light load) sharing one Client, a fresh server for each mode:
+// batching off (an RPC per call) and on with 1, 2 and 4 RPCs in flight.
+// rpcs/op is how many RPCs each call cost.
 //
-//	go test -run '^$' -bench BenchmarkEnqueueParallel -benchtime 3s ./sdks/go
+//	go test -run '^$' -bench BenchmarkEnqueueParallel -benchtime 3s -count 5 ./sdks/go
 func BenchmarkEnqueueParallel(b *testing.B) {
+	for _, g := range []int{32, 2} {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) { benchmarkEnqueueParallel(b, g) })
+	}
+}
+
+func benchmarkEnqueueParallel(b *testing.B, goroutines int) {
 	for _, bc := range []struct {
 		name string
 		opts []conveyor.Option
@@ -35,7 +43,7 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 			}
 			payload := []byte(`{"to":"ada@example.com","subject":"hello","body":"a short message"}`)
 			ctx := context.Background()
-			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

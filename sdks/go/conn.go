@@ -64,11 +64,13 @@ type connConfig struct {
 	tlsConfig  *tls.Config
 	logger     *slog.Logger
 	gzip       bool
-	// A Client's enqueue batching (a Worker ignores these).
+	// A Client's enqueue settings; a Worker ignores them.
 	noEnqueueBatching bool
 	enqueueInFlight   int
 	enqueueHooks      []EnqueueHook
-	errs              []error
+	// errs are the options' programmer errors, which fail NewClient and
+	// NewWorker.
+	errs []error
 }
 
 // WithToken sets the bearer token sent on every call and at session open.
@@ -109,12 +111,13 @@ func WithLogger(l *slog.Logger) Option {
 
 // DefaultEnqueueInFlight is how many enqueue RPCs a Client has out at once
 // before further Enqueue calls gather into a shared EnqueueBatch (see
-// WithEnqueueInFlight). One is the fastest on a local network
-// (BenchmarkEnqueueParallel: 32 goroutines enqueue about 3x as fast as
-// with batching off, against about 2x with 2 or 4 in flight): the server
-// commits each RPC's tasks together, so fewer, larger batches cost it
-// less. Across a slow link, 2 to 4 in flight overlap the round trips.
-const DefaultEnqueueInFlight = 1
+// WithEnqueueInFlight). Two, from BenchmarkEnqueueParallel on a local
+// network: 32 goroutines sharing a Client then enqueue about 3.5 times as
+// fast as with batching off, as fast as with one in flight (within the
+// noise) and a little faster than with four; and two concurrent callers
+// each still get an RPC at once, where with one in flight the second
+// waits out the first's RPC, halving their throughput.
+const DefaultEnqueueInFlight = 2
 
 // WithEnqueueBatching turns the Client's enqueue batching on or off. It is
 // on by default: concurrent Enqueue and EnqueueJSON calls share RPCs. A
@@ -136,7 +139,7 @@ func WithEnqueueBatching(on bool) Option {
 // WithEnqueueInFlight sets how many enqueue RPCs a Client with enqueue
 // batching (see WithEnqueueBatching) has out at once before further calls
 // gather; a full batch leaves even beyond it. It must be > 0. Defaults to
-// DefaultEnqueueInFlight (1). A Worker ignores this option.
+// DefaultEnqueueInFlight (2). A Worker ignores this option.
 func WithEnqueueInFlight(n int) Option {
 	return optionFunc(func(c *connConfig) {
 		if n <= 0 {

@@ -112,7 +112,7 @@ func WithLogger(l *slog.Logger) Option {
 // DefaultEnqueueInFlight is how many enqueue RPCs a Client has out at once
 // before further Enqueue calls gather into a shared EnqueueBatch (see
 // WithEnqueueInFlight). Two, from BenchmarkEnqueueParallel on a local
-// network: 32 goroutines sharing a Client then enqueue about 3.5 times as
+// network: 32 goroutines sharing a Client then enqueue 2 to 3 times as
 // fast as with batching off, as fast as with one in flight (within the
 // noise) and a little faster than with four; and two concurrent callers
 // each still get an RPC at once, where with one in flight the second

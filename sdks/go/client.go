@@ -1,11 +1,14 @@
 package conveyor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -18,8 +21,13 @@ import (
 // Every method returns the server's errors as an *Error, which errors.Is
 // matches against ErrInvalidArgument, ErrAlreadyExists, ErrNotFound,
 // ErrUnauthenticated and ErrUnavailable.
+//
+// Concurrent Enqueue calls share RPCs unless WithEnqueueBatching(false)
+// says otherwise; see WithEnqueueBatching.
 type Client struct {
-	tasks conveyorv1connect.TaskServiceClient
+	tasks   conveyorv1connect.TaskServiceClient
+	batcher *enqueueBatcher // nil when enqueue batching is off
+	hooks   []EnqueueHook
 }
 
 // NewClient returns a client of the server at addr, an http:// URL (HTTP/2
@@ -30,9 +38,12 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
-		tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
-	}, nil
+	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
+		hooks: cfg.enqueueHooks}
+	if !cfg.noEnqueueBatching {
+		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight}
+	}
+	return c, nil
 }
 
 // Enqueue stores one task of taskType carrying payload and returns it as
@@ -40,6 +51,12 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 // dependencies, aggregating if grouped, else pending. The server applies
 // the defaults of each option not given (queue "default", content type
 // application/json, priority 4, max retry 25).
+//
+// Concurrent calls may share one EnqueueBatch RPC (see
+// WithEnqueueBatching); each still gets its own task or error, the same as
+// from an RPC of its own. If ctx ends before the call's RPC leaves, the
+// task is not sent; if it ends after, the task may or may not be stored,
+// as with any RPC cut short: enqueue with a TaskID to retry safely.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload []byte, opts ...TaskOption) (*TaskInfo, error) {
 	return c.enqueue(ctx, NewTask(taskType, payload, opts...))
 }
@@ -48,14 +65,21 @@ func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	res, err := c.tasks.Enqueue(ctx, connect.NewRequest(t.req))
-	if err != nil {
-		return nil, wrapError(err)
+	t, done := c.runHooks(ctx, t)
+	var info *TaskInfo
+	var err error
+	switch {
+	case t.err != nil: // an option a hook added failed
+		err = t.err
+	case c.batcher != nil:
+		info, err = c.batcher.enqueue(ctx, t.req)
+	default:
+		info, err = unaryEnqueue(ctx, c.tasks, t.req)
 	}
-	if res.Msg.GetTask() == nil {
-		return nil, errors.New("conveyor: the server's Enqueue response holds no task")
+	if done != nil {
+		done(info, err)
 	}
-	return newTaskInfo(res.Msg.GetTask()), nil
+	return info, err
 }
 
 // BatchResult is the outcome of one task of EnqueueBatch: either the
@@ -63,11 +87,13 @@ func (c *Client) enqueue(ctx context.Context, t *Task) (*TaskInfo, error) {
 type BatchResult struct {
 	// Task is the committed task; nil when Err is set.
 	Task *TaskInfo
-	// Err says why the task was not enqueued. It carries the server's
-	// message, but the protocol reports no code for one item, so it
-	// matches no sentinel error unless the SDK found the problem itself (a
-	// nil task or an option's programmer error, which match
-	// ErrInvalidArgument).
+	// Err says why the task was not enqueued: an *Error with the server's
+	// code and message for the item, which errors.Is matches as for
+	// Enqueue (ErrAlreadyExists for a duplicate task id or unique key,
+	// ErrInvalidArgument for an invalid task), or ErrInvalidArgument for
+	// a problem the SDK found itself (a nil task or an option's programmer
+	// error). A server older than per-item codes sends none: its items'
+	// errors then have code unknown and match no sentinel.
 	Err error
 }
 
@@ -78,41 +104,103 @@ type BatchResult struct {
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult, error) {
 	results := make([]BatchResult, len(tasks))
 	items := make([]*conveyorv1.EnqueueRequest, 0, len(tasks))
-	index := make([]int, 0, len(tasks)) // items[j] is tasks[index[j]]
+	index := make([]int, 0, len(tasks))                    // items[j] is tasks[index[j]]
+	dones := make([]func(*TaskInfo, error), 0, len(tasks)) // dones[j] reports items[j]'s outcome to the hooks (nil: no hook)
 	for i, t := range tasks {
-		switch {
-		case t == nil:
+		if t == nil {
 			results[i].Err = optionErrorf("tasks[%d] is nil", i)
-		case t.err != nil:
+			continue
+		}
+		if t.err != nil {
 			results[i].Err = t.err
-		default:
-			items = append(items, t.req)
-			index = append(index, i)
+			continue
+		}
+		t, done := c.runHooks(ctx, t)
+		if t.err != nil {
+			results[i].Err = t.err
+			if done != nil {
+				done(nil, t.err)
+			}
+			continue
+		}
+		items = append(items, t.req)
+		index = append(index, i)
+		dones = append(dones, done)
+	}
+	report := func() {
+		for j, done := range dones {
+			if done != nil {
+				done(results[index[j]].Task, results[index[j]].Err)
+			}
 		}
 	}
 	if len(items) == 0 && len(tasks) > 0 {
 		return results, nil // every task failed before the call
 	}
-	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items}))
+	res, err := c.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items, Brief: true}))
+	if err == nil && len(res.Msg.GetResults()) != len(items) {
+		err = fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(res.Msg.GetResults()), len(items))
+	}
 	if err != nil {
-		return nil, wrapError(err)
+		err = wrapError(err)
+		for _, i := range index {
+			results[i].Err = err
+		}
+		report()
+		return nil, err
 	}
-	got := res.Msg.GetResults()
-	if len(got) != len(items) {
-		return nil, fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(got), len(items))
-	}
-	for j, r := range got {
+	for j, r := range res.Msg.GetResults() {
 		i := index[j]
 		switch {
 		case r.GetError() != "":
-			results[i].Err = errors.New(r.GetError())
+			results[i].Err = itemError(r)
 		case r.GetTask() == nil:
 			results[i].Err = errors.New("conveyor: the server's EnqueueBatch result holds neither a task nor an error")
 		default:
-			results[i].Task = newTaskInfo(r.GetTask())
+			// The request sent, with what the hooks added, is what the
+			// server stored.
+			results[i].Task = newTaskInfo(unbrief(r.GetTask(), items[j]))
 		}
 	}
+	report()
 	return results, nil
+}
+
+// unbrief fills a brief TaskInfo (EnqueueBatchRequest.brief) back from the
+// request it answers, so that it is the TaskInfo a unary Enqueue returns:
+// the server leaves out what the producer sent (payload, metadata, options
+// and dependencies) and stores them as sent. The copies keep the TaskInfo
+// independent of the caller's Task and payload. A field the server did
+// send (one that ignores brief) is kept.
+func unbrief(m *conveyorv1.TaskInfo, req *conveyorv1.EnqueueRequest) *conveyorv1.TaskInfo {
+	if len(m.Payload) == 0 && len(req.GetPayload()) > 0 {
+		m.Payload = bytes.Clone(req.GetPayload())
+	}
+	if len(m.Metadata) == 0 && len(req.GetMetadata()) > 0 {
+		m.Metadata = maps.Clone(req.GetMetadata())
+	}
+	// An empty options message is no options: the server stores and
+	// answers it as none.
+	if m.Options == nil && req.GetOptions() != nil && proto.Size(req.GetOptions()) > 0 {
+		m.Options = proto.CloneOf(req.GetOptions())
+	}
+	if len(m.DependsOn) == 0 && len(m.Options.GetDependsOn()) > 0 {
+		m.DependsOn = make([]*conveyorv1.TaskDependency, len(m.Options.GetDependsOn()))
+		for i, d := range m.Options.GetDependsOn() {
+			m.DependsOn[i] = proto.CloneOf(d)
+		}
+	}
+	return m
+}
+
+// itemError is the error of a failed EnqueueBatch item, as an *Error of
+// the code the server gave for it (code unknown when it gave none).
+func itemError(r *conveyorv1.EnqueueBatchResult) error {
+	code := connect.CodeUnknown
+	if err := code.UnmarshalText([]byte(r.GetCode())); err != nil {
+		code = connect.CodeUnknown
+	}
+	return &Error{err: connect.NewError(code, errors.New(r.GetError()))}
 }
 
 // EnqueueTx stores 1..1000 tasks atomically: all of them or none. If any
@@ -122,7 +210,6 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 // exists is not an error: its existing TaskInfo is returned in its place.
 // On success the committed tasks are returned in the order given.
 func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, error) {
-	items := make([]*conveyorv1.EnqueueRequest, len(tasks))
 	for i, t := range tasks {
 		if t == nil {
 			return nil, optionErrorf("tasks[%d] is nil", i)
@@ -130,8 +217,34 @@ func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, err
 		if t.err != nil {
 			return nil, optionErrorf("tasks[%d]: %s", i, t.err.msg)
 		}
+	}
+	items := make([]*conveyorv1.EnqueueRequest, len(tasks))
+	dones := make([]func(*TaskInfo, error), len(tasks)) // nil: no hook
+	var err error
+	for i, t := range tasks {
+		t, dones[i] = c.runHooks(ctx, t)
+		if t.err != nil && err == nil {
+			err = optionErrorf("tasks[%d]: %s", i, t.err.msg) // an option a hook added failed
+		}
 		items[i] = t.req
 	}
+	var out []*TaskInfo
+	if err == nil {
+		out, err = c.enqueueTx(ctx, items)
+	}
+	for i, done := range dones {
+		switch {
+		case done == nil:
+		case err != nil:
+			done(nil, err) // every task shares the call's failure
+		default:
+			done(out[i], nil)
+		}
+	}
+	return out, err
+}
+
+func (c *Client) enqueueTx(ctx context.Context, items []*conveyorv1.EnqueueRequest) ([]*TaskInfo, error) {
 	res, err := c.tasks.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: items}))
 	if err != nil {
 		return nil, wrapError(err)

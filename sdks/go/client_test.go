@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,15 @@ func forEachProtocol(t *testing.T, s *servertest.Server, fn func(t *testing.T, c
 			fn(t, newClient(t, s.URL(), conveyor.WithProtocol(p), conveyor.WithToken(s.Config.Token)), p)
 		})
 	}
+}
+
+// withoutState returns deps with their output-only State cleared.
+func withoutState(deps []conveyor.Dependency) []conveyor.Dependency {
+	out := slices.Clone(deps)
+	for i := range out {
+		out[i].State = conveyor.TaskStateUnspecified
+	}
+	return out
 }
 
 func getTask(t *testing.T, c *conveyor.Client, id string) *conveyor.TaskInfo {
@@ -190,7 +200,9 @@ func TestEnqueueOptionsRoundTrip(t *testing.T) {
 		eq(t, "Priority", got.Priority, 4)
 		eq(t, "MaxRetry", got.MaxRetry, 25)
 		wantDeps := []conveyor.Dependency{{TaskID: a.ID, OnFailure: conveyor.OnFailureCascadeCancel}, {TaskID: other.ID}}
-		if !reflect.DeepEqual(got.DependsOn, wantDeps) || !reflect.DeepEqual(got.Options.DependsOn, wantDeps) {
+		// A server that reports each dependency's state (output only) may
+		// fill Dependency.State; the rest is what the producer gave.
+		if !reflect.DeepEqual(withoutState(got.DependsOn), wantDeps) || !reflect.DeepEqual(withoutState(got.Options.DependsOn), wantDeps) {
 			t.Errorf("DependsOn = %v, Options.DependsOn = %v, want %v", got.DependsOn, got.Options.DependsOn, wantDeps)
 		}
 		eqTime(t, "Options.ProcessAt", got.Options.ProcessAt, processAt)
@@ -370,10 +382,23 @@ func TestEnqueueBatch(t *testing.T) {
 				t.Errorf("results[%d] = %+v, want an error mentioning %q", i, res[i], msg)
 			}
 		}
-		for _, i := range []int{4, 5} { // found by the SDK
-			if !errors.Is(res[i].Err, conveyor.ErrInvalidArgument) {
-				t.Errorf("results[%d].Err = %v, want ErrInvalidArgument", i, res[i].Err)
+		// Each item's error matches its code's sentinel, whether the server
+		// (1, 3, 6) or the SDK (4, 5) found it.
+		for i, want := range map[int]error{1: conveyor.ErrInvalidArgument, 3: conveyor.ErrAlreadyExists,
+			4: conveyor.ErrInvalidArgument, 5: conveyor.ErrInvalidArgument, 6: conveyor.ErrInvalidArgument} {
+			if !errors.Is(res[i].Err, want) {
+				t.Errorf("results[%d].Err = %v, want %v", i, res[i].Err, want)
 			}
+		}
+		for _, i := range []int{1, 3, 6} {
+			var ce *conveyor.Error
+			if !errors.As(res[i].Err, &ce) || connect.CodeOf(res[i].Err) != ce.Code() || ce.Message() == "" ||
+				ce.Error() != ce.Code().String()+": "+ce.Message() {
+				t.Errorf("results[%d].Err = %#v, want an *Error with the server's code and message", i, res[i].Err)
+			}
+		}
+		if errors.Is(res[3].Err, conveyor.ErrInvalidArgument) {
+			t.Errorf("results[3].Err = %v matches ErrInvalidArgument too", res[3].Err)
 		}
 
 		_, err = c.EnqueueBatch(ctx, nil)
@@ -650,6 +675,8 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 
 	day := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
 	retention := 48 * time.Hour
+	dep := []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue,
+		State: conveyor.TaskStateCompleted}}
 	want := conveyor.TaskInfo{
 		ID: "01J00000000000000000000001", Queue: "q", Type: "typ", State: conveyor.TaskStateRetry,
 		Priority: 6, Retried: 2, MaxRetry: 5, LastError: "boom", Payload: []byte("pay"),
@@ -657,20 +684,23 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 		EnqueuedAt: day, NextProcessAt: day.Add(time.Minute), StartedAt: day.Add(2 * time.Minute),
 		CompletedAt: day.Add(3 * time.Minute), Result: []byte("res"), ProgressPercent: 50,
 		ProgressMessage: "half", Group: "grp", ConcurrencyKey: "ck",
-		DependsOn: []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue, State: conveyor.TaskStateCompleted}},
+		DependsOn: dep,
 		Options: conveyor.TaskOptions{
 			MaxRetry: 5, Timeout: time.Second, Deadline: day.Add(time.Hour), ProcessAt: day.Add(4 * time.Minute),
 			ProcessIn: 2 * time.Second, UniqueKey: "uk", UniqueTTL: 3 * time.Second, Priority: 6,
 			Retention: &retention, Group: "grp", ExpiresIn: 4 * time.Second, ExpiresAt: day.Add(2 * time.Hour),
-			DependsOn:      []conveyor.Dependency{{TaskID: "01J00000000000000000000002", OnFailure: conveyor.OnFailureContinue, State: conveyor.TaskStateCompleted}},
+			DependsOn:      dep,
 			ConcurrencyKey: "ck", RetryStrategy: conveyor.RetryStrategyExponential,
 			RetryBase: 5 * time.Second, RetryMax: 6 * time.Second,
 		},
 		ExpiresAt:  day.Add(5 * time.Minute),
 		Dependents: []conveyor.TaskLink{{TaskID: "01J00000000000000000000003", State: conveyor.TaskStateBlocked}},
-		Errors:     []conveyor.TaskError{{Attempt: 2, Message: "boom", At: day.Add(6 * time.Minute)}},
-		SessionID:  "01J00000000000000000000009",
-		AttemptID:  "abc-1",
+		Errors: []conveyor.TaskError{
+			{Attempt: 1, Message: "first", At: day.Add(90 * time.Second)},
+			{Attempt: 2, Message: "boom", At: day.Add(150 * time.Second)},
+		},
+		SessionID: "01J0000000000000000000000S",
+		AttemptID: "01J0000000000000000000000A",
 	}
 	for _, p := range protocols {
 		c := newClient(t, hs.URL, conveyor.WithProtocol(p))
@@ -747,9 +777,12 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 		},
 		ExpiresAt:  ts(5 * time.Minute),
 		Dependents: []*conveyorv1.TaskLink{{TaskId: "01J00000000000000000000003", State: conveyorv1.TaskState_TASK_STATE_BLOCKED}},
-		Errors:     []*conveyorv1.TaskError{{Attempt: 2, Message: "boom", At: ts(6 * time.Minute)}},
-		SessionId:  "01J00000000000000000000009",
-		AttemptId:  "abc-1",
+		Errors: []*conveyorv1.TaskError{
+			{Attempt: 1, Message: "first", At: ts(90 * time.Second)},
+			{Attempt: 2, Message: "boom", At: ts(150 * time.Second)},
+		},
+		SessionId: "01J0000000000000000000000S",
+		AttemptId: "01J0000000000000000000000A",
 	}
 }
 

@@ -15,6 +15,13 @@
 // stores up to 1000 tasks with a result per task; EnqueueTx stores them all
 // or none.
 //
+// Concurrent Enqueue calls share RPCs: a call made while the Client has an
+// enqueue RPC out waits for it to return and then leaves together with the
+// other calls that gathered meanwhile, as one EnqueueBatch, while a call
+// made when none is out leaves at once. Each call still gets its own task
+// or its own error, as from an RPC of its own. WithEnqueueBatching(false)
+// turns this off; WithEnqueueInFlight sets how many RPCs may be out.
+//
 // # Working
 //
 // NewWorker with the queues it serves (WithQueue, with a weight each) and
@@ -29,6 +36,20 @@
 // period to finish, and those that cannot are handed back un-penalized
 // (RELEASED) rather than retried.
 //
+// The Worker checks what it sends against the server's bounds first, so
+// that one task cannot cost the session: a result over MaxResultBytes
+// (1 MiB) fails that attempt (RETRY) instead of being sent, and error and
+// progress messages longer than MaxErrorMessageBytes (16 KiB) and
+// MaxProgressMessageBytes (1 KiB) are cut, marked " … [truncated]".
+//
+// # Tracing
+//
+// The conveyorotel subpackage traces each task with OpenTelemetry, from
+// Enqueue (a Client option) to its handler (a worker Middleware), through
+// the task's metadata. It is built on two extension points any other
+// instrumentation can use too: WithEnqueueHook on the producer and
+// Worker.Use on the worker.
+//
 // The SDK imports only the generated API, connect and protobuf: never the
-// server's packages.
+// server's packages, nor OpenTelemetry unless conveyorotel is imported.
 package conveyor

@@ -21,9 +21,13 @@ import (
 
 // execution is one dispatched task, or one batch, on a session.
 type execution struct {
-	s            *session
-	d            *Delivery // the task, or a batch's first member
-	ids          []string  // the task ids it holds: one, or a batch's members
+	s   *session
+	d   *Delivery // the task, or a batch's first member
+	ids []string  // the task ids it holds: one, or a batch's members
+	// attempts are the attempt ids of ids' deliveries, echoed in their
+	// Results and in Heartbeats; empty from a server that does not fence
+	// attempts.
+	attempts     []string
 	batch        *DeliveryBatch
 	batchFrame   bool // it came as a BatchDispatch, and is answered with a BatchResult
 	ctx          context.Context
@@ -61,7 +65,10 @@ func (s *session) dispatch(base context.Context, d *conveyorv1.Dispatch, now tim
 		return
 	}
 	del := newDelivery(env, now)
-	ex := s.newExecution(base, del, []string{del.ID}, del.Deadline, now)
+	if del.AttemptID == "" {
+		del.AttemptID = d.GetAttemptId() // the same as the envelope's, when both are set
+	}
+	ex := s.newExecution(base, []*Delivery{del}, del.Deadline, now)
 	if s.w.batchHandlerFor(del.Type) != nil {
 		// A batch member back on its own: a batch of one.
 		ex.batch = &DeliveryBatch{Tasks: []*Delivery{del}}
@@ -82,31 +89,34 @@ func (s *session) dispatchBatch(base context.Context, b *conveyorv1.BatchDispatc
 		return
 	}
 	batch := &DeliveryBatch{Group: b.GetGroup()}
-	ids := make([]string, 0, len(envs))
 	var deadline time.Time
 	for _, env := range envs {
 		d := newDelivery(env, now)
 		batch.Tasks = append(batch.Tasks, d)
-		ids = append(ids, d.ID)
 		if !d.Deadline.IsZero() && (deadline.IsZero() || d.Deadline.Before(deadline)) {
 			deadline = d.Deadline
 		}
 	}
-	ex := s.newExecution(base, batch.Tasks[0], ids, deadline, now)
+	ex := s.newExecution(base, batch.Tasks, deadline, now)
 	ex.batch, ex.batchFrame = batch, true
 	s.admit(ex)
 }
 
-// newExecution builds an execution whose context ends at deadline (none
-// when zero).
-func (s *session) newExecution(base context.Context, d *Delivery, ids []string, deadline, now time.Time) *execution {
+// newExecution builds an execution of dels (one task, or a batch's
+// members) whose context ends at deadline (none when zero).
+func (s *session) newExecution(base context.Context, dels []*Delivery, deadline, now time.Time) *execution {
 	ctx, cancel := context.WithCancelCause(base)
 	stop := context.CancelFunc(func() {})
 	if !deadline.IsZero() {
 		ctx, stop = context.WithDeadline(ctx, deadline)
 	}
-	return &execution{s: s, d: d, ids: ids, ctx: ctx, cancel: cancel, stopDeadline: stop,
-		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL)}
+	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel, stopDeadline: stop,
+		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL),
+		ids: make([]string, len(dels)), attempts: make([]string, len(dels))}
+	for i, d := range dels {
+		ex.ids[i], ex.attempts[i] = d.ID, d.AttemptID
+	}
+	return ex
 }
 
 // admit registers ex with the session and starts its goroutine.
@@ -234,7 +244,7 @@ func (s *session) endUnstarted(ex *execution) {
 func (ex *execution) results(outcome conveyorv1.TaskOutcome, msg string) []*conveyorv1.Result {
 	rs := make([]*conveyorv1.Result, len(ex.ids))
 	for i, id := range ex.ids {
-		rs[i] = &conveyorv1.Result{TaskId: id, Outcome: outcome, ErrorMsg: msg}
+		rs[i] = &conveyorv1.Result{TaskId: id, AttemptId: ex.attempts[i], Outcome: outcome, ErrorMsg: msg}
 	}
 	return rs
 }
@@ -265,6 +275,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 	if ex.prog.timer != nil {
 		ex.prog.timer.Stop()
 		ex.prog.timer = nil
+	}
+	for _, r := range rs {
+		boundResult(r)
 	}
 	queued := false
 	if len(rs) > 0 && !s.ended && !s.closeRequested {
@@ -307,7 +320,7 @@ func (s *session) refuseBatch(b *conveyorv1.BatchDispatch) {
 	s.log.Warn("released a batch dispatch: this worker does not handle batches", "group", b.GetGroup(), "tasks", len(b.GetTasks()))
 	results := make([]*conveyorv1.Result, 0, len(b.GetTasks()))
 	for _, t := range b.GetTasks() {
-		results = append(results, &conveyorv1.Result{TaskId: t.GetId(),
+		results = append(results, &conveyorv1.Result{TaskId: t.GetId(), AttemptId: t.GetAttemptId(),
 			Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED, ErrorMsg: "this worker does not handle batches"})
 	}
 	s.mu.Lock()

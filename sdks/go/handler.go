@@ -17,7 +17,8 @@ import (
 // task's outcome, which the Worker reports to the server:
 //
 //   - nil: SUCCESS; the task is COMPLETED, with the bytes given to
-//     Delivery.SetResult kept as its result.
+//     Delivery.SetResult kept as its result. A result larger than
+//     MaxResultBytes is not sent: the attempt counts as a failure (RETRY).
 //   - an error matching ErrSkipRetry (see SkipRetry): SKIP_RETRY; the task is
 //     ARCHIVED at once with the error's text.
 //   - any other error: RETRY; the task comes back after the server's
@@ -26,6 +27,9 @@ import (
 //   - any error after the Worker's drain grace ran out (the context's cause
 //     is ErrWorkerShutdown): RELEASED; the task goes back to PENDING with no
 //     retry counted, to run on another worker.
+//
+// An error's text is reported as the task's last error, cut to
+// MaxErrorMessageBytes.
 //
 // ctx ends when the task's own deadline or timeout passes, when the server
 // cancels the task (cause ErrCanceledByServer), when the worker loses its
@@ -132,6 +136,13 @@ type Delivery struct {
 	Deadline time.Time
 	// Options are the task's options as the producer gave them.
 	Options TaskOptions
+	// AttemptID names this delivery of the task: each dispatch of a task,
+	// including a redelivery to the same worker, has its own. The Worker
+	// echoes it in the task's Result and Heartbeats, so the server applies
+	// them to this delivery only (fencing: a late answer for an attempt the
+	// server already took back cannot touch the next one). It is empty
+	// from a server that does not fence attempts.
+	AttemptID string
 
 	ex     *execution
 	mu     sync.Mutex
@@ -140,7 +151,9 @@ type Delivery struct {
 
 // SetResult sets the bytes kept with the task when the handler succeeds
 // (visible as TaskInfo.result). The bytes are not copied. The last call
-// wins; they are ignored unless the handler returns nil.
+// wins; they are ignored unless the handler returns nil. At most
+// MaxResultBytes (1 MiB) are kept: a success with a larger result is
+// reported as a failed attempt instead (RETRY, saying how large it was).
 func (d *Delivery) SetResult(b []byte) {
 	d.mu.Lock()
 	d.result = b
@@ -160,13 +173,14 @@ func (d *Delivery) Result() []byte {
 // advisory and cheap to call often: the worker sends at most one update per
 // task per progress interval (see WithProgressInterval), the latest value
 // winning, and one last update before the result if a newer value is still
-// pending. It does nothing on a Delivery built outside a Worker, nor on a
-// member of a DeliveryBatch.
+// pending. A message longer than MaxProgressMessageBytes (1 KiB) is cut at
+// a UTF-8 boundary and ends with " … [truncated]". It does nothing on a
+// Delivery built outside a Worker, nor on a member of a DeliveryBatch.
 func (d *Delivery) Progress(percent int, message string) {
 	if d.ex == nil {
 		return
 	}
-	d.ex.s.progress(d.ex, int32(min(max(percent, 0), 100)), message)
+	d.ex.s.progress(d.ex, int32(min(max(percent, 0), 100)), boundText(message, MaxProgressMessageBytes))
 }
 
 // BatchHandler runs the members of a fired aggregation group (protocol
@@ -236,6 +250,7 @@ func newDelivery(env *conveyorv1.TaskEnvelope, now time.Time) *Delivery {
 		MaxRetry:    int(env.GetMaxRetry()),
 		Priority:    int(env.GetPriority()),
 		Options:     taskOptions(opts),
+		AttemptID:   env.GetAttemptId(),
 	}
 	// Servers older than the envelope's max_retry and priority fields send
 	// 0: take the task's options, then the protocol's defaults.
@@ -316,7 +331,7 @@ func (noHandler) ProcessTask(_ context.Context, d *Delivery) error {
 // resultFor maps a handler's return to the Result the worker reports (see
 // Handler for the rules).
 func resultFor(ctx context.Context, d *Delivery, err error) *conveyorv1.Result {
-	r := &conveyorv1.Result{TaskId: d.ID}
+	r := &conveyorv1.Result{TaskId: d.ID, AttemptId: d.AttemptID}
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:

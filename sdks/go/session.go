@@ -23,7 +23,8 @@ import (
 //     and finally CloseRequest go through its outbox, in order;
 //   - the heartbeat ticker asks the writer for a Heartbeat every
 //     Welcome.heartbeat_interval, listing every task the session holds
-//     (running, waiting for a concurrency slot, or parked by a drain);
+//     (running, waiting for a concurrency slot, or parked by a drain), by
+//     task id and by attempt id;
 //   - the controller runs the drain when the Worker stops.
 //
 // Each Dispatch becomes an execution with a goroutine of its own that waits
@@ -31,6 +32,15 @@ import (
 // When the stream ends, every execution still held is canceled with cause
 // ErrSessionLost and its result is dropped: the server has released its
 // lease (and may already have given the task to another worker).
+//
+// # Attempts
+//
+// A fencing server names each delivery with an attempt id, and the worker
+// echoes it in the delivery's Result and in every Heartbeat, so that the
+// server applies them to that delivery only. The worker still answers an
+// earlier attempt of a task before a redelivery of it on the same session
+// (see execution.prev): a server that sends no attempt ids tells two
+// Results for one task id apart only by their order.
 //
 // # Deadlines
 //
@@ -258,15 +268,10 @@ func (s *session) writeLoop() {
 			s.outbox = nil
 			beat := s.heartbeatDue
 			s.heartbeatDue = false
-			var ids []string
+			var hb *conveyorv1.Heartbeat
 			var beating []*execution
 			if beat {
-				ids = make([]string, 0, len(s.tasks))
-				beating = make([]*execution, 0, len(s.tasks))
-				for id, ex := range s.tasks {
-					ids = append(ids, id)
-					beating = append(beating, ex)
-				}
+				hb, beating = s.heartbeatLocked()
 			}
 			closing := s.closeRequested
 			s.mu.Unlock()
@@ -280,9 +285,7 @@ func (s *session) writeLoop() {
 			}
 			if beat {
 				at := time.Now()
-				hb := &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{
-					Heartbeat: &conveyorv1.Heartbeat{ActiveTaskIds: ids}}}
-				if !s.send(hb) {
+				if !s.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: hb}}) {
 					return
 				}
 				s.extendLeases(beating, at.Add(s.leaseTTL))
@@ -295,6 +298,31 @@ func (s *session) writeLoop() {
 			}
 		}
 	}
+}
+
+// heartbeatLocked builds a Heartbeat of everything the session holds, and
+// returns the executions whose leases it renews. Call with s.mu.
+//
+// active_task_ids lists each task id held (for servers that do not fence
+// attempts); active_attempt_ids lists the attempt of every delivery still
+// held, including an earlier attempt of a redelivered task that has yet to
+// be answered (a fencing server extends exactly those, and ignores the
+// ones it has taken back).
+func (s *session) heartbeatLocked() (*conveyorv1.Heartbeat, []*execution) {
+	hb := &conveyorv1.Heartbeat{ActiveTaskIds: make([]string, 0, len(s.tasks))}
+	beating := make([]*execution, 0, len(s.tasks))
+	for id, ex := range s.tasks {
+		hb.ActiveTaskIds = append(hb.ActiveTaskIds, id)
+		beating = append(beating, ex)
+	}
+	for ex := range s.live {
+		for _, a := range ex.attempts {
+			if a != "" {
+				hb.ActiveAttemptIds = append(hb.ActiveAttemptIds, a)
+			}
+		}
+	}
+	return hb, beating
 }
 
 // send sends one frame; false means the stream is broken.

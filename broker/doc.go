@@ -26,13 +26,24 @@
 // ARCHIVED and CANCELED are terminal: the task is kept for its retention and
 // then purged.
 //
+// # Decisions and mechanisms
+//
+// The broker applies decisions; it does not make them. The caller chooses
+// a new task's initial state (NewTask.State), what an attempt leads to
+// (a Decision built with Completed, Retrying, Archived or Released), what a
+// lapsed lease leads to (the reaper's decisions, passed to Reclaim), how
+// long a lease may be renewed (LeaseParams.Limit) and how long terminal
+// tasks are kept (PurgeParams). An engine keeps only what its own state
+// forces: fencing, the expiry and deadline of waiting tasks, and the rule
+// for a task canceled while it ran (Decision.Canceled).
+//
 // # Leases and fencing
 //
 // Lease hands a pending task to a worker session and returns a fencing token.
 // Every later change made on behalf of that session (Complete, Extend,
-// Progress, Release) names the token, and the broker applies it only while
-// that lease is still the task's current one. A Result that arrives after its
-// lease lapsed and the task was redelivered therefore fails with
+// Progress, Release, Reclaim) names the token, and the broker applies it only
+// while that lease is still the task's current one. A Result that arrives
+// after its lease lapsed and the task was redelivered therefore fails with
 // ErrLeaseLost instead of overwriting the newer attempt.
 //
 // # Durability

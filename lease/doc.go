@@ -1,6 +1,9 @@
 // Package lease holds Conveyor's lease rules: how long a dispatched task's
-// lease lives, how often a worker must heartbeat, what deadline a Dispatch
-// carries, and the reaper that reclaims lapsed leases.
+// lease lives (DefaultTTL), how often a worker must heartbeat, how long an
+// attempt with a deadline or timeout may keep its lease (Bound, Limit,
+// DefaultLimitGrace), what deadline a Dispatch carries (DispatchDeadline:
+// not the task's deadline, which is one of its inputs), and the reaper
+// that reclaims lapsed leases.
 //
 // # Lifecycle of a lease
 //
@@ -20,5 +23,9 @@
 // is dropped (logged and counted), never applied on top of the redelivery.
 //
 // The reaper is timer-driven: it sleeps until the earliest lease expiry the
-// broker reports and is woken early when an earlier one appears.
+// broker reports and is woken early when an earlier one appears. It asks the
+// broker which leases lapsed, decides each with scheduler.Retrier.AfterLapse
+// (a lapse counts a retry; with none left the task is archived) and hands
+// the decisions to Broker.Reclaim, which tells each session of its lapse
+// before the task can be leased again.
 package lease

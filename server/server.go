@@ -27,6 +27,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
+	"github.com/conveyor-dev/conveyor/admin"
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/lease"
@@ -244,7 +245,8 @@ var servedServices = []string{
 	conveyorv1connect.AdminServiceName,
 }
 
-// routes mounts every service on one mux.
+// routes mounts every service, the dashboard and the browser guard on one
+// handler.
 func (s *Server) routes(b broker.Broker) http.Handler {
 	var opts []connect.HandlerOption
 	opts = append(opts, connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes))
@@ -267,7 +269,17 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	reflector := grpcreflect.NewStaticReflector(servedServices...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
-	return mux
+
+	// The dashboard. It calls AdminService with the token the user gives
+	// it, like any other client, so its files need none.
+	mux.Handle("GET /ui/", admin.Handler("/ui/"))
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+
+	if s.cfg.Token != "" {
+		return mux
+	}
+	host, _, _ := net.SplitHostPort(s.cfg.Listen)
+	return browserGuard(mux, s.cfg.TLSCertFile != "", isLoopback(host))
 }
 
 // newHTTPServer serves HTTP/1.1 and HTTP/2: cleartext HTTP/2 (h2c, prior

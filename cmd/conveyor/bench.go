@@ -26,6 +26,7 @@ type benchCmd struct {
 	Rate        int           `default:"2000" help:"W4 enqueue rate, tasks/s."`
 	Duration    time.Duration `default:"10s" help:"W4 enqueue duration."`
 	Protocol    string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
+	Unbatched   bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 }
 
@@ -54,7 +55,7 @@ func (c *benchCmd) Run() error {
 		res := bench.Run(ctx, bench.Config{
 			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
-			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Run: run,
+			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, Run: run,
 		})
 		if err := bench.WriteJSON(os.Stdout, res); err != nil {
 			return err

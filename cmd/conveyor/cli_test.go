@@ -29,7 +29,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	var c cli
 	c.Enqueue.stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	parser, err := kong.New(&c, kong.Name("conveyor"), kong.Writers(&stdout, &stderr),
+	parser, err := kong.New(&c, kong.Name("conveyor"), kong.Writers(&stdout, &stderr), serverDefaults(),
 		kong.Exit(func(code int) { t.Fatalf("the CLI exited with %d: %s", code, stderr.String()) }))
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ func main() {
 		kong.Name("conveyor"),
 		kong.Description("Conveyor: a durable task queue on one binary."),
 		kong.UsageOnError(),
+		serverDefaults(),
 	)
 	if err := ctx.Run(); err != nil {
 		ctx.Errorf("%v", err)

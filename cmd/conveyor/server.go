@@ -7,39 +7,63 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/alecthomas/kong"
+
+	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/scheduler"
 	"github.com/conveyor-dev/conveyor/server"
 )
 
+// serverCmd's defaults are the exported constants of the packages that own
+// each rule (serverDefaults below), so a default is written in one place.
 type serverCmd struct {
-	Listen           string        `default:"127.0.0.1:7420" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
-	DataDir          string        `default:"./conveyor-data" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
+	Listen           string        `default:"${listen}" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
+	DataDir          string        `default:"${data_dir}" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
 	Token            string        `env:"CONVEYOR_TOKEN" help:"Bearer token every RPC must carry (empty: no authentication, loopback only)."`
 	TokenFile        string        `env:"CONVEYOR_TOKEN_FILE" help:"Read the bearer token from this file."`
 	AllowRemote      bool          `env:"CONVEYOR_ALLOW_REMOTE" help:"Allow a non-loopback --listen without a token."`
 	TLSCert          string        `name:"tls-cert" env:"CONVEYOR_TLS_CERT" help:"TLS certificate file (enables TLS)."`
 	TLSKey           string        `name:"tls-key" env:"CONVEYOR_TLS_KEY" help:"TLS private key file."`
-	LeaseTTL         time.Duration `name:"lease-ttl" default:"60s" env:"CONVEYOR_LEASE_TTL" help:"Lease lifetime of a dispatched task without a heartbeat."`
-	Retention        time.Duration `default:"24h" env:"CONVEYOR_RETENTION" help:"How long completed tasks are kept when the task does not say."`
-	ArchiveRetention time.Duration `default:"168h" env:"CONVEYOR_ARCHIVE_RETENTION" help:"How long archived and canceled tasks are kept."`
-	ShutdownTimeout  time.Duration `default:"30s" env:"CONVEYOR_SHUTDOWN_TIMEOUT" help:"How long shutdown waits for in-flight RPCs."`
+	LeaseTTL         time.Duration `name:"lease-ttl" default:"${lease_ttl}" env:"CONVEYOR_LEASE_TTL" help:"Lease lifetime of a dispatched task without a heartbeat."`
+	LimitGrace       time.Duration `default:"${limit_grace}" env:"CONVEYOR_LIMIT_GRACE" help:"How long past its deadline or timeout an attempt may keep its lease."`
+	Retention        time.Duration `default:"${retention}" env:"CONVEYOR_RETENTION" help:"How long completed tasks are kept when the task does not say."`
+	ArchiveRetention time.Duration `default:"${archive_retention}" env:"CONVEYOR_ARCHIVE_RETENTION" help:"How long archived and canceled tasks are kept."`
+	ShutdownTimeout  time.Duration `default:"${shutdown_timeout}" env:"CONVEYOR_SHUTDOWN_TIMEOUT" help:"How long shutdown waits for in-flight RPCs."`
 	LogFormat        string        `default:"text" enum:"text,json" env:"CONVEYOR_LOG_FORMAT" help:"Log format: text or json."`
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
 	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty."`
 
-	MaxSessionConcurrency int           `default:"4096" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
-	MaxSessionBytes       int64         `default:"67108864" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
-	ReclaimWindow         time.Duration `default:"5s" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
+	MaxSessionConcurrency int           `default:"${max_session_concurrency}" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
+	MaxSessionBytes       int64         `default:"${max_session_bytes}" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
+	ReclaimWindow         time.Duration `default:"${reclaim_window}" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
+}
+
+// serverDefaults fills the ${...} defaults of serverCmd's flags.
+func serverDefaults() kong.Vars {
+	return kong.Vars{
+		"listen":                  server.DefaultListen,
+		"data_dir":                server.DefaultDataDir,
+		"lease_ttl":               lease.DefaultTTL.String(),
+		"limit_grace":             lease.DefaultLimitGrace.String(),
+		"retention":               scheduler.DefaultRetention.String(),
+		"archive_retention":       scheduler.DefaultArchiveRetention.String(),
+		"shutdown_timeout":        server.DefaultShutdownTimeout.String(),
+		"max_session_concurrency": strconv.Itoa(server.DefaultMaxSessionConcurrency),
+		"max_session_bytes":       strconv.Itoa(server.DefaultMaxSessionBytes),
+		"reclaim_window":          server.DefaultReclaimWindow.String(),
+	}
 }
 
 func (c *serverCmd) Run() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--lease-ttl", c.LeaseTTL}, {"--retention", c.Retention}, {"--archive-retention", c.ArchiveRetention}, {"--shutdown-timeout", c.ShutdownTimeout}} {
+	}{{"--lease-ttl", c.LeaseTTL}, {"--limit-grace", c.LimitGrace}, {"--retention", c.Retention}, {"--archive-retention", c.ArchiveRetention}, {"--shutdown-timeout", c.ShutdownTimeout}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
 		}
@@ -61,7 +85,7 @@ func (c *serverCmd) Run() error {
 	}
 	srv, err := server.New(server.Config{
 		Listen: c.Listen, DataDir: c.DataDir, Token: token, AllowRemote: c.AllowRemote,
-		TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, LeaseTTL: c.LeaseTTL,
+		TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, LeaseTTL: c.LeaseTTL, LimitGrace: c.LimitGrace,
 		Retention: c.Retention, ArchiveRetention: c.ArchiveRetention,
 		ShutdownTimeout: c.ShutdownTimeout, Logger: log,
 		MaxSessionConcurrency: c.MaxSessionConcurrency, MaxSessionBytes: c.MaxSessionBytes,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -44,129 +43,6 @@ const (
 	// workerDefaultQueue is served when no queue is configured.
 	workerDefaultQueue = "default"
 )
-
-// WorkerOption configures a Worker. Every connection Option (WithToken,
-// WithProtocol, WithHTTPClient, WithTLSConfig, WithLogger) is a
-// WorkerOption too.
-type WorkerOption interface {
-	applyToWorker(*workerConfig)
-}
-
-type workerOptionFunc func(*workerConfig)
-
-func (f workerOptionFunc) applyToWorker(c *workerConfig) { f(c) }
-
-type workerConfig struct {
-	connOpts         []Option
-	queues           map[string]int32
-	concurrency      int
-	labels           map[string]string
-	drainGrace       time.Duration
-	progressInterval time.Duration
-	minServerVersion string
-	backoff          backoff
-	errs             []error
-}
-
-func (c *workerConfig) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("conveyor: "+format, args...))
-}
-
-// WithQueue adds a queue for the Worker to serve, with its weight: under
-// backlog the server dispatches from each queue in proportion to its weight
-// (3 and 1 give a 3:1 mix). Weights must be > 0. A Worker serves the queue
-// "default" with weight 1 unless WithQueue or WithQueues names others.
-func WithQueue(name string, weight int32) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if c.queues == nil {
-			c.queues = map[string]int32{}
-		}
-		c.queues[name] = weight
-	})
-}
-
-// WithQueues replaces the served queues with queues (name → weight); see
-// WithQueue.
-func WithQueues(queues map[string]int32) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) { c.queues = maps.Clone(queues) })
-}
-
-// WithConcurrency sets how many tasks the Worker runs at once, across all
-// its queues; it is also the dispatch window it asks of the server. It must
-// be > 0. Defaults to DefaultWorkerConcurrency (10).
-func WithConcurrency(n int) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if n <= 0 || n > math.MaxInt32 {
-			c.errorf("concurrency must be 1..%d, got %d", math.MaxInt32, n)
-			return
-		}
-		c.concurrency = n
-	})
-}
-
-// WithLabels adds informational labels (such as a host name or a version)
-// that operators see in the server's worker list. Defaults to none.
-func WithLabels(labels map[string]string) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if c.labels == nil {
-			c.labels = map[string]string{}
-		}
-		maps.Copy(c.labels, labels)
-	})
-}
-
-// WithDrainGrace sets how long a stopping Worker lets its running handlers
-// finish and report their real outcome. Handlers still running then have
-// their context canceled with cause ErrWorkerShutdown and are reported
-// RELEASED (back to PENDING, no retry counted) if they return within 5 more
-// seconds; the stream then closes, and the server releases whatever is
-// left the same way. 0 cancels running handlers at once. Defaults to
-// DefaultDrainGrace (30s).
-func WithDrainGrace(d time.Duration) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if d < 0 {
-			c.errorf("drain grace must not be negative, got %s", d)
-			return
-		}
-		c.drainGrace = d
-	})
-}
-
-// WithProgressInterval sets the shortest gap between two progress updates
-// the Worker sends for one task; updates in between are coalesced, the
-// latest winning. It must be > 0. Defaults to DefaultProgressInterval (1s).
-func WithProgressInterval(d time.Duration) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if d <= 0 {
-			c.errorf("progress interval must be > 0, got %s", d)
-			return
-		}
-		c.progressInterval = d
-	})
-}
-
-// WithMinServerVersion makes the Worker require a server of at least
-// version v (semver, such as "v1.2.0"). An older server refuses the session
-// with invalid_argument, which ends Run with that error. Defaults to no
-// requirement.
-func WithMinServerVersion(v string) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) { c.minServerVersion = v })
-}
-
-// WithReconnectBackoff sets the reconnect backoff: the delay before attempt
-// n (0-based, reset once a session is established) is uniformly random in
-// [0, min(max, base*2^n)). Both must be > 0. Defaults to
-// DefaultReconnectBase (500ms) and DefaultReconnectMax (30s), the
-// protocol's reference values.
-func WithReconnectBackoff(base, max time.Duration) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) {
-		if base <= 0 || max <= 0 {
-			c.errorf("reconnect backoff base and max must be > 0, got %s and %s", base, max)
-			return
-		}
-		c.backoff = backoff{base: base, max: max}
-	})
-}
 
 // Worker holds a session with a Conveyor server and runs handlers for the
 // tasks the server dispatches to it. Register handlers with Handle,

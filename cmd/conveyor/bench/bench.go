@@ -42,6 +42,9 @@ type Config struct {
 	Duration time.Duration
 	// Protocol is the SDK's wire format. Defaults to gRPC.
 	Protocol conveyor.Protocol
+	// Unbatched turns the SDK's enqueue batching off: every Enqueue call is
+	// one RPC, the path of every client but the Go SDK (W2, W4).
+	Unbatched bool
 	// Run is the run index recorded in the result.
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.
@@ -224,6 +227,9 @@ func (r *runner) run(ctx context.Context) error {
 
 func (r *runner) connOptions() []conveyor.Option {
 	opts := []conveyor.Option{conveyor.WithProtocol(r.cfg.Protocol)}
+	if r.cfg.Unbatched {
+		opts = append(opts, conveyor.WithEnqueueBatching(false))
+	}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}

@@ -109,12 +109,15 @@ type QueueInfo struct {
 	Aggregating int64 `protobuf:"varint,10,opt,name=aggregating,proto3" json:"aggregating,omitempty"`
 	// blocked counts BLOCKED tasks.
 	Blocked int64 `protobuf:"varint,11,opt,name=blocked,proto3" json:"blocked,omitempty"`
-	// processed counts attempts that ended with a result since the server started.
+	// processed counts attempts that ended with a worker's verdict (it persists).
 	Processed int64 `protobuf:"varint,12,opt,name=processed,proto3" json:"processed,omitempty"`
-	// failed counts attempts that ended in failure since the server started.
+	// failed counts attempts whose verdict was RETRY or SKIP_RETRY (it persists).
 	Failed int64 `protobuf:"varint,13,opt,name=failed,proto3" json:"failed,omitempty"`
 	// config is the queue's configuration (defaults when never configured).
-	Config        *QueueConfig `protobuf:"bytes,14,opt,name=config,proto3" json:"config,omitempty"`
+	Config *QueueConfig `protobuf:"bytes,14,opt,name=config,proto3" json:"config,omitempty"`
+	// enqueued counts tasks ever enqueued into the queue (it persists); its
+	// rate over time is the queue's enqueue rate.
+	Enqueued      int64 `protobuf:"varint,15,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,6 +248,13 @@ func (x *QueueInfo) GetConfig() *QueueConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *QueueInfo) GetEnqueued() int64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
 }
 
 // QueueConfig holds a queue's dispatch limits and group policy.
@@ -2788,7 +2798,7 @@ var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x03\n" +
+	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1c\n" +
@@ -2804,7 +2814,8 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\ablocked\x18\v \x01(\x03R\ablocked\x12\x1c\n" +
 	"\tprocessed\x18\f \x01(\x03R\tprocessed\x12\x16\n" +
 	"\x06failed\x18\r \x01(\x03R\x06failed\x120\n" +
-	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\"\xe3\x01\n" +
+	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\x12\x1a\n" +
+	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\xe3\x01\n" +
 	"\vQueueConfig\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12+\n" +
 	"\x11concurrency_limit\x18\x02 \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +

@@ -68,10 +68,23 @@ type Broker interface {
 	// p.Limit of them, and tells what remains.
 	Purge(ctx context.Context, p PurgeParams) (PurgeNext, error)
 
+	// ListTasks returns a page of a queue's tasks; see ListParams. It
+	// reflects every change that returned before it was called.
+	ListTasks(ctx context.Context, p ListParams) (ListPage, error)
+	// Act applies an operator action to each task on its own: results[i]
+	// is for p.IDs[i]. Which states an action applies to is Action.Applies.
+	Act(ctx context.Context, p ActParams) ([]ActResult, error)
+
 	// Queues lists every known queue with its counts, sorted by name.
 	Queues(ctx context.Context) ([]QueueInfo, error)
+	// Queue describes one queue; a queue never seen has zero counts and
+	// the default configuration.
+	Queue(ctx context.Context, name string) (QueueInfo, error)
 	// SetQueuePaused pauses or resumes dispatch from a queue.
 	SetQueuePaused(ctx context.Context, queue string, paused bool) (QueueInfo, error)
+	// SetQueueConfig stores a queue's configuration, durably, and applies
+	// it to dispatch at once.
+	SetQueueConfig(ctx context.Context, queue string, cfg QueueConfig) (QueueInfo, error)
 	// Info describes the engine.
 	Info(ctx context.Context) (Info, error)
 

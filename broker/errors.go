@@ -16,6 +16,9 @@ var (
 	// ErrInvalidState means the operation does not apply to the task's
 	// current state, such as deleting a running task.
 	ErrInvalidState = errors.New("invalid state")
+	// ErrInvalidArgument means a parameter is malformed, such as a listing
+	// cursor the engine did not issue or a dependency on an unknown task.
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrClosed means the broker has been closed.
 	ErrClosed = errors.New("broker closed")
 )

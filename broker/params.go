@@ -116,6 +116,10 @@ type PurgeNext struct {
 type QueueInfo struct {
 	Name   string
 	Paused bool
+	// Config is the queue's configuration as stored (zeros: defaults).
+	Config QueueConfig
+	// Enqueued counts the tasks ever enqueued into the queue.
+	Enqueued int64
 	// Counts holds the number of tasks per state.
 	Counts Counts
 	// Processed and Failed count attempts that ended with a worker's

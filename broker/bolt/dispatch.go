@@ -12,14 +12,16 @@ import (
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
-// Ready reports each queue's dispatchable task count; see broker.Broker.
+// Ready reports each queue's dispatchable task count, within its limits;
+// see broker.Broker.
 func (e *Engine) Ready(queues []string, counts []int) {
+	now := e.cfg.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, name := range queues {
 		counts[i] = 0
-		if q := e.byName[name]; q != nil && !q.paused {
-			counts[i] = q.readyN
+		if q := e.byName[name]; q != nil {
+			counts[i] = e.dispatchableLocked(q, now)
 		}
 	}
 }
@@ -43,12 +45,16 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		if q == nil || q.paused {
 			continue
 		}
-		for n := 0; n < pick.N; {
+		want := min(pick.N, e.dispatchableLocked(q, p.Now))
+		n := 0
+		for n < want {
 			k, m, ok := e.popReadyLocked(q)
 			if !ok {
 				break
 			}
-			if e.expiredLocked(k, m, now) {
+			if at, ok := e.expires[k]; ok && at <= now {
+				e.unadmitLocked(k) // it left the ready FIFO, not to run
+				e.expiredLocked(k, m, now)
 				continue // past its expiry or deadline: archived, never run
 			}
 			e.setStateLocked(k, &m, stateActive)
@@ -70,6 +76,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			})
 			n++
 		}
+		e.tookLocked(q, n, p.Now)
 	}
 	if len(keys) > 0 {
 		e.commit.appendLocked(func(w *txw) error {

@@ -87,6 +87,10 @@ type Engine struct {
 	expires map[key]int64
 	// retention holds the per-task retention (ns) of live tasks that set one.
 	retention map[key]int64
+	// ckeys are the live concurrency keys, keyOf the key of each live
+	// task that has one (limits.go).
+	ckeys map[ckeyID]*ckey
+	keyOf map[key]*ckey
 	// settling holds tasks that left memory (became terminal, or were
 	// changed while terminal) whose change is not durable yet; reads of
 	// those tasks wait for the commit.
@@ -227,6 +231,9 @@ func (e *Engine) freeIndexesLocked() {
 		for p := range q.ready {
 			q.ready[p].free()
 		}
+	}
+	for _, c := range e.ckeys {
+		c.held.free()
 	}
 }
 

@@ -53,6 +53,7 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 		p.status = &storagev1.TaskStatus{
 			State:          int32(p.state),
 			Queue:          nt.Queue,
+			Type:           nt.Type,
 			Priority:       nt.Priority,
 			MaxRetry:       nt.MaxRetry,
 			EnqueuedAt:     now,
@@ -302,6 +303,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 		prio:     uint8(pt.nt.Priority),
 	}
 	q.counts[m.state]++
+	q.enqueued++
 	if m.state == stateScheduled && e.dueHeap.add(timed{at: m.due, k: pt.k}) {
 		e.note.TimersChanged()
 	}
@@ -311,6 +313,9 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 	}
 	if pt.status.Retention != nil {
 		e.retention[pt.k] = pt.status.GetRetention()
+	}
+	if ck := pt.nt.ConcurrencyKey; ck != "" {
+		e.keyOf[pt.k] = e.ckeyLocked(q, ck)
 	}
 	e.indexExpiryLocked(pt.k, &m, pt.status)
 	e.tasks.put(pt.k, m)
@@ -322,6 +327,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var keys []key
 	var specs, statuses [][]byte
+	var indexed [][]byte
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil || pt.existing {
@@ -330,6 +336,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 		keys = append(keys, pt.k)
 		specs = append(specs, pt.spec)
 		statuses = append(statuses, pt.statusBytes)
+		indexed = append(indexed, indexKey(pt.nt.Queue, pt.state, pt.nt.Type, pt.k))
 	}
 	if len(keys) == 0 {
 		return nil
@@ -342,6 +349,14 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 			}
 			if err := w.live.Put(k, statuses[i]); err != nil {
 				return err
+			}
+			if err := w.index.Put(indexed[i], nil); err != nil {
+				return err
+			}
+		}
+		for i := range pend {
+			if pt := &pend[i]; pt.err == nil && !pt.existing {
+				w.delta(pt.nt.Queue).enqueued++
 			}
 		}
 		return nil

@@ -34,6 +34,8 @@ const (
 	// flagDeadlineFirst: the task's entry in Engine.expires is its
 	// deadline, not its expiry (the message of its archival says which).
 	flagDeadlineFirst
+	// flagHeld: a pending task waits in its concurrency key's FIFO.
+	flagHeld
 	// flagUsed marks an occupied table slot.
 	flagUsed
 )
@@ -63,11 +65,14 @@ type queue struct {
 	counts    broker.Counts
 	processed int64
 	failed    int64
+	enqueued  int64
+	cfg       broker.QueueConfig
+	bucket    bucket
 }
 
 func (q *queue) info() broker.QueueInfo {
 	return broker.QueueInfo{Name: q.name, Paused: q.paused, Counts: q.counts,
-		Processed: q.processed, Failed: q.failed}
+		Processed: q.processed, Failed: q.failed, Enqueued: q.enqueued, Config: q.cfg}
 }
 
 // fifo is a queue of task keys: a ring buffer outside the Go heap (see

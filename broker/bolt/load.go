@@ -15,7 +15,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -60,11 +60,14 @@ func (e *Engine) reloadLocked() error {
 	e.uniqOf = make(map[key]string)
 	e.expires = make(map[key]int64)
 	e.retention = make(map[key]int64)
+	e.ckeys = make(map[ckeyID]*ckey)
+	e.keyOf = make(map[key]*ckey)
 	e.settling = make(map[key]int)
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 
-	var wasActive []key
+	var wasActive, wasCanceled []key
+	var canceledIn []string // wasCanceled[i]'s queue
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
 			rec := &storagev1.QueueRecord{}
@@ -76,7 +79,8 @@ func (e *Engine) reloadLocked() error {
 			q.counts[stateCompleted] = rec.GetCompleted()
 			q.counts[stateArchived] = rec.GetArchived()
 			q.counts[stateCanceled] = rec.GetCanceled()
-			q.processed, q.failed = rec.GetProcessed(), rec.GetFailed()
+			q.processed, q.failed, q.enqueued = rec.GetProcessed(), rec.GetFailed(), rec.GetEnqueued()
+			q.cfg = queueConfigOf(rec)
 			return nil
 		}); err != nil {
 			return err
@@ -97,6 +101,12 @@ func (e *Engine) reloadLocked() error {
 			if err := checkLiveStatus(st); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
+			if stateOf(st) == stateActive && st.GetCancelRequested() {
+				// Canceled while it ran, and its worker is gone: canceled.
+				wasCanceled = append(wasCanceled, k)
+				canceledIn = append(canceledIn, st.GetQueue())
+				continue
+			}
 			if stateOf(st) == stateActive {
 				wasActive = append(wasActive, k)
 				st.State = int32(statePending)
@@ -109,7 +119,8 @@ func (e *Engine) reloadLocked() error {
 	if err != nil {
 		return fmt.Errorf("rebuild indexes: %w", err)
 	}
-	if len(wasActive) > 0 {
+	if len(wasActive)+len(wasCanceled) > 0 {
+		now := nanos(e.cfg.Now())
 		err = e.db.Update(func(tx *bbolt.Tx) error {
 			w := newTxw(tx)
 			for _, k := range wasActive {
@@ -117,10 +128,21 @@ func (e *Engine) reloadLocked() error {
 					return err
 				}
 			}
+			for _, k := range wasCanceled {
+				if err := w.finish(k, 0, func(st *storagev1.TaskStatus) {
+					st.State, st.CompletedAt = int32(stateCanceled), now
+				}); err != nil {
+					return err
+				}
+			}
 			return w.flush()
 		})
 		if err != nil {
 			return fmt.Errorf("release tasks that were active: %w", err)
+		}
+		for _, name := range canceledIn {
+			e.queueLocked(name).counts[stateCanceled]++
+			e.endedFirst[classArchived] = minSet(e.endedFirst[classArchived], now)
 		}
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
 	}
@@ -156,11 +178,10 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 		flags:    flagCommitted,
 	}
 	q.counts[m.state]++
+	if ck := st.GetConcurrencyKey(); ck != "" {
+		e.keyOf[k] = e.ckeyLocked(q, ck)
+	}
 	switch m.state {
-	case statePending:
-		m.flags |= flagInReady
-		q.ready[m.prio].push(k)
-		q.readyN++
 	case stateScheduled, stateRetry:
 		e.dueHeap.add(timed{at: m.due, k: k})
 	}
@@ -180,4 +201,7 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 	}
 	e.indexExpiryLocked(k, &m, st)
 	e.tasks.put(k, m)
+	if m.state == statePending {
+		e.pushReadyLocked(k)
+	}
 }

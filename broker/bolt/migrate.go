@@ -58,19 +58,57 @@ func migrateV1(tx *bbolt.Tx, log *slog.Logger) error {
 			}
 		}
 		st.Group, st.ConcurrencyKey = legacy.GetGroup(), legacy.GetConcurrencyKey()
+		st.Type = spec.GetType()
 		if err := specs.Put(k, marshal(&spec)); err != nil {
 			return err
 		}
 		if err := live.Put(k, marshal(&st)); err != nil {
 			return err
 		}
+		if err := indexV1(tx, k, &st); err != nil {
+			return err
+		}
 		n++
+	}
+	// Terminal tasks get their type and their listing-index entry.
+	done := tx.Bucket(bucketDone)
+	var terminal []*storagev1.TaskStatus
+	var keys [][]byte
+	dc := done.Cursor()
+	for k, v := dc.First(); k != nil; k, v = dc.Next() {
+		st := &storagev1.TaskStatus{}
+		spec.Reset()
+		if err := proto.Unmarshal(v, st); err != nil {
+			return fmt.Errorf("migrate %x: status: %w", k, err)
+		}
+		if sv := specs.Get(k); sv != nil {
+			if err := proto.Unmarshal(sv, &spec); err != nil {
+				return fmt.Errorf("migrate %x: spec: %w", k, err)
+			}
+			st.Type = spec.GetType()
+		}
+		terminal = append(terminal, st)
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	for i, st := range terminal {
+		if err := done.Put(keys[i], marshal(st)); err != nil {
+			return err
+		}
+		if err := indexV1(tx, keys[i], st); err != nil {
+			return err
+		}
 	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], 2)
 	if err := tx.Bucket(bucketMeta).Put(keySchema, b[:]); err != nil {
 		return err
 	}
-	log.Info("migrated the data file from schema 1 to 2", "live_tasks", n)
+	log.Info("migrated the data file from schema 1 to 2", "live_tasks", n, "terminal_tasks", len(terminal))
 	return nil
+}
+
+func indexV1(tx *bbolt.Tx, kb []byte, st *storagev1.TaskStatus) error {
+	var k key
+	copy(k[:], kb)
+	return tx.Bucket(bucketIndex).Put(indexKey(st.GetQueue(), stateOf(st), st.GetType(), k), nil)
 }

@@ -165,6 +165,11 @@ func purgeOne(w *txw, id []byte, at int64, own bool) (*purged, error) {
 	if err := w.tasks.Delete(id); err != nil {
 		return nil, err
 	}
+	var k key
+	copy(k[:], id)
+	if err := w.index.Delete(indexKey(st.GetQueue(), stateOf(&st), st.GetType(), k)); err != nil {
+		return nil, err
+	}
 	w.termDelta(st.GetQueue(), stateOf(&st), -1)
 	return &purged{queue: st.GetQueue(), state: stateOf(&st)}, nil
 }

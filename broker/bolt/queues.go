@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,8 +24,39 @@ func (e *Engine) Queues(context.Context) ([]broker.QueueInfo, error) {
 	return out, nil
 }
 
+// Queue describes one queue; see broker.Broker.
+func (e *Engine) Queue(_ context.Context, name string) (broker.QueueInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return broker.QueueInfo{}, errClosed
+	}
+	if q := e.byName[name]; q != nil {
+		return q.info(), nil
+	}
+	return broker.QueueInfo{Name: name}, nil
+}
+
 // SetQueuePaused pauses or resumes a queue, durably; see broker.Broker.
 func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (broker.QueueInfo, error) {
+	return e.changeQueue(ctx, name, func(q *queue) {
+		q.paused = paused
+	}, func(rec *storagev1.QueueRecord) { rec.Paused = paused })
+}
+
+// SetQueueConfig stores a queue's configuration, durably; see broker.Broker.
+func (e *Engine) SetQueueConfig(ctx context.Context, name string, cfg broker.QueueConfig) (broker.QueueInfo, error) {
+	return e.changeQueue(ctx, name, func(q *queue) {
+		q.cfg = cfg
+		e.configChangedLocked(q)
+	}, func(rec *storagev1.QueueRecord) { setQueueConfig(rec, cfg) })
+}
+
+// changeQueue applies change to a queue in memory and record to its
+// durable record, in the same critical section, creating the queue if
+// needed, and waits for the record to be durable. A queue that has ready
+// work after the change is signalled (a resume, a raised limit).
+func (e *Engine) changeQueue(ctx context.Context, name string, change func(q *queue), record func(rec *storagev1.QueueRecord)) (broker.QueueInfo, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -35,7 +67,7 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 		return broker.QueueInfo{}, err
 	}
 	q := e.queueLocked(name)
-	q.paused = paused
+	change(q)
 	b := e.commit.appendSyncLocked(func(w *txw) error {
 		rec := &storagev1.QueueRecord{}
 		if v := w.qrecs.Get([]byte(name)); v != nil {
@@ -43,10 +75,10 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 				return fmt.Errorf("queue record %q: %w", name, err)
 			}
 		}
-		rec.Paused = paused
+		record(rec)
 		return w.qrecs.Put([]byte(name), marshal(rec))
 	}, nil)
-	if !paused && q.readyN > 0 {
+	if e.dispatchableLocked(q, e.cfg.Now()) > 0 {
 		e.note.TasksReady(name)
 	}
 	info := q.info()
@@ -55,4 +87,29 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 		return broker.QueueInfo{}, err
 	}
 	return info, nil
+}
+
+// queueConfigOf reads a queue's configuration from its record.
+func queueConfigOf(rec *storagev1.QueueRecord) broker.QueueConfig {
+	return broker.QueueConfig{
+		ConcurrencyLimit: rec.GetConcurrencyLimit(),
+		MaxActive:        rec.GetMaxActive(),
+		RatePerSecond:    rec.GetRatePerSecond(),
+		RateBurst:        rec.GetRateBurst(),
+		Group: broker.GroupPolicy{
+			MaxSize:     rec.GetGroupMaxSize(),
+			MaxDelay:    time.Duration(rec.GetGroupMaxDelay()),
+			GracePeriod: time.Duration(rec.GetGroupGracePeriod()),
+		},
+	}
+}
+
+func setQueueConfig(rec *storagev1.QueueRecord, cfg broker.QueueConfig) {
+	rec.ConcurrencyLimit = cfg.ConcurrencyLimit
+	rec.MaxActive = cfg.MaxActive
+	rec.RatePerSecond = cfg.RatePerSecond
+	rec.RateBurst = cfg.RateBurst
+	rec.GroupMaxSize = cfg.Group.MaxSize
+	rec.GroupMaxDelay = int64(cfg.Group.MaxDelay)
+	rec.GroupGracePeriod = int64(cfg.Group.GracePeriod)
 }

@@ -28,6 +28,7 @@ var (
 	bucketPurge  = []byte("purge")  // purge_at (8 bytes, big-endian) ‖ id → empty, for tasks with their own retention
 	bucketEnded  = []byte("ended")  // class (1 byte) ‖ completed_at (8 bytes) ‖ id → empty, for the others
 	bucketQueues = []byte("queues") // name → QueueRecord
+	bucketIndex  = []byte("index")  // queue ‖ state ‖ type ‖ id → empty (see indexKey): the listing index
 	keySchema    = []byte("schema")
 )
 
@@ -69,6 +70,29 @@ func endedKey(class int, at int64, k key) []byte {
 	b[0] = byte(class)
 	binary.BigEndian.PutUint64(b[1:], uint64(at))
 	copy(b[9:], k[:])
+	return b
+}
+
+// indexKey is a task's key in the listing index: its queue, state and
+// type, each length-prefixed so that any bytes may appear in them, then its
+// id. A queue's tasks in one state are one contiguous range, by type, then
+// by id.
+func indexKey(queue string, state broker.State, typ string, k key) []byte {
+	b := indexPrefix(queue, state, typ)
+	return append(b, k[:]...)
+}
+
+// indexPrefix is the common prefix of a (queue, state) range, or of a
+// (queue, state, type) range when typ is not nil.
+func indexPrefix(queue string, state broker.State, typ ...string) []byte {
+	b := make([]byte, 0, 2+len(queue)+1+64)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(queue)))
+	b = append(b, queue...)
+	b = append(b, byte(state))
+	for _, t := range typ {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(t)))
+		b = append(b, t...)
+	}
 	return b
 }
 

@@ -12,13 +12,23 @@ import (
 // Each one updates the in-memory indexes and queues the matching write, in
 // the same critical section, so memory and file change in the same order.
 
-// pushReadyLocked makes a pending, durable task dispatchable, and signals
-// the queue's sessions when it was empty.
+// pushReadyLocked makes a pending, durable task dispatchable, unless its
+// concurrency key holds it back (limits.go), and signals the queue's
+// sessions when the queue had nothing ready.
 func (e *Engine) pushReadyLocked(k key) {
 	m := e.tasks.getOrZero(k)
-	if m.state != statePending || m.flags&flagCommitted == 0 || m.flags&flagInReady != 0 {
+	if m.state != statePending || m.flags&flagCommitted == 0 || m.flags&(flagInReady|flagHeld) != 0 {
 		return
 	}
+	if c := e.keyOf[k]; c != nil && !e.admitLocked(k, &m, c) {
+		e.tasks.put(k, m)
+		return
+	}
+	e.enterReadyLocked(k, m)
+}
+
+// enterReadyLocked puts an admitted task in its queue's ready FIFO.
+func (e *Engine) enterReadyLocked(k key, m meta) {
 	m.flags |= flagInReady
 	e.tasks.put(k, m)
 	q := e.queues[m.queue]
@@ -49,20 +59,30 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 	return key{}, meta{}, false
 }
 
-// unreadyLocked withdraws a task's ready entry (it is skipped when popped).
-func (e *Engine) unreadyLocked(m *meta) {
+// unreadyLocked withdraws a task's ready entry (it is skipped when
+// popped), or its place in its key's FIFO; a ready keyed task leaves its
+// key's admitted ones.
+func (e *Engine) unreadyLocked(k key, m *meta) {
 	if m.flags&flagInReady != 0 {
 		m.flags &^= flagInReady
 		e.queues[m.queue].readyN--
+		e.unadmitLocked(k)
 	}
+	m.flags &^= flagHeld
 }
 
+// setStateLocked moves a live task to state to, keeping the counts (and a
+// task leaving ACTIVE gives back its key's and its queue's room).
 func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	q := e.queues[m.queue]
-	q.counts[m.state]--
+	from := m.state
+	q.counts[from]--
 	q.counts[to]++
 	m.state = to
 	e.tasks.put(k, *m)
+	if from == stateActive && to != stateActive {
+		e.leftActiveLocked(k, q)
+	}
 }
 
 // indexExpiryLocked indexes a live task's expiry or its deadline,
@@ -158,21 +178,17 @@ func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg strin
 // by when it ended, under its class, for the purger's horizon. fn may
 // change more of the stored status.
 func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
-	e.unreadyLocked(&m)
+	e.unreadyLocked(k, &m)
 	q := e.queues[m.queue]
 	q.counts[m.state]--
 	q.counts[to]++
-	e.tasks.del(k)
-	e.dropLeaseLocked(k)
-	delete(e.expires, k)
-	if uk, ok := e.uniqOf[k]; ok {
-		delete(e.uniqOf, k)
-		if c := e.unique[uk]; c.k == k {
-			delete(e.unique, uk)
-		}
+	if m.state == stateActive {
+		e.leftActiveLocked(k, q)
 	}
+	r, ownRetention := e.retention[k]
+	e.forgetLocked(k)
 	var purgeAt int64 // 0: by class
-	if r, ok := e.retention[k]; ok && to == stateCompleted {
+	if ownRetention && to == stateCompleted {
 		purgeAt = satAdd(now, time.Duration(r))
 		if e.purgeNext == 0 || purgeAt < e.purgeNext {
 			e.purgeNext = purgeAt
@@ -182,7 +198,6 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 		e.endedFirst[c] = now
 		e.note.TimersChanged()
 	}
-	delete(e.retention, k)
 	e.settling[k]++
 	e.commit.appendLocked(func(w *txw) error {
 		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {

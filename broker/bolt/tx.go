@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"fmt"
+	"slices"
 
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -19,8 +20,8 @@ import (
 // under load) costs one read and no rewrite of its live record, instead of
 // a read-modify-write for each change.
 type txw struct {
-	tx                                     *bbolt.Tx
-	tasks, live, done, purge, ended, qrecs *bbolt.Bucket
+	tx                                            *bbolt.Tx
+	tasks, live, done, purge, ended, qrecs, index *bbolt.Bucket
 	statuses                               map[key]*liveStatus
 	changed                                []key                  // keys of changed statuses, in first-change order
 	deltas                                 map[string]*queueDelta // queue → changes to its record's counts
@@ -28,12 +29,13 @@ type txw struct {
 
 // queueDelta is what a transaction adds to a queue record's counts.
 type queueDelta struct {
-	completed, archived, canceled, processed, failed int64
+	completed, archived, canceled, processed, failed, enqueued int64
 }
 
 // liveStatus is a live task's status as the transaction sees it.
 type liveStatus struct {
 	st      storagev1.TaskStatus
+	orig    broker.State // the state in the file when the transaction read it
 	changed bool
 	gone    bool // moved to the done bucket
 }
@@ -47,6 +49,7 @@ func newTxw(tx *bbolt.Tx) *txw {
 		purge: tx.Bucket(bucketPurge),
 		ended: tx.Bucket(bucketEnded),
 		qrecs: tx.Bucket(bucketQueues),
+		index: tx.Bucket(bucketIndex),
 	}
 }
 
@@ -84,6 +87,9 @@ func (w *txw) flush() error {
 		if err := w.live.Put(k[:], marshal(&ls.st)); err != nil {
 			return err
 		}
+		if err := w.reindex(k, &ls.st, ls.orig, stateOf(&ls.st)); err != nil {
+			return err
+		}
 	}
 	return w.flushDeltas()
 }
@@ -101,6 +107,7 @@ func (w *txw) loadLive(k key) (*liveStatus, error) {
 	if err := proto.Unmarshal(v, &ls.st); err != nil {
 		return nil, fmt.Errorf("status of %s: %w", k, err)
 	}
+	ls.orig = stateOf(&ls.st)
 	if w.statuses == nil {
 		w.statuses = make(map[key]*liveStatus)
 	}
@@ -141,11 +148,31 @@ func (w *txw) finish(k key, purgeAt int64, fn func(st *storagev1.TaskStatus)) er
 	if err := w.done.Put(k[:], marshal(st)); err != nil {
 		return err
 	}
+	if err := w.reindex(k, st, ls.orig, stateOf(st)); err != nil {
+		return err
+	}
 	w.termDelta(st.GetQueue(), stateOf(st), 1)
 	if purgeAt != 0 {
 		return w.purge.Put(purgeKey(purgeAt, k), nil)
 	}
 	return w.ended.Put(endedKey(classOf(stateOf(st)), st.GetCompletedAt(), k), nil)
+}
+
+// reindex moves a task's entry in the listing index from state from to
+// state to (from 0: a new entry; to 0: removed).
+func (w *txw) reindex(k key, st *storagev1.TaskStatus, from, to broker.State) error {
+	if from == to {
+		return nil
+	}
+	if from != 0 {
+		if err := w.index.Delete(indexKey(st.GetQueue(), from, st.GetType(), k)); err != nil {
+			return err
+		}
+	}
+	if to != 0 {
+		return w.index.Put(indexKey(st.GetQueue(), to, st.GetType(), k), nil)
+	}
+	return nil
 }
 
 func (w *txw) delta(queue string) *queueDelta {
@@ -184,7 +211,16 @@ func (w *txw) countAttempt(queue string, failed bool) {
 }
 
 func (w *txw) flushDeltas() error {
-	for name, d := range w.deltas {
+	// In name order: bbolt inserts into one in-memory node until the
+	// commit splits it, so keys put in order cost an append each, where
+	// random order costs a copy of the node each.
+	names := make([]string, 0, len(w.deltas))
+	for name := range w.deltas {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d := w.deltas[name]
 		rec := &storagev1.QueueRecord{}
 		if v := w.qrecs.Get([]byte(name)); v != nil {
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -196,6 +232,7 @@ func (w *txw) flushDeltas() error {
 		rec.Canceled += d.canceled
 		rec.Processed += d.processed
 		rec.Failed += d.failed
+		rec.Enqueued += d.enqueued
 		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
 			return err
 		}

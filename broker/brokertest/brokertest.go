@@ -103,6 +103,9 @@ func groups() []group {
 		{"TimeBounds", timeBoundCases()},
 		{"Signals", signalCases()},
 		{"Restart", restartCases()},
+		{"Operate", operateCases()},
+		{"List", listCases()},
+		{"Limits", limitCases()},
 	}
 }
 

@@ -331,9 +331,14 @@ type TaskStatus struct {
 	// concurrency_key is the concurrency key, if any.
 	ConcurrencyKey string `protobuf:"bytes,21,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
 	// errors holds the latest failed attempts, oldest first.
-	Errors        []*AttemptErrorRecord `protobuf:"bytes,22,rep,name=errors,proto3" json:"errors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Errors []*AttemptErrorRecord `protobuf:"bytes,22,rep,name=errors,proto3" json:"errors,omitempty"`
+	// type duplicates the spec's type, for the listing index.
+	Type string `protobuf:"bytes,23,opt,name=type,proto3" json:"type,omitempty"`
+	// cancel_requested is set when an operator canceled the task while it
+	// ran: whatever ends the attempt but a success cancels it.
+	CancelRequested bool `protobuf:"varint,24,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
@@ -520,6 +525,20 @@ func (x *TaskStatus) GetErrors() []*AttemptErrorRecord {
 	return nil
 }
 
+func (x *TaskStatus) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *TaskStatus) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
 // AttemptErrorRecord is one failed attempt.
 type AttemptErrorRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -601,9 +620,25 @@ type QueueRecord struct {
 	// processed counts attempts that ended with a worker's verdict.
 	Processed int64 `protobuf:"varint,5,opt,name=processed,proto3" json:"processed,omitempty"`
 	// failed counts attempts whose verdict was a failure.
-	Failed        int64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failed int64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	// enqueued counts tasks ever enqueued into the queue.
+	Enqueued int64 `protobuf:"varint,7,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	// concurrency_limit caps the ACTIVE tasks sharing one concurrency key (0: 1).
+	ConcurrencyLimit int32 `protobuf:"varint,8,opt,name=concurrency_limit,json=concurrencyLimit,proto3" json:"concurrency_limit,omitempty"`
+	// max_active caps the queue's ACTIVE tasks (0: no cap).
+	MaxActive int32 `protobuf:"varint,9,opt,name=max_active,json=maxActive,proto3" json:"max_active,omitempty"`
+	// rate_per_second is the dispatch rate limit (0: none).
+	RatePerSecond int32 `protobuf:"varint,10,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// rate_burst is the rate limit's bucket size (0: rate_per_second).
+	RateBurst int32 `protobuf:"varint,11,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	// group_max_size fires a group at this size (0: the server's default).
+	GroupMaxSize int32 `protobuf:"varint,12,opt,name=group_max_size,json=groupMaxSize,proto3" json:"group_max_size,omitempty"`
+	// group_max_delay (ns) fires a group this long after its first member (0: default).
+	GroupMaxDelay int64 `protobuf:"varint,13,opt,name=group_max_delay,json=groupMaxDelay,proto3" json:"group_max_delay,omitempty"`
+	// group_grace_period (ns) fires a group this long after its last member (0: default).
+	GroupGracePeriod int64 `protobuf:"varint,14,opt,name=group_grace_period,json=groupGracePeriod,proto3" json:"group_grace_period,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueRecord) Reset() {
@@ -674,6 +709,62 @@ func (x *QueueRecord) GetProcessed() int64 {
 func (x *QueueRecord) GetFailed() int64 {
 	if x != nil {
 		return x.Failed
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetEnqueued() int64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetConcurrencyLimit() int32 {
+	if x != nil {
+		return x.ConcurrencyLimit
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetMaxActive() int32 {
+	if x != nil {
+		return x.MaxActive
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetRatePerSecond() int32 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetRateBurst() int32 {
+	if x != nil {
+		return x.RateBurst
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetGroupMaxSize() int32 {
+	if x != nil {
+		return x.GroupMaxSize
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetGroupMaxDelay() int64 {
+	if x != nil {
+		return x.GroupMaxDelay
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetGroupGracePeriod() int64 {
+	if x != nil {
+		return x.GroupGracePeriod
 	}
 	return 0
 }
@@ -917,7 +1008,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10DependencyRecord\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xec\x05\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xab\x06\n" +
 	"\n" +
 	"TaskStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
@@ -947,20 +1038,33 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\bdeadline\x18\x13 \x01(\x03R\bdeadline\x12\x14\n" +
 	"\x05group\x18\x14 \x01(\tR\x05group\x12'\n" +
 	"\x0fconcurrency_key\x18\x15 \x01(\tR\x0econcurrencyKey\x12?\n" +
-	"\x06errors\x18\x16 \x03(\v2'.conveyor.storage.v1.AttemptErrorRecordR\x06errorsB\f\n" +
+	"\x06errors\x18\x16 \x03(\v2'.conveyor.storage.v1.AttemptErrorRecordR\x06errors\x12\x12\n" +
+	"\x04type\x18\x17 \x01(\tR\x04type\x12)\n" +
+	"\x10cancel_requested\x18\x18 \x01(\bR\x0fcancelRequestedB\f\n" +
 	"\n" +
 	"_retention\"X\n" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x0e\n" +
-	"\x02at\x18\x03 \x01(\x03R\x02at\"\xb1\x01\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\xdc\x03\n" +
 	"\vQueueRecord\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\barchived\x18\x03 \x01(\x03R\barchived\x12\x1a\n" +
 	"\bcanceled\x18\x04 \x01(\x03R\bcanceled\x12\x1c\n" +
 	"\tprocessed\x18\x05 \x01(\x03R\tprocessed\x12\x16\n" +
-	"\x06failed\x18\x06 \x01(\x03R\x06failed\"\xd0\x02\n" +
+	"\x06failed\x18\x06 \x01(\x03R\x06failed\x12\x1a\n" +
+	"\benqueued\x18\a \x01(\x03R\benqueued\x12+\n" +
+	"\x11concurrency_limit\x18\b \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +
+	"\n" +
+	"max_active\x18\t \x01(\x05R\tmaxActive\x12&\n" +
+	"\x0frate_per_second\x18\n" +
+	" \x01(\x05R\rratePerSecond\x12\x1d\n" +
+	"\n" +
+	"rate_burst\x18\v \x01(\x05R\trateBurst\x12$\n" +
+	"\x0egroup_max_size\x18\f \x01(\x05R\fgroupMaxSize\x12&\n" +
+	"\x0fgroup_max_delay\x18\r \x01(\x03R\rgroupMaxDelay\x12,\n" +
+	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\"\xd0\x02\n" +
 	"\x11LegacyTaskOptions\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
 	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x14\n" +

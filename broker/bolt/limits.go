@@ -1,0 +1,199 @@
+package bolt
+
+import (
+	"math"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// This file is the dispatch limits of a queue: concurrency keys, the cap
+// on ACTIVE tasks and the rate limit. None of them scans: a task held back
+// by its key waits in its key's own FIFO, so it never blocks the tasks
+// behind it in the queue, and a freed slot or a refilled bucket wakes the
+// queue's sessions by signal or timer.
+
+// ckey is a concurrency key of one queue.
+type ckey struct {
+	q    *queue
+	name string
+	// admitted counts the key's tasks that are ready (in the queue's ready
+	// FIFO) or ACTIVE; at most the queue's concurrency limit.
+	admitted int
+	// held are the key's pending tasks beyond the limit, in ready order
+	// (entries whose task is no longer held are skipped when popped).
+	held fifo
+}
+
+// limit is how many of a key's tasks may be admitted at once.
+func (c *ckey) limit() int {
+	if n := c.q.cfg.ConcurrencyLimit; n > 0 {
+		return int(n)
+	}
+	return 1
+}
+
+// ckeyLocked returns the queue's concurrency key name, creating it.
+func (e *Engine) ckeyLocked(q *queue, name string) *ckey {
+	id := ckeyID{queue: q.index, name: name}
+	c := e.ckeys[id]
+	if c == nil {
+		c = &ckey{q: q, name: name}
+		e.ckeys[id] = c
+	}
+	return c
+}
+
+type ckeyID struct {
+	queue uint16
+	name  string
+}
+
+// admitLocked decides whether a pending task with concurrency key c may
+// enter the ready FIFO now (it counts as admitted) or must wait in the
+// key's FIFO.
+func (e *Engine) admitLocked(k key, m *meta, c *ckey) bool {
+	if c.admitted < c.limit() {
+		c.admitted++
+		return true
+	}
+	m.flags |= flagHeld
+	c.held.push(k)
+	return false
+}
+
+// unadmitLocked counts a keyed task out of its key's admitted ones (it
+// left the ready FIFO other than by lease, or left ACTIVE) and admits the
+// next held task of the key, if any.
+func (e *Engine) unadmitLocked(k key) {
+	c := e.keyOf[k]
+	if c == nil {
+		return
+	}
+	c.admitted--
+	e.admitHeldLocked(c)
+}
+
+// admitHeldLocked moves held tasks of c into the ready FIFO while its
+// limit allows.
+func (e *Engine) admitHeldLocked(c *ckey) {
+	for c.admitted < c.limit() && c.held.len() > 0 {
+		k, _ := c.held.pop()
+		m, live := e.tasks.get(k)
+		if !live || m.flags&flagHeld == 0 || m.state != statePending {
+			continue
+		}
+		m.flags &^= flagHeld
+		c.admitted++
+		e.tasks.put(k, m)
+		e.enterReadyLocked(k, m)
+	}
+}
+
+// dropKeyLocked forgets a task's key when it leaves memory; a held task's
+// FIFO entry is skipped later.
+func (e *Engine) dropKeyLocked(k key) {
+	c := e.keyOf[k]
+	if c == nil {
+		return
+	}
+	delete(e.keyOf, k)
+	if c.admitted == 0 && c.held.len() == 0 {
+		delete(e.ckeys, ckeyID{queue: c.q.index, name: c.name})
+		c.held.free()
+	}
+}
+
+// leftActiveLocked is called when a task leaves ACTIVE: its key admits the
+// next, and a queue that was at its cap on ACTIVE tasks has room again.
+func (e *Engine) leftActiveLocked(k key, q *queue) {
+	e.unadmitLocked(k)
+	if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive] == mx-1 && q.readyN > 0 && !q.paused {
+		e.note.TasksReady(q.name)
+	}
+}
+
+// dispatchableLocked is how many of q's ready tasks may be leased at now:
+// its ready count, bounded by the room under its ACTIVE cap and by the
+// tokens in its rate bucket.
+func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
+	if q.paused {
+		return 0
+	}
+	n := q.readyN
+	if mx := int64(q.cfg.MaxActive); mx > 0 {
+		n = min(n, int(max(mx-q.counts[stateActive], 0)))
+	}
+	if q.cfg.RatePerSecond > 0 && n > 0 {
+		q.bucket.refill(now, q.cfg)
+		n = min(n, int(q.bucket.tokens))
+		if n == 0 {
+			e.armRefillLocked(q)
+		}
+	}
+	return n
+}
+
+// took records that n tasks of q were leased at now (spending tokens).
+func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
+	if q.cfg.RatePerSecond <= 0 || n == 0 {
+		return
+	}
+	q.bucket.refill(now, q.cfg)
+	q.bucket.tokens -= float64(n)
+	if q.bucket.tokens < 1 && q.readyN > 0 {
+		e.armRefillLocked(q)
+	}
+}
+
+// bucket is a token bucket for a queue's dispatches.
+type bucket struct {
+	tokens  float64
+	last    int64 // when tokens was computed (Unix ns); 0: never (full)
+	pending bool  // a refill timer is armed
+}
+
+func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
+	burst := float64(cfg.RateBurst)
+	if burst <= 0 {
+		burst = float64(cfg.RatePerSecond)
+	}
+	t := now.UnixNano()
+	if b.last == 0 {
+		b.tokens, b.last = burst, t
+		return
+	}
+	if t > b.last {
+		b.tokens = math.Min(burst, b.tokens+float64(t-b.last)*float64(cfg.RatePerSecond)/1e9)
+		b.last = t
+	}
+}
+
+// armRefillLocked wakes q's sessions when its bucket holds a token again.
+func (e *Engine) armRefillLocked(q *queue) {
+	if q.bucket.pending {
+		return
+	}
+	q.bucket.pending = true
+	need := 1 - q.bucket.tokens
+	wait := time.Duration(need * 1e9 / float64(q.cfg.RatePerSecond))
+	time.AfterFunc(max(wait, time.Millisecond), func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		q.bucket.pending = false
+		if !e.closed && q.readyN > 0 && !q.paused {
+			e.note.TasksReady(q.name)
+		}
+	})
+}
+
+// configChangedLocked applies a queue's new configuration: keys may admit
+// more held tasks, and the rate bucket starts over.
+func (e *Engine) configChangedLocked(q *queue) {
+	q.bucket = bucket{}
+	for id, c := range e.ckeys {
+		if id.queue == q.index {
+			e.admitHeldLocked(c)
+		}
+	}
+}

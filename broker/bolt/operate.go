@@ -1,0 +1,251 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// Act applies an operator action to each task on its own; see
+// broker.Broker. The actions are durable when Act returns.
+func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResult, error) {
+	// Terminal tasks are read from the file: let every change decided so
+	// far reach it first.
+	if err := e.Sync(ctx); err != nil {
+		return nil, err
+	}
+	now := p.Now.UnixNano()
+	res := make([]broker.ActResult, len(p.IDs))
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	done := e.newDoneLookup()
+	for i, id := range p.IDs {
+		k, err := parseKey(id)
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		if m, live := e.tasks.get(k); live {
+			res[i] = e.actLiveLocked(p.Action, k, m, now)
+			continue
+		}
+		st, err := done.status(k)
+		switch {
+		case err != nil:
+			res[i].Err = err
+		case st == nil && e.settling[k] > 0:
+			res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
+		case st == nil:
+			res[i].Err = fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
+		default:
+			res[i].Err = e.actDoneLocked(p.Action, k, st, now)
+		}
+	}
+	done.close()
+	b := e.commit.syncPointLocked()
+	e.mu.Unlock()
+	if b != nil {
+		if err := e.commit.wait(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func notApplicable(a broker.Action, k key, s broker.State) error {
+	return fmt.Errorf("task %s is %s: it cannot be %s: %w", k, s, pastTense(a), broker.ErrInvalidState)
+}
+
+func pastTense(a broker.Action) string {
+	switch a {
+	case broker.ActionCancel:
+		return "canceled"
+	case broker.ActionDelete:
+		return "deleted"
+	case broker.ActionRun:
+		return "run now"
+	}
+	return "archived"
+}
+
+// actLiveLocked applies an action to a live task.
+func (e *Engine) actLiveLocked(a broker.Action, k key, m meta, now int64) broker.ActResult {
+	if !a.Applies(m.state) {
+		return broker.ActResult{Err: notApplicable(a, k, m.state)}
+	}
+	switch a {
+	case broker.ActionCancel:
+		if m.state == stateActive {
+			m.flags |= flagCanceled
+			e.tasks.put(k, m)
+			e.commit.appendLocked(func(w *txw) error {
+				return w.updateLive(k, func(st *storagev1.TaskStatus) { st.CancelRequested = true })
+			}, nil)
+			l := e.leases[k]
+			if l == nil {
+				return broker.ActResult{}
+			}
+			return broker.ActResult{Running: &broker.LapsedLease{SessionID: l.session, Lease: broker.LeaseRef{TaskID: k.String(), Token: l.token}}}
+		}
+		e.finishLocked(k, m, stateCanceled, now, nil)
+	case broker.ActionRun:
+		e.toPendingLocked(k, m, now, func(st *storagev1.TaskStatus) { st.NextProcessAt = now })
+	case broker.ActionArchive:
+		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = broker.ArchivedByOperator })
+	case broker.ActionDelete:
+		e.deleteLiveLocked(k, m)
+	}
+	return broker.ActResult{}
+}
+
+// deleteLiveLocked removes a live task that is not ACTIVE, in memory and
+// in the file.
+func (e *Engine) deleteLiveLocked(k key, m meta) {
+	e.unreadyLocked(k, &m)
+	e.queues[m.queue].counts[m.state]--
+	e.forgetLocked(k)
+	e.commit.appendLocked(func(w *txw) error {
+		ls, err := w.loadLive(k)
+		if err != nil {
+			return err
+		}
+		ls.gone = true
+		if err := w.reindex(k, &ls.st, ls.orig, 0); err != nil {
+			return err
+		}
+		if err := w.live.Delete(k[:]); err != nil {
+			return err
+		}
+		return w.tasks.Delete(k[:])
+	}, nil)
+}
+
+// forgetLocked drops a task that leaves memory from every side index
+// (the caller has updated its counts and ready entry).
+func (e *Engine) forgetLocked(k key) {
+	e.dropKeyLocked(k)
+	e.tasks.del(k)
+	e.dropLeaseLocked(k)
+	delete(e.expires, k)
+	delete(e.retention, k)
+	if uk, ok := e.uniqOf[k]; ok {
+		delete(e.uniqOf, k)
+		if c := e.unique[uk]; c.k == k {
+			delete(e.unique, uk)
+		}
+	}
+}
+
+// actDoneLocked applies an action to a terminal task, whose durable
+// status is st.
+func (e *Engine) actDoneLocked(a broker.Action, k key, st *storagev1.TaskStatus, now int64) error {
+	s := stateOf(st)
+	if !a.Applies(s) {
+		return notApplicable(a, k, s)
+	}
+	q := e.byName[st.GetQueue()]
+	if q == nil {
+		return fmt.Errorf("task %s names queue %q, which the engine does not know", k, st.GetQueue())
+	}
+	switch a {
+	case broker.ActionRun:
+		return e.reviveLocked(q, k, st, now)
+	case broker.ActionDelete:
+		q.counts[s]--
+		e.commit.appendLocked(func(w *txw) error {
+			if err := w.done.Delete(k[:]); err != nil {
+				return err
+			}
+			if err := w.tasks.Delete(k[:]); err != nil {
+				return err
+			}
+			w.termDelta(st.GetQueue(), s, -1)
+			return w.index.Delete(indexKey(st.GetQueue(), s, st.GetType(), k))
+		}, nil)
+	}
+	return nil
+}
+
+// reviveLocked makes an ARCHIVED or CANCELED task PENDING again (RunTask):
+// its retry count is kept, its expiry is dropped (the operator asked for
+// it to run), its deadline still holds, and it takes its unique key back
+// unless another task holds it now.
+func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int64) error {
+	if err := e.checkUniqueLocked(st.GetUniqueKey(), now); err != nil {
+		return err
+	}
+	from := stateOf(st)
+	q.counts[from]--
+	q.counts[statePending]++
+	m := meta{queue: q.index, retried: st.GetRetried(), maxRetry: st.GetMaxRetry(), state: statePending,
+		prio: uint8(st.GetPriority()), flags: flagCommitted}
+	revived := proto.CloneOf(st)
+	revived.State = int32(statePending)
+	revived.CompletedAt, revived.PurgeAt, revived.ExpiresAt, revived.NextProcessAt = 0, 0, 0, now
+	if uk := st.GetUniqueKey(); uk != "" {
+		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil(), since: now}
+		e.uniqOf[k] = uk
+	}
+	if st.Retention != nil {
+		e.retention[k] = st.GetRetention()
+	}
+	if ck := st.GetConcurrencyKey(); ck != "" {
+		e.keyOf[k] = e.ckeyLocked(q, ck)
+	}
+	e.indexExpiryLocked(k, &m, revived)
+	e.tasks.put(k, m)
+	e.commit.appendLocked(func(w *txw) error {
+		if err := w.done.Delete(k[:]); err != nil {
+			return err
+		}
+		if err := w.live.Put(k[:], marshal(revived)); err != nil {
+			return err
+		}
+		w.termDelta(st.GetQueue(), from, -1)
+		return w.reindex(k, revived, from, statePending)
+	}, nil)
+	e.pushReadyLocked(k)
+	return nil
+}
+
+// doneLookup reads terminal statuses from the file, in one read
+// transaction opened on first use.
+type doneLookup struct {
+	e  *Engine
+	tx *bbolt.Tx
+}
+
+func (e *Engine) newDoneLookup() *doneLookup { return &doneLookup{e: e} }
+
+func (l *doneLookup) status(k key) (*storagev1.TaskStatus, error) {
+	if l.tx == nil {
+		tx, err := l.e.db.Begin(false)
+		if err != nil {
+			return nil, fmt.Errorf("read transaction: %w", err)
+		}
+		l.tx = tx
+	}
+	v := l.tx.Bucket(bucketDone).Get(k[:])
+	if v == nil {
+		return nil, nil
+	}
+	st := &storagev1.TaskStatus{}
+	if err := proto.Unmarshal(v, st); err != nil {
+		return nil, fmt.Errorf("status of %s: %w", k, err)
+	}
+	return st, nil
+}
+
+func (l *doneLookup) close() {
+	if l.tx != nil {
+		_ = l.tx.Rollback()
+	}
+}

@@ -1,0 +1,179 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+func limitCases() []testCase {
+	return []testCase{
+		{name: "ConcurrencyKey", fn: testConcurrencyKey},
+		{name: "ConcurrencyKeyNoHeadOfLine", fn: testConcurrencyKeyNoHOL},
+		{name: "ConcurrencyLimitRaised", fn: testConcurrencyLimitRaised},
+		{name: "ConcurrencyKeyReleasedEveryWay", fn: testConcurrencyKeyReleased},
+		{name: "MaxActive", env: testMaxActive},
+		{name: "RateLimit", fn: testRateLimit},
+		{name: "ConfigPersists", env: testConfigPersists},
+	}
+}
+
+func keyed(queue, key string) broker.NewTask {
+	nt := NewTask(queue)
+	nt.ConcurrencyKey = key
+	return nt
+}
+
+func setConfig(t testing.TB, b broker.Broker, queue string, cfg broker.QueueConfig) {
+	t.Helper()
+	info, err := b.SetQueueConfig(t.Context(), queue, cfg)
+	if err != nil {
+		t.Fatalf("SetQueueConfig: %v", err)
+	}
+	if info.Config != cfg {
+		t.Fatalf("SetQueueConfig answered %+v, want %+v", info.Config, cfg)
+	}
+}
+
+func testConcurrencyKey(t *testing.T, b broker.Broker) {
+	a := Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	if n := Ready(b, "q"); n != 1 {
+		t.Fatalf("Ready = %d with 3 tasks on one key of limit 1, want 1", n)
+	}
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 1 || ls[0].Task.ID != a[0].ID {
+		t.Fatalf("leased %d tasks, want the first of the key only", len(ls))
+	}
+	if n := Ready(b, "q"); n != 0 {
+		t.Fatalf("Ready = %d while the key's only slot runs", n)
+	}
+	Succeed(t, b, "s1", ls[0], T0)
+	if l := LeaseOne(t, b, "s1", "q", T0); l.Task.ID != a[1].ID {
+		t.Fatalf("after the first finished, leased %s, want the second", l.Task.ID)
+	}
+	RequireCounts(t, b, "q", Counts{active: 1, pending: 1, completed: 1})
+}
+
+func testConcurrencyKeyNoHOL(t *testing.T, b broker.Broker) {
+	Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	free := Enqueue(t, b, T0, NewTask("q"), keyed("q", "other"))
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 3 {
+		t.Fatalf("leased %d, want 3: one of key k, and the two behind it", len(ls))
+	}
+	got := map[string]bool{}
+	for _, l := range ls {
+		got[l.Task.ID] = true
+	}
+	for _, f := range free {
+		if !got[f.ID] {
+			t.Fatalf("task %s behind a held key was not leased", f.ID)
+		}
+	}
+}
+
+func testConcurrencyLimitRaised(t *testing.T, b broker.Broker) {
+	Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 1 {
+		t.Fatalf("leased %d with limit 1", n)
+	}
+	setConfig(t, b, "q", broker.QueueConfig{ConcurrencyLimit: 3})
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 2 {
+		t.Fatalf("leased %d more after raising the limit to 3, want 2", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("leased %d past the limit", n)
+	}
+}
+
+// testConcurrencyKeyReleased: a key's slot comes back whatever ends the
+// attempt, and whatever takes a held or ready task away.
+func testConcurrencyKeyReleased(t *testing.T, b broker.Broker) {
+	ts := Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	next := func(what string) broker.Lease {
+		t.Helper()
+		ls := Lease(t, b, "s1", "q", 10, at(time.Minute), TTL)
+		if len(ls) != 1 {
+			t.Fatalf("after %s: leased %d, want 1", what, len(ls))
+		}
+		return ls[0]
+	}
+	l := next("enqueue")
+	Fail(t, b, "s1", l, "x", T0, at(time.Hour)) // RETRY: the slot is free
+	l = next("a failure")
+	Decide(t, b, broker.Released("s1", Ref(l), T0)) // back to pending, at the end
+	l = next("a release")
+	Reap(t, b, at(time.Minute).Add(TTL))
+	l = next("a lapse")
+	// The task held behind it is canceled: the key admits none twice.
+	actOK(t, b, broker.ActionCancel, T0, ts[4].ID)
+	Succeed(t, b, "s1", l, at(time.Minute))
+	next("a success")
+	if n := len(Lease(t, b, "s1", "q", 10, at(time.Minute), TTL)); n != 0 {
+		t.Fatalf("leased %d past the limit", n)
+	}
+}
+
+func testMaxActive(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 2})
+	for range 5 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if n := Ready(b, "q"); n != 2 {
+		t.Fatalf("Ready = %d with max_active 2", n)
+	}
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 2 {
+		t.Fatalf("leased %d with max_active 2", len(ls))
+	}
+	if n := len(Lease(t, b, "s2", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("another session leased %d past the cap", n)
+	}
+	e.Notes.Lapsed()
+	for len(e.Notes.ready) > 0 {
+		<-e.Notes.ready
+	}
+	Succeed(t, b, "s1", ls[0], T0)
+	e.Notes.RequireReady(t, "q") // room again: the sessions are woken
+	if n := len(Lease(t, b, "s2", "q", 10, T0, TTL)); n != 1 {
+		t.Fatalf("leased %d after one finished, want 1", n)
+	}
+}
+
+func testRateLimit(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3})
+	for range 20 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if n := len(Lease(t, b, "s1", "q", 20, T0, TTL)); n != 3 {
+		t.Fatalf("leased %d at first, want the burst of 3", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 20, T0.Add(50*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d 50ms later at 10/s, want 0", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 20, T0.Add(250*time.Millisecond), TTL)); n != 2 {
+		t.Fatalf("leased %d 250ms in at 10/s, want 2", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 20, T0.Add(10*time.Second), TTL)); n != 3 {
+		t.Fatalf("leased %d after a long pause, want the burst of 3 (tokens do not pile up)", n)
+	}
+}
+
+func testConfigPersists(t *testing.T, e *Env) {
+	cfg := broker.QueueConfig{ConcurrencyLimit: 2, MaxActive: 7, RatePerSecond: 5, RateBurst: 9,
+		Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Minute, GracePeriod: time.Second}}
+	setConfig(t, e.B, "q", cfg)
+	if info, err := e.B.Queue(t.Context(), "fresh"); err != nil || info.Config != (broker.QueueConfig{}) || info.Name != "fresh" {
+		t.Fatalf("Queue of a queue never configured = %+v, %v", info, err)
+	}
+	b := e.Reopen()
+	info, err := b.Queue(t.Context(), "q")
+	if err != nil || info.Config != cfg {
+		t.Fatalf("after a restart the config is %+v, %v; want %+v", info.Config, err, cfg)
+	}
+	if q := Queue(t, b, "q"); q.Config != cfg {
+		t.Fatalf("Queues shows config %+v", q.Config)
+	}
+}

@@ -1,0 +1,213 @@
+package brokertest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+func listCases() []testCase {
+	return []testCase{
+		{name: "PagesEveryState", fn: testListPages},
+		{name: "Filters", fn: testListFilters},
+		{name: "StableWhileEnqueuing", fn: testListStable},
+		{name: "FollowsStateChanges", fn: testListFollows},
+		{name: "BadCursor", fn: testListBadCursor},
+		{name: "AfterRestart", env: testListRestart},
+	}
+}
+
+// listAll pages through p with the given page size and returns the ids in
+// order, failing on a task returned twice.
+func listAll(t *testing.T, b broker.Broker, p broker.ListParams, size int) []string {
+	t.Helper()
+	p.Limit = size
+	var ids []string
+	seen := map[string]bool{}
+	for range 10_000 {
+		page, err := b.ListTasks(t.Context(), p)
+		if err != nil {
+			t.Fatalf("ListTasks: %v", err)
+		}
+		if len(page.Tasks) > size {
+			t.Fatalf("a page of %d tasks, asked for %d", len(page.Tasks), size)
+		}
+		for _, task := range page.Tasks {
+			if seen[task.ID] {
+				t.Fatalf("task %s returned twice", task.ID)
+			}
+			seen[task.ID] = true
+			ids = append(ids, task.ID)
+		}
+		if page.Next == "" {
+			return ids
+		}
+		p.Cursor = page.Next
+	}
+	t.Fatal("the listing did not end")
+	return nil
+}
+
+func testListPages(t *testing.T, b broker.Broker) {
+	var want []string
+	for i := range 7 {
+		nt := NewTask("q")
+		nt.Type = fmt.Sprintf("t%d", i%2)
+		want = append(want, EnqueueOne(t, b, T0, nt).ID)
+	}
+	ls := Lease(t, b, "s1", "q", 2, T0, TTL)
+	Succeed(t, b, "s1", ls[0], T0)
+	EnqueueOne(t, b, T0, NewTask("other"))
+	got := listAll(t, b, broker.ListParams{Queue: "q"}, 3)
+	if len(got) != 7 {
+		t.Fatalf("listed %d tasks of q, want 7", len(got))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	// One state at a time, in (type, id) order.
+	page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: pending, Limit: 100})
+	if err != nil || len(page.Tasks) != 5 || page.Next != "" {
+		t.Fatalf("pending page = %d tasks, next %q, %v", len(page.Tasks), page.Next, err)
+	}
+	for i := 1; i < len(page.Tasks); i++ {
+		a, c := page.Tasks[i-1], page.Tasks[i]
+		if a.Type > c.Type || a.Type == c.Type && a.ID > c.ID {
+			t.Fatalf("page not ordered by type then id: %s/%s before %s/%s", a.Type, a.ID, c.Type, c.ID)
+		}
+	}
+	for _, state := range []broker.State{active, completed} {
+		page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: state, Limit: 100})
+		if err != nil || len(page.Tasks) != 1 || page.Tasks[0].State != state {
+			t.Fatalf("%s page = %+v, %v", state, page.Tasks, err)
+		}
+	}
+	if page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "nope", Limit: 10}); err != nil || len(page.Tasks) != 0 {
+		t.Fatalf("listing of an unknown queue = %v, %v", page.Tasks, err)
+	}
+}
+
+func testListFilters(t *testing.T, b broker.Broker) {
+	mk := func(typ, payload string, md map[string]string) string {
+		nt := NewTask("q")
+		nt.Type, nt.Payload, nt.Metadata = typ, []byte(payload), md
+		return EnqueueOne(t, b, T0, nt).ID
+	}
+	a := mk("email", `{"to":"ada@example.com"}`, nil)
+	c := mk("email", `{"to":"bob@example.com"}`, map[string]string{"tenant": "acme"})
+	d := mk("sms", `{"to":"+3312"}`, map[string]string{"tenant": "globex"})
+	check := func(what string, p broker.ListParams, want ...string) {
+		t.Helper()
+		p.Queue = "q"
+		got := listAll(t, b, p, 1)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: listed %v, want %v", what, got, want)
+		}
+	}
+	check("type", broker.ListParams{Type: "email"}, a, c)
+	check("type and state", broker.ListParams{Type: "sms", State: pending}, d)
+	check("a type with no task", broker.ListParams{Type: "fax"})
+	check("search in the payload", broker.ListParams{Search: "ada@"}, a)
+	check("search in metadata", broker.ListParams{Search: "acme"}, c)
+	check("search in the id", broker.ListParams{Search: d[len(d)-8:]}, d)
+	check("search and type", broker.ListParams{Search: "example.com", Type: "email"}, a, c)
+	check("search is case-sensitive", broker.ListParams{Search: "ACME"})
+}
+
+// testListStable: tasks enqueued while a listing pages are never returned
+// twice, and a task present throughout is never skipped.
+func testListStable(t *testing.T, b broker.Broker) {
+	var present []string
+	for range 20 {
+		present = append(present, EnqueueOne(t, b, T0, NewTask("q")).ID)
+	}
+	p := broker.ListParams{Queue: "q", Limit: 3}
+	seen := map[string]bool{}
+	for {
+		page, err := b.ListTasks(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range page.Tasks {
+			if seen[task.ID] {
+				t.Fatalf("task %s returned twice", task.ID)
+			}
+			seen[task.ID] = true
+		}
+		EnqueueOne(t, b, T0, NewTask("q")) // a newer task, mid-listing
+		if page.Next == "" {
+			break
+		}
+		p.Cursor = page.Next
+	}
+	for _, id := range present {
+		if !seen[id] {
+			t.Fatalf("task %s, present throughout, was skipped", id)
+		}
+	}
+}
+
+func testListFollows(t *testing.T, b broker.Broker) {
+	task := EnqueueOne(t, b, T0, NewTask("q"))
+	state := func() broker.State {
+		t.Helper()
+		page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Limit: 10})
+		if err != nil || len(page.Tasks) != 1 {
+			t.Fatalf("ListTasks = %v, %v; want the one task", page.Tasks, err)
+		}
+		return page.Tasks[0].State
+	}
+	if s := state(); s != pending {
+		t.Fatalf("listed as %s, want PENDING", s)
+	}
+	l := LeaseOne(t, b, "s1", "q", T0)
+	if s := state(); s != active {
+		t.Fatalf("listed as %s, want ACTIVE", s)
+	}
+	Fail(t, b, "s1", l, "x", T0, at(time.Minute))
+	if s := state(); s != retry {
+		t.Fatalf("listed as %s, want RETRY", s)
+	}
+	actOK(t, b, broker.ActionArchive, T0, task.ID)
+	if s := state(); s != archived {
+		t.Fatalf("listed as %s, want ARCHIVED", s)
+	}
+	actOK(t, b, broker.ActionDelete, T0, task.ID)
+	if page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Limit: 10}); err != nil || len(page.Tasks) != 0 {
+		t.Fatalf("a deleted task is still listed: %v, %v", page.Tasks, err)
+	}
+}
+
+func testListBadCursor(t *testing.T, b broker.Broker) {
+	EnqueueOne(t, b, T0, NewTask("q"))
+	for _, c := range []string{"!!!", "AAAA", "not a token"} {
+		_, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Cursor: c, Limit: 1})
+		requireErrIs(t, "ListTasks with cursor "+c, err, broker.ErrInvalidArgument)
+	}
+}
+
+func testListRestart(t *testing.T, e *Env) {
+	a := EnqueueOne(t, e.B, T0, NewTask("q"))
+	c := EnqueueOne(t, e.B, T0, NewTask("q"))
+	LeaseOne(t, e.B, "s1", "q", T0) // a, ACTIVE until the restart
+	Succeed(t, e.B, "s1", LeaseOne(t, e.B, "s1", "q", T0), T0)
+	b := e.Reopen()
+	page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: pending, Limit: 10})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != a.ID {
+		t.Fatalf("pending after a restart = %v, %v; want the task that was ACTIVE", page.Tasks, err)
+	}
+	page, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: completed, Limit: 10})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != c.ID {
+		t.Fatalf("completed after a restart = %v, %v", page.Tasks, err)
+	}
+	if page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: active, Limit: 10}); err != nil || len(page.Tasks) != 0 {
+		t.Fatalf("ACTIVE after a restart = %v, %v; want none", page.Tasks, err)
+	}
+}

@@ -1,0 +1,149 @@
+package broker
+
+import "time"
+
+// Action is an operator action on tasks.
+type Action uint8
+
+// The actions, numbered as the wire's TaskAction.
+const (
+	ActionCancel Action = iota + 1
+	ActionDelete
+	ActionRun
+	ActionArchive
+)
+
+// String is the action's lower-case name.
+func (a Action) String() string {
+	switch a {
+	case ActionCancel:
+		return "cancel"
+	case ActionDelete:
+		return "delete"
+	case ActionRun:
+		return "run"
+	case ActionArchive:
+		return "archive"
+	}
+	return "action(" + itoa(int(a)) + ")"
+}
+
+// Applies is the contract's rule for which states an action applies to
+// (CONTRACT.md, "Task listing and actions"); every engine checks it under
+// its lock, against the state the task is in then:
+//   - cancel: any state that is not terminal (an ACTIVE task is marked and
+//     its worker told; its eventual Result decides, see Decision.Canceled);
+//   - run: SCHEDULED, RETRY, BLOCKED (dependencies ignored), ARCHIVED,
+//     CANCELED;
+//   - archive: any state that is neither terminal nor ACTIVE;
+//   - delete: any state but ACTIVE.
+func (a Action) Applies(s State) bool {
+	switch a {
+	case ActionCancel:
+		return s.Valid() && !s.Terminal()
+	case ActionRun:
+		switch s {
+		case StateScheduled, StateRetry, StateBlocked, StateArchived, StateCanceled:
+			return true
+		}
+	case ActionArchive:
+		return s.Valid() && !s.Terminal() && s != StateActive
+	case ActionDelete:
+		return s.Valid() && s != StateActive
+	}
+	return false
+}
+
+// ActParams applies one action to tasks, each on its own.
+type ActParams struct {
+	Action Action
+	IDs    []string
+	Now    time.Time
+}
+
+// ActResult is the outcome of an action on one task.
+type ActResult struct {
+	// Err is ErrNotFound, ErrInvalidState (the action does not apply to
+	// the task's state), ErrAlreadyExists (a task run again whose unique
+	// key another task took meanwhile), or nil.
+	Err error
+	// Running is set when a cancel marked an ACTIVE task: the lease whose
+	// session must be sent Cancel.
+	Running *LapsedLease
+}
+
+// OperatorMessages are the errors recorded when an operator ends a task.
+const (
+	// ArchivedByOperator is the last error of a task an operator archived.
+	ArchivedByOperator = "archived by an operator"
+)
+
+// ListParams selects a page of tasks of one queue.
+type ListParams struct {
+	Queue string
+	// State filters by state; StateUnspecified lists every state.
+	State State
+	// Type filters by task type (exact); empty matches every type.
+	Type string
+	// Search keeps tasks whose id, a metadata value or payload contains it.
+	Search string
+	// Cursor continues a listing (a previous call's Next); empty starts it.
+	Cursor string
+	// Limit bounds the page (the engine may return fewer, e.g. to bound
+	// the bytes of one answer).
+	Limit int
+}
+
+// ListPage is one page of a listing. Tasks are ordered by state, type and
+// id; a task present throughout a listing is never skipped and none is
+// returned twice.
+type ListPage struct {
+	Tasks []*Task
+	// Next continues the listing; empty on the last page.
+	Next string
+}
+
+// QueueConfig is a queue's dispatch limits and group policy. Zero fields
+// mean the default (ConcurrencyLimit 1; no MaxActive cap; no rate limit;
+// the server's group policy).
+type QueueConfig struct {
+	ConcurrencyLimit int32
+	MaxActive        int32
+	RatePerSecond    int32
+	RateBurst        int32
+	Group            GroupPolicy
+}
+
+// GroupPolicy says when an aggregation group fires: at whichever trigger
+// comes first. A zero field means the server's default.
+type GroupPolicy struct {
+	MaxSize     int32
+	MaxDelay    time.Duration
+	GracePeriod time.Duration
+}
+
+// WithDefaults fills the zero fields of p from d.
+func (p GroupPolicy) WithDefaults(d GroupPolicy) GroupPolicy {
+	if p.MaxSize <= 0 {
+		p.MaxSize = d.MaxSize
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = d.MaxDelay
+	}
+	if p.GracePeriod <= 0 {
+		p.GracePeriod = d.GracePeriod
+	}
+	return p
+}
+
+// FiresAt is the contract's rule for when a group fires by time: the
+// earlier of its first member's enqueue plus MaxDelay and its latest
+// member's plus GracePeriod. (A group also fires once it holds MaxSize
+// members, whatever the time.) Every engine computes it the same way.
+func (p GroupPolicy) FiresAt(first, last time.Time) time.Time {
+	a, b := first.Add(p.MaxDelay), last.Add(p.GracePeriod)
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -22,9 +22,9 @@ import (
 type txw struct {
 	tx                                            *bbolt.Tx
 	tasks, live, done, purge, ended, qrecs, index *bbolt.Bucket
-	statuses                               map[key]*liveStatus
-	changed                                []key                  // keys of changed statuses, in first-change order
-	deltas                                 map[string]*queueDelta // queue → changes to its record's counts
+	statuses                                      map[key]*liveStatus
+	changed                                       []key                  // keys of changed statuses, in first-change order
+	deltas                                        map[string]*queueDelta // queue → changes to its record's counts
 }
 
 // queueDelta is what a transaction adds to a queue record's counts.

@@ -103,7 +103,7 @@ func testConcurrencyKeyReleased(t *testing.T, b broker.Broker) {
 	Fail(t, b, "s1", l, "x", T0, at(time.Hour)) // RETRY: the slot is free
 	l = next("a failure")
 	Decide(t, b, broker.Released("s1", Ref(l), T0)) // back to pending, at the end
-	l = next("a release")
+	next("a release")
 	Reap(t, b, at(time.Minute).Add(TTL))
 	l = next("a lapse")
 	// The task held behind it is canceled: the key admits none twice.

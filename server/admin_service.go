@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"os"
 
 	"connectrpc.com/connect"
@@ -14,45 +13,13 @@ import (
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 )
 
-// adminService implements the parts of conveyor.v1.AdminService that exist
-// so far: queues, workers, cluster and broker info. The task actions and
-// cron RPCs answer unimplemented until their issue lands.
+// adminService implements conveyor.v1.AdminService: this file the
+// cluster, workers and broker; admin_queues.go the queues and their
+// configuration; admin_tasks.go listing and acting on tasks.
 type adminService struct {
 	conveyorv1connect.UnimplementedAdminServiceHandler
 	broker broker.Broker
 	server *Server
-}
-
-func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
-	qs, err := a.broker.Queues(ctx)
-	if err != nil {
-		return nil, toConnectError(a.server.log, err)
-	}
-	out := &conveyorv1.ListQueuesResponse{}
-	for _, q := range qs {
-		out.Queues = append(out.Queues, queueInfo(q))
-	}
-	return connect.NewResponse(out), nil
-}
-
-func (a *adminService) setPaused(ctx context.Context, name string, paused bool) (*connect.Response[conveyorv1.QueueInfo], error) {
-	if !validQueueName(name) {
-		return nil, connect.NewError(connect.CodeInvalidArgument,
-			errors.New("queue is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$"))
-	}
-	q, err := a.broker.SetQueuePaused(ctx, name, paused)
-	if err != nil {
-		return nil, toConnectError(a.server.log, err)
-	}
-	return connect.NewResponse(queueInfo(q)), nil
-}
-
-func (a *adminService) PauseQueue(ctx context.Context, req *connect.Request[conveyorv1.PauseQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
-	return a.setPaused(ctx, req.Msg.GetQueue(), true)
-}
-
-func (a *adminService) ResumeQueue(ctx context.Context, req *connect.Request[conveyorv1.ResumeQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
-	return a.setPaused(ctx, req.Msg.GetQueue(), false)
 }
 
 func (a *adminService) GetClusterInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetClusterInfoRequest]) (*connect.Response[conveyorv1.GetClusterInfoResponse], error) {

@@ -44,6 +44,9 @@ type Config struct {
 	ArchiveRetention time.Duration
 	// Backoff computes retry delays. Defaults to scheduler.Backoff.
 	Backoff scheduler.BackoffFunc
+	// GroupPolicy is the aggregation-group policy of queues that do not set
+	// their own (a zero field takes scheduler.DefaultGroupPolicy's).
+	GroupPolicy broker.GroupPolicy
 	// OpenBroker opens the storage engine, handing it the server's
 	// Notifier. Defaults to the embedded bbolt engine on a file in DataDir
 	// (OpenBolt).
@@ -114,6 +117,7 @@ func (c *Config) setDefaults() {
 	if c.Backoff == nil {
 		c.Backoff = scheduler.Backoff
 	}
+	c.GroupPolicy = c.GroupPolicy.WithDefaults(scheduler.DefaultGroupPolicy())
 	if c.OpenBroker == nil {
 		c.OpenBroker = OpenBolt(filepath.Join(c.DataDir, DataFile))
 	}
@@ -148,6 +152,10 @@ func (c *Config) validate() error {
 	}
 	if c.Retention < 0 || c.ArchiveRetention < 0 {
 		return errors.New("config: Retention and ArchiveRetention (--retention, --archive-retention) must not be negative")
+	}
+	if g := c.GroupPolicy; g.MaxSize < 1 || g.MaxSize > MaxGroupSize || g.MaxDelay > MaxGroupDelay || g.GracePeriod > MaxGroupDelay {
+		return fmt.Errorf("config: GroupPolicy (--group-max-size, --group-max-delay, --group-grace-period) must be 1..%d members and at most %s, got %d, %s, %s",
+			MaxGroupSize, MaxGroupDelay, g.MaxSize, g.MaxDelay, g.GracePeriod)
 	}
 	if c.LimitGrace < 0 {
 		return fmt.Errorf("config: LimitGrace must not be negative, got %s", c.LimitGrace)

@@ -25,6 +25,7 @@ func ts(t time.Time) *timestamppb.Timestamp {
 
 func wireState(s broker.State) conveyorv1.TaskState         { return conveyorv1.TaskState(s) }
 func brokerOutcome(o conveyorv1.TaskOutcome) broker.Outcome { return broker.Outcome(o) }
+func brokerState(s conveyorv1.TaskState) broker.State       { return broker.State(s) }
 
 // decodeOptions reads the producer's options the broker kept as bytes; nil
 // when there are none (or, never expected, when they do not decode).
@@ -143,6 +144,6 @@ func queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
 		Completed: c[broker.StateCompleted], Archived: c[broker.StateArchived],
 		Canceled: c[broker.StateCanceled], Aggregating: c[broker.StateAggregating],
 		Blocked:   c[broker.StateBlocked],
-		Processed: q.Processed, Failed: q.Failed,
+		Processed: q.Processed, Failed: q.Failed, Enqueued: q.Enqueued,
 	}
 }

@@ -25,6 +25,8 @@ func toConnectError(log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeAlreadyExists, err)
 	case errors.Is(err, broker.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, broker.ErrInvalidArgument):
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, broker.ErrInvalidState), errors.Is(err, broker.ErrLeaseLost):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, broker.ErrClosed):

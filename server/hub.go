@@ -145,6 +145,17 @@ func (h *hub) Stop(ctx context.Context) error {
 	}
 }
 
+// cancelRunning tells the session that holds a lease an operator canceled
+// to stop the task (protocol §5.7); its Result still comes, and decides.
+func (h *hub) cancelRunning(l broker.LapsedLease) {
+	h.mu.RLock()
+	s := h.sessions[l.SessionID]
+	h.mu.RUnlock()
+	if s != nil {
+		s.cancelRunning(l.Lease)
+	}
+}
+
 // closeAll ends every session and refuses new ones.
 func (h *hub) closeAll() {
 	h.mu.Lock()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -43,6 +44,13 @@ const (
 	MaxHelloLabels     = 64
 	MaxHelloBatchTypes = 1000
 	MaxLabelBytes      = 1024
+	// MaxGroupSize bounds a group policy's max_size (one BatchDispatch).
+	MaxGroupSize = 10_000
+	// MaxGroupDelay bounds a group policy's max_delay and grace_period.
+	MaxGroupDelay = 24 * time.Hour
+	// MaxQueueLimit bounds concurrency_limit, max_active, and a rate's
+	// per_second and burst.
+	MaxQueueLimit = 1_000_000
 )
 
 // truncatedSuffix marks a string cut short by truncateUTF8.

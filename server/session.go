@@ -164,6 +164,17 @@ func (s *session) leaseLapsed(ref broker.LeaseRef) {
 	s.wake()
 }
 
+// cancelRunning asks the worker to stop a task an operator canceled, if
+// the session still holds that lease.
+func (s *session) cancelRunning(ref broker.LeaseRef) {
+	s.mu.Lock()
+	if m := s.flight.live[ref.TaskID]; m != nil && m.token == ref.Token && !s.ended {
+		s.cancels = append(s.cancels, ref.TaskID)
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
 // scheduleReclaimLocked arms the reclaim timer for at, unless it is armed
 // already (it re-arms itself for the next due time when it fires).
 func (s *session) scheduleReclaimLocked(at time.Time) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 	"github.com/conveyor-dev/conveyor/server"
@@ -41,6 +42,10 @@ type serverCmd struct {
 	MaxSessionConcurrency int           `default:"${max_session_concurrency}" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
 	MaxSessionBytes       int64         `default:"${max_session_bytes}" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
 	ReclaimWindow         time.Duration `default:"${reclaim_window}" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
+
+	GroupMaxSize     int32         `default:"${group_max_size}" env:"CONVEYOR_GROUP_MAX_SIZE" help:"An aggregation group fires once it holds this many tasks (queues may set their own)."`
+	GroupMaxDelay    time.Duration `default:"${group_max_delay}" env:"CONVEYOR_GROUP_MAX_DELAY" help:"An aggregation group fires this long after its first task."`
+	GroupGracePeriod time.Duration `default:"${group_grace_period}" env:"CONVEYOR_GROUP_GRACE_PERIOD" help:"An aggregation group fires this long after its latest task."`
 }
 
 // serverDefaults fills the ${...} defaults of serverCmd's flags.
@@ -56,6 +61,9 @@ func serverDefaults() kong.Vars {
 		"max_session_concurrency": strconv.Itoa(server.DefaultMaxSessionConcurrency),
 		"max_session_bytes":       strconv.Itoa(server.DefaultMaxSessionBytes),
 		"reclaim_window":          server.DefaultReclaimWindow.String(),
+		"group_max_size":          strconv.Itoa(scheduler.DefaultGroupMaxSize),
+		"group_max_delay":         scheduler.DefaultGroupMaxDelay.String(),
+		"group_grace_period":      scheduler.DefaultGroupGracePeriod.String(),
 	}
 }
 
@@ -90,6 +98,7 @@ func (c *serverCmd) Run() error {
 		ShutdownTimeout: c.ShutdownTimeout, Logger: log,
 		MaxSessionConcurrency: c.MaxSessionConcurrency, MaxSessionBytes: c.MaxSessionBytes,
 		ReclaimWindow: c.ReclaimWindow,
+		GroupPolicy:   broker.GroupPolicy{MaxSize: c.GroupMaxSize, MaxDelay: c.GroupMaxDelay, GracePeriod: c.GroupGracePeriod},
 	})
 	if err != nil {
 		return err

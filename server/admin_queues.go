@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
+	info := queueInfo(q)
+	info.Config = a.effectiveConfig(q.Name, q.Config)
+	return info
+}
+
+func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
+	qs, err := a.broker.Queues(ctx)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	out := &conveyorv1.ListQueuesResponse{}
+	for _, q := range qs {
+		out.Queues = append(out.Queues, a.queueInfo(q))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func checkQueueName(field, name string) error {
+	if !validQueueName(name) {
+		return connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("%s %q is invalid: it is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", field, name, MaxNameBytes))
+	}
+	return nil
+}
+
+func (a *adminService) setPaused(ctx context.Context, name string, paused bool) (*connect.Response[conveyorv1.QueueInfo], error) {
+	if err := checkQueueName("queue", name); err != nil {
+		return nil, err
+	}
+	q, err := a.broker.SetQueuePaused(ctx, name, paused)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	return connect.NewResponse(a.queueInfo(q)), nil
+}
+
+func (a *adminService) PauseQueue(ctx context.Context, req *connect.Request[conveyorv1.PauseQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
+	return a.setPaused(ctx, req.Msg.GetQueue(), true)
+}
+
+func (a *adminService) ResumeQueue(ctx context.Context, req *connect.Request[conveyorv1.ResumeQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {
+	return a.setPaused(ctx, req.Msg.GetQueue(), false)
+}
+
+func (a *adminService) GetQueueConfig(ctx context.Context, req *connect.Request[conveyorv1.GetQueueConfigRequest]) (*connect.Response[conveyorv1.QueueConfig], error) {
+	name := req.Msg.GetQueue()
+	if err := checkQueueName("queue", name); err != nil {
+		return nil, err
+	}
+	q, err := a.broker.Queue(ctx, name)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	return connect.NewResponse(a.effectiveConfig(name, q.Config)), nil
+}
+
+func (a *adminService) UpdateQueueConfig(ctx context.Context, req *connect.Request[conveyorv1.UpdateQueueConfigRequest]) (*connect.Response[conveyorv1.QueueConfig], error) {
+	c := req.Msg.GetConfig()
+	if err := checkQueueName("config.queue", c.GetQueue()); err != nil {
+		return nil, err
+	}
+	cfg, err := brokerQueueConfig(c)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	q, err := a.broker.SetQueueConfig(ctx, c.GetQueue(), cfg)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	return connect.NewResponse(a.effectiveConfig(q.Name, q.Config)), nil
+}
+
+// effectiveConfig is a queue's configuration with every default applied:
+// what it does, rather than what was stored (zeros).
+func (a *adminService) effectiveConfig(name string, c broker.QueueConfig) *conveyorv1.QueueConfig {
+	out := &conveyorv1.QueueConfig{
+		Queue:            name,
+		ConcurrencyLimit: max(c.ConcurrencyLimit, 1),
+		MaxActive:        c.MaxActive,
+		RateLimit:        &conveyorv1.RateLimit{PerSecond: c.RatePerSecond, Burst: c.RateBurst},
+	}
+	if c.RatePerSecond > 0 && c.RateBurst == 0 {
+		out.RateLimit.Burst = c.RatePerSecond
+	}
+	g := c.Group.WithDefaults(a.server.cfg.GroupPolicy)
+	out.GroupPolicy = &conveyorv1.GroupPolicy{MaxSize: g.MaxSize,
+		MaxDelay: durationpb.New(g.MaxDelay), GracePeriod: durationpb.New(g.GracePeriod)}
+	return out
+}
+
+// brokerQueueConfig validates a wire QueueConfig; each bad field is named.
+func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
+	ints := []struct {
+		name string
+		v    int32
+	}{
+		{"config.concurrency_limit", c.GetConcurrencyLimit()}, {"config.max_active", c.GetMaxActive()},
+		{"config.rate_limit.per_second", c.GetRateLimit().GetPerSecond()}, {"config.rate_limit.burst", c.GetRateLimit().GetBurst()},
+	}
+	for _, f := range ints {
+		if f.v < 0 || f.v > MaxQueueLimit {
+			return broker.QueueConfig{}, fmt.Errorf("%s must be 0..%d (0 means the default), got %d", f.name, MaxQueueLimit, f.v)
+		}
+	}
+	g := c.GetGroupPolicy()
+	if n := g.GetMaxSize(); n < 0 || n > MaxGroupSize {
+		return broker.QueueConfig{}, fmt.Errorf("config.group_policy.max_size must be 0..%d (0 means the server's default), got %d", MaxGroupSize, n)
+	}
+	durs := []struct {
+		name string
+		d    *durationpb.Duration
+	}{{"config.group_policy.max_delay", g.GetMaxDelay()}, {"config.group_policy.grace_period", g.GetGracePeriod()}}
+	for _, f := range durs {
+		if f.d == nil {
+			continue
+		}
+		if err := f.d.CheckValid(); err != nil || f.d.AsDuration() < 0 || f.d.AsDuration() > MaxGroupDelay {
+			return broker.QueueConfig{}, fmt.Errorf("%s must be 0..%s (0 means the server's default), got %s", f.name, MaxGroupDelay, f.d.AsDuration())
+		}
+	}
+	return broker.QueueConfig{
+		ConcurrencyLimit: c.GetConcurrencyLimit(),
+		MaxActive:        c.GetMaxActive(),
+		RatePerSecond:    c.GetRateLimit().GetPerSecond(),
+		RateBurst:        c.GetRateLimit().GetBurst(),
+		Group: broker.GroupPolicy{MaxSize: g.GetMaxSize(), MaxDelay: g.GetMaxDelay().AsDuration(),
+			GracePeriod: g.GetGracePeriod().AsDuration()},
+	}, nil
+}

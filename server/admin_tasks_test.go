@@ -1,0 +1,279 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+func adminIn(t *testing.T, s *servertest.Server, p servertest.Protocol) conveyorv1connect.AdminServiceClient {
+	t.Helper()
+	hc := servertest.HTTPClient()
+	return conveyorv1connect.NewAdminServiceClient(hc, s.URL(), p.ClientOption())
+}
+
+func enqueueN(t *testing.T, tasks conveyorv1connect.TaskServiceClient, queue, typ string, n int) []string {
+	t.Helper()
+	var ids []string
+	for n > 0 {
+		batch := min(n, 1000)
+		items := make([]*conveyorv1.EnqueueRequest, batch)
+		for i := range items {
+			items[i] = &conveyorv1.EnqueueRequest{Queue: queue, Type: typ, Payload: []byte(fmt.Sprintf(`{"n":%d}`, len(ids)+i))}
+		}
+		res, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items, Brief: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Msg.GetResults() {
+			if r.GetError() != "" {
+				t.Fatal(r.GetError())
+			}
+			ids = append(ids, r.GetTask().GetId())
+		}
+		n -= batch
+	}
+	return ids
+}
+
+// TestListTasksPagesUnderConcurrentEnqueues pages through a queue while
+// another producer keeps enqueuing into it: no task is returned twice, and
+// every task present from the start is returned. In every wire format.
+func TestListTasksPagesUnderConcurrentEnqueues(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	present := enqueueN(t, tasks, "q", "t", 250)
+	for _, p := range servertest.Protocols {
+		t.Run(string(p), func(t *testing.T) {
+			admin := adminIn(t, s, p)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "q", Type: "t"})); err != nil {
+						return
+					}
+				}
+			}()
+			seen := map[string]bool{}
+			req := &conveyorv1.ListTasksRequest{Queue: "q", State: conveyorv1.TaskState_TASK_STATE_PENDING, PageSize: 37}
+			for {
+				res, err := admin.ListTasks(context.Background(), connect.NewRequest(req))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, task := range res.Msg.GetTasks() {
+					if seen[task.GetId()] {
+						t.Fatalf("task %s returned twice", task.GetId())
+					}
+					seen[task.GetId()] = true
+				}
+				if res.Msg.GetNextPageToken() == "" {
+					break
+				}
+				req.PageToken = res.Msg.GetNextPageToken()
+			}
+			close(stop)
+			<-done
+			for _, id := range present {
+				if !seen[id] {
+					t.Fatalf("task %s, present throughout, was skipped", id)
+				}
+			}
+		})
+	}
+}
+
+func TestListTasksFiltersAndErrors(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	emails := enqueueN(t, tasks, "q", "email", 3)
+	enqueueN(t, tasks, "q", "sms", 2)
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "q", Type: "sms",
+		Metadata: map[string]string{"tenant": "acme-corp"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := res.Msg.GetTask().GetId()
+	admin := adminClient(t, s)
+	list := func(req *conveyorv1.ListTasksRequest) []string {
+		t.Helper()
+		res, err := admin.ListTasks(context.Background(), connect.NewRequest(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, task := range res.Msg.GetTasks() {
+			ids = append(ids, task.GetId())
+		}
+		return ids
+	}
+	if got := list(&conveyorv1.ListTasksRequest{Queue: "q", Type: "email"}); len(got) != 3 || got[0] != emails[0] {
+		t.Fatalf("type filter: %v, want the 3 emails", got)
+	}
+	if got := list(&conveyorv1.ListTasksRequest{Queue: "q", Search: "acme"}); len(got) != 1 || got[0] != acme {
+		t.Fatalf("search: %v, want %s", got, acme)
+	}
+	if got := list(&conveyorv1.ListTasksRequest{Queue: "q", State: conveyorv1.TaskState_TASK_STATE_COMPLETED}); len(got) != 0 {
+		t.Fatalf("no completed task, listed %v", got)
+	}
+	for _, bad := range []*conveyorv1.ListTasksRequest{
+		{Queue: ""}, {Queue: "a b"}, {Queue: "q", State: 42}, {Queue: "q", PageSize: 1001}, {Queue: "q", PageSize: -1},
+		{Queue: "q", PageToken: "garbage!"}, {Queue: "q", Search: strings.Repeat("x", server.MaxSearchBytes+1)},
+	} {
+		_, err := admin.ListTasks(context.Background(), connect.NewRequest(bad))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("ListTasks(%v): %v, want invalid_argument", bad, err)
+		}
+	}
+}
+
+// TestTaskActions covers each single action and its batch form end to end.
+func TestTaskActions(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	admin := adminClient(t, s)
+	ctx := context.Background()
+	ids := enqueueN(t, tasks, "q", "t", 4)
+
+	got, err := admin.CancelTask(ctx, connect.NewRequest(&conveyorv1.CancelTaskRequest{Id: ids[0]}))
+	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_CANCELED {
+		t.Fatalf("CancelTask: %v %v", got, err)
+	}
+	got, err = admin.RunTask(ctx, connect.NewRequest(&conveyorv1.RunTaskRequest{Id: ids[0]}))
+	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING {
+		t.Fatalf("RunTask of a canceled task: %v %v", got, err)
+	}
+	got, err = admin.ArchiveTask(ctx, connect.NewRequest(&conveyorv1.ArchiveTaskRequest{Id: ids[1]}))
+	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_ARCHIVED || got.Msg.GetLastError() == "" {
+		t.Fatalf("ArchiveTask: %v %v", got, err)
+	}
+	if _, err := admin.DeleteTask(ctx, connect.NewRequest(&conveyorv1.DeleteTaskRequest{Id: ids[2]})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tasks.GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: ids[2]})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("GetTask of a deleted task: %v", err)
+	}
+	// Errors: a terminal task cannot be canceled; an unknown one is not found.
+	if _, err := admin.CancelTask(ctx, connect.NewRequest(&conveyorv1.CancelTaskRequest{Id: ids[1]})); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("CancelTask of an archived task: %v, want failed_precondition", err)
+	}
+	if _, err := admin.RunTask(ctx, connect.NewRequest(&conveyorv1.RunTaskRequest{Id: "01J00000000000000000000000"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("RunTask of an unknown task: %v, want not_found", err)
+	}
+	if _, err := admin.ArchiveTask(ctx, connect.NewRequest(&conveyorv1.ArchiveTaskRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("ArchiveTask with no id: %v, want invalid_argument", err)
+	}
+
+	batch, err := admin.BatchArchiveTasks(ctx, connect.NewRequest(&conveyorv1.BatchArchiveTasksRequest{Ids: []string{ids[3], ids[2], ids[1]}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := batch.Msg.GetResults()
+	if len(r) != 3 || r[0].GetId() != ids[3] || r[0].GetError() != "" || !strings.Contains(r[1].GetError(), "not found") || r[2].GetError() == "" {
+		t.Fatalf("per-id results %v", r)
+	}
+	if _, err := admin.BatchRunTasks(ctx, connect.NewRequest(&conveyorv1.BatchRunTasksRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("BatchRunTasks of no ids: %v", err)
+	}
+	if q := queueCounts(t, s, "q"); q.GetArchived() != 2 || q.GetPending() != 1 {
+		t.Fatalf("counts after the actions: %v", q)
+	}
+}
+
+// TestCancelRunningTask: canceling an ACTIVE task sends Cancel to its
+// worker; the worker's eventual Result decides (a failure archives it,
+// saying it was canceled).
+func TestCancelRunningTask(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	id := enqueueN(t, tasks, "q", "t", 1)[0]
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := w.next(10 * time.Second).GetDispatch()
+	got, err := adminClient(t, s).CancelTask(context.Background(), connect.NewRequest(&conveyorv1.CancelTaskRequest{Id: id}))
+	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_ACTIVE {
+		t.Fatalf("CancelTask of a running task: %v %v, want it still ACTIVE", got, err)
+	}
+	if c := w.next(10 * time.Second).GetCancel(); c.GetTaskId() != id {
+		t.Fatalf("want a Cancel for %s, got %v", id, c)
+	}
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+		TaskId: id, AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, ErrorMsg: "context canceled"}}})
+	servertest.Eventually(t, 10*time.Second, "archived as canceled", func() bool {
+		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+		return err == nil && got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_ARCHIVED &&
+			strings.HasPrefix(got.Msg.GetLastError(), "canceled by an operator")
+	})
+}
+
+// TestBulkTasks archives a whole state of a queue, streaming progress per
+// chunk, while a worker keeps draining another queue.
+func TestBulkTasks(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueueN(t, tasks, "bulk", "t", 1200)
+	enqueueN(t, tasks, "bulk", "other", 30)
+	admin := adminClient(t, s)
+	stream, err := admin.BulkTasks(context.Background(), connect.NewRequest(&conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING, Type: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*conveyorv1.BulkTasksProgress
+	for stream.Receive() {
+		msgs = append(msgs, stream.Msg())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	last := msgs[len(msgs)-1]
+	if len(msgs) < 3 || !last.GetDone() || last.GetSucceeded() != 1200 || last.GetFailed() != 0 || last.GetTotal() != 1230 {
+		t.Fatalf("%d progress messages, last %v; want several, ending done with 1200 archived (of an estimate of 1230)", len(msgs), last)
+	}
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].GetSucceeded() < msgs[i-1].GetSucceeded() {
+			t.Fatalf("progress went backwards: %v then %v", msgs[i-1], msgs[i])
+		}
+	}
+	if q := queueCounts(t, s, "bulk"); q.GetArchived() != 1200 || q.GetPending() != 30 {
+		t.Fatalf("after the bulk archive: %v", q)
+	}
+	for _, bad := range []*conveyorv1.BulkTasksRequest{
+		{Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING},
+		{Action: conveyorv1.TaskAction_TASK_ACTION_RUN, Queue: "bulk"},
+		{Action: conveyorv1.TaskAction_TASK_ACTION_RUN, State: conveyorv1.TaskState_TASK_STATE_ARCHIVED},
+	} {
+		st, err := admin.BulkTasks(context.Background(), connect.NewRequest(bad))
+		if err == nil {
+			for st.Receive() {
+			}
+			err = st.Err()
+		}
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("BulkTasks(%v): %v, want invalid_argument", bad, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -137,4 +138,10 @@ type CommitStatser interface {
 // (a full disk); nil means healthy.
 type StorageHealth interface {
 	StorageError() error
+}
+
+// Backuper is an engine that can write a consistent copy of its store
+// while it runs (the bbolt engine: the file as of one read transaction).
+type Backuper interface {
+	Backup(ctx context.Context, w io.Writer) (int64, error)
 }

@@ -274,6 +274,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	// it, like any other client, so its files need none.
 	mux.Handle("GET /ui/", admin.Handler("/ui/"))
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	mux.Handle("GET "+BackupPath, s.backupHandler())
 
 	if s.cfg.Token != "" {
 		return mux

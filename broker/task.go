@@ -38,11 +38,14 @@ type Task struct {
 	RetryPolicy *RetryPolicy
 	// Retention is how long the task is kept once COMPLETED; nil: the
 	// server's default.
-	Retention       *time.Duration
-	UniqueKey       string
-	Group           string
-	ConcurrencyKey  string
-	DependsOn       []Dependency
+	Retention      *time.Duration
+	UniqueKey      string
+	Group          string
+	ConcurrencyKey string
+	DependsOn      []Dependency
+	// Dependents lists the tasks that depend on this one (GetTask only, at
+	// most MaxDependentsShown).
+	Dependents      []TaskLink
 	Result          []byte
 	ProgressPercent int32
 	ProgressMessage string
@@ -96,7 +99,19 @@ const (
 type Dependency struct {
 	TaskID    string
 	OnFailure OnFailure
+	// State is the dependency's state when the task was read (GetTask
+	// fills it; 0 when it is gone).
+	State State
 }
+
+// TaskLink names another task and its state when the view was taken.
+type TaskLink struct {
+	TaskID string
+	State  State
+}
+
+// MaxDependentsShown bounds how many dependents GetTask lists.
+const MaxDependentsShown = 1000
 
 // NewTask is a validated task ready to store: the server has applied every
 // default, resolved every relative time and chosen the initial state.

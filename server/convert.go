@@ -66,7 +66,18 @@ func wireDependencies(deps []broker.Dependency) []*conveyorv1.TaskDependency {
 	}
 	out := make([]*conveyorv1.TaskDependency, len(deps))
 	for i, d := range deps {
-		out[i] = &conveyorv1.TaskDependency{TaskId: d.TaskID, OnFailure: conveyorv1.OnFailure(d.OnFailure)}
+		out[i] = &conveyorv1.TaskDependency{TaskId: d.TaskID, OnFailure: conveyorv1.OnFailure(d.OnFailure), State: wireState(d.State)}
+	}
+	return out
+}
+
+func wireLinks(links []broker.TaskLink) []*conveyorv1.TaskLink {
+	if len(links) == 0 {
+		return nil
+	}
+	out := make([]*conveyorv1.TaskLink, len(links))
+	for i, l := range links {
+		out[i] = &conveyorv1.TaskLink{TaskId: l.TaskID, State: wireState(l.State)}
 	}
 	return out
 }
@@ -110,6 +121,7 @@ func taskInfo(t *broker.Task, attemptID func(uint64) string) *conveyorv1.TaskInf
 		Options:         decodeOptions(t.Options),
 		ExpiresAt:       ts(t.ExpiresAt),
 		Errors:          wireErrors(t.Errors),
+		Dependents:      wireLinks(t.Dependents),
 		SessionId:       t.SessionID,
 	}
 	if t.LeaseToken != 0 && attemptID != nil {

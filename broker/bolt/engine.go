@@ -94,7 +94,9 @@ type Engine struct {
 	// settling holds tasks that left memory (became terminal, or were
 	// changed while terminal) whose change is not durable yet; reads of
 	// those tasks wait for the commit.
-	settling  map[key]int
+	settling map[key]settled
+	// deps maps a live task to the BLOCKED tasks that wait for it (deps.go).
+	deps      map[key][]depEdge
 	dueHeap   timedHeap
 	expHeap   timedHeap
 	leaseHeap leaseHeap

@@ -22,7 +22,9 @@ type pendingTask struct {
 	spec, statusBytes []byte
 	// existing is set (EnqueueTx only) when the id already names a task.
 	existing bool
-	err      error
+	// deps is what the task's dependencies say (BLOCKED tasks only).
+	deps depStart
+	err  error
 }
 
 // prepare encodes what can be encoded before the engine lock is taken, so
@@ -150,10 +152,16 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 			pt.err = err
 			continue
 		}
+		if pt.state == stateBlocked {
+			if pt.deps, pt.err = e.checkDepsLocked(pt.nt.DependsOn, lookup.done()); pt.err != nil {
+				continue
+			}
+		}
 		e.insertLocked(pt, now)
 	}
 	lookup.close()
 	b := e.queueInsertsLocked(pend)
+	e.cascadeAtEnqueueLocked(pend, now)
 	e.mu.Unlock()
 
 	var err error
@@ -202,9 +210,17 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		if pt.nt.ID == "" {
 			pt.k = e.newIDLocked(p.Now)
 		}
+		if pt.state == stateBlocked {
+			// checkTxLocked checked every dependency; earlier items are
+			// live by now.
+			lookup := e.newExistsLookup()
+			pt.deps, _ = e.checkDepsLocked(pt.nt.DependsOn, lookup.done())
+			lookup.close()
+		}
 		e.insertLocked(pt, now)
 	}
 	b := e.queueInsertsLocked(pend)
+	e.cascadeAtEnqueueLocked(pend, now)
 	e.mu.Unlock()
 
 	if b != nil {
@@ -260,6 +276,9 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 				return fmt.Errorf("items[%d]: %w", i, errTooManyQueues)
 			}
 			newQueues[q] = true
+		}
+		if err := e.checkTxDepsLocked(pt, seenIDs, lookup); err != nil {
+			return fmt.Errorf("items[%d]: %w", i, err)
 		}
 		uk := pt.nt.UniqueKey
 		if uk == "" {
@@ -318,7 +337,69 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 		e.keyOf[pt.k] = e.ckeyLocked(q, ck)
 	}
 	e.indexExpiryLocked(pt.k, &m, pt.status)
+	if m.state == stateBlocked {
+		e.startBlockedLocked(pt, &m, q)
+	}
 	e.tasks.put(pt.k, m)
+}
+
+// startBlockedLocked applies what a new BLOCKED task's dependencies say:
+// it waits for those still running, starts PENDING when none is left, and
+// carries a failure under ON_FAILURE_BLOCK. (A cascade cancel is applied
+// once its insert is queued: cascadeAtEnqueueLocked.) The status changed,
+// so it is encoded again.
+func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
+	ds := pt.deps
+	e.linkDepsLocked(pt.k, m, ds.waitingOn)
+	pt.status.WaitingOn = ds.waitingOn
+	if ds.failed != "" {
+		m.flags |= flagDepFailed
+		pt.status.DependencyFailed, pt.status.LastError = true, ds.failed
+	} else if len(ds.waitingOn) == 0 && ds.cancel == "" {
+		q.counts[m.state]--
+		m.state, pt.state = statePending, statePending
+		q.counts[m.state]++
+		pt.status.State = int32(statePending)
+	}
+	pt.statusBytes = marshal(pt.status)
+}
+
+// cascadeAtEnqueueLocked cancels the new tasks a failed dependency cancels
+// (ON_FAILURE_CASCADE_CANCEL), after their inserts are queued.
+func (e *Engine) cascadeAtEnqueueLocked(pend []pendingTask, now int64) {
+	for i := range pend {
+		pt := &pend[i]
+		if pt.err != nil || pt.existing || pt.deps.cancel == "" {
+			continue
+		}
+		why := pt.deps.cancel
+		if m, live := e.tasks.get(pt.k); live {
+			e.finishLocked(pt.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why })
+			pt.state = stateCanceled
+		}
+	}
+}
+
+// checkTxDepsLocked checks that each dependency of an EnqueueTx item
+// exists or is an earlier item of the call (seen).
+func (e *Engine) checkTxDepsLocked(pt *pendingTask, seen map[key]bool, lookup *existsLookup) error {
+	for i, d := range pt.nt.DependsOn {
+		k, err := ulid.ParseStrict(d.TaskID)
+		if err != nil {
+			return fmt.Errorf("depends_on[%d]: task id %q is not a ULID: %w", i, d.TaskID, broker.ErrInvalidArgument)
+		}
+		if seen[k] && k != pt.k {
+			continue
+		}
+		ok, err := lookup.exists(k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("depends_on[%d]: task %s does not exist: %w", i, d.TaskID, broker.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 // queueInsertsLocked queues the writes of the inserted tasks and the hook
@@ -327,7 +408,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var keys []key
 	var specs, statuses [][]byte
-	var indexed [][]byte
+	var indexed, dependents [][]byte
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil || pt.existing {
@@ -337,6 +418,11 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 		specs = append(specs, pt.spec)
 		statuses = append(statuses, pt.statusBytes)
 		indexed = append(indexed, indexKey(pt.nt.Queue, pt.state, pt.nt.Type, pt.k))
+		for _, d := range pt.nt.DependsOn {
+			if dk, err := ulid.ParseStrict(d.TaskID); err == nil {
+				dependents = append(dependents, append(dk[:], pt.k[:]...))
+			}
+		}
 	}
 	if len(keys) == 0 {
 		return nil
@@ -351,6 +437,11 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 				return err
 			}
 			if err := w.index.Put(indexed[i], nil); err != nil {
+				return err
+			}
+		}
+		for _, k := range dependents {
+			if err := w.dependents.Put(k, nil); err != nil {
 				return err
 			}
 		}
@@ -401,6 +492,17 @@ func (l *existsLookup) exists(k key) (bool, error) {
 		l.tx = tx
 	}
 	return l.tx.Bucket(bucketTasks).Get(k[:]) != nil, nil
+}
+
+// done returns a lookup of terminal statuses (for dependencies).
+func (l *existsLookup) done() *doneLookup {
+	if l.tx == nil {
+		tx, err := l.e.db.Begin(false)
+		if err == nil {
+			l.tx = tx
+		}
+	}
+	return &doneLookup{e: l.e, tx: l.tx, shared: true}
 }
 
 func (l *existsLookup) close() {

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -44,6 +45,7 @@ func (e *Engine) GetTask(ctx context.Context, id string) (*broker.Task, error) {
 			return fmt.Errorf("status of %s: %w", id, err)
 		}
 		t = taskFrom(k, spec, st)
+		fillLinks(tx, k, t)
 		return nil
 	})
 	if err != nil {
@@ -57,4 +59,38 @@ func (e *Engine) GetTask(ctx context.Context, id string) (*broker.Task, error) {
 		e.mu.Unlock()
 	}
 	return t, nil
+}
+
+// fillLinks sets the states of a task's dependencies and lists its
+// dependents, from the file (which GetTask has synced).
+func fillLinks(tx *bbolt.Tx, k key, t *broker.Task) {
+	for i, d := range t.DependsOn {
+		if dk, err := parseKey(d.TaskID); err == nil {
+			t.DependsOn[i].State = storedState(tx, dk)
+		}
+	}
+	c := tx.Bucket(bucketDependents).Cursor()
+	for kb, _ := c.Seek(k[:]); kb != nil && bytes.HasPrefix(kb, k[:]) && len(t.Dependents) < broker.MaxDependentsShown; kb, _ = c.Next() {
+		var dk key
+		copy(dk[:], kb[len(k):])
+		if s := storedState(tx, dk); s != 0 {
+			t.Dependents = append(t.Dependents, broker.TaskLink{TaskID: dk.String(), State: s})
+		}
+	}
+}
+
+// storedState is a task's state in the file, 0 when it is gone.
+func storedState(tx *bbolt.Tx, k key) broker.State {
+	v := tx.Bucket(bucketLive).Get(k[:])
+	if v == nil {
+		v = tx.Bucket(bucketDone).Get(k[:])
+	}
+	if v == nil {
+		return 0
+	}
+	var st storagev1.TaskStatus
+	if proto.Unmarshal(v, &st) != nil {
+		return 0
+	}
+	return stateOf(&st)
 }

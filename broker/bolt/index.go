@@ -17,6 +17,13 @@ type meta struct {
 	queue    uint16 // index into Engine.queues
 	prio     uint8
 	flags    metaFlags
+	waiting  uint16 // dependencies a BLOCKED task still waits for
+}
+
+// settled is a task that left memory and whose change is not durable yet.
+type settled struct {
+	n     int          // changes in flight
+	state broker.State // the terminal state it took
 }
 
 // maxQueues bounds how many queues the engine knows (meta.queue is 16 bits).
@@ -36,6 +43,9 @@ const (
 	flagDeadlineFirst
 	// flagHeld: a pending task waits in its concurrency key's FIFO.
 	flagHeld
+	// flagDepFailed: a BLOCKED task's dependency failed under
+	// ON_FAILURE_BLOCK; it stays blocked whatever its others do.
+	flagDepFailed
 	// flagUsed marks an occupied table slot.
 	flagUsed
 )

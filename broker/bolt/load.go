@@ -15,7 +15,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -62,7 +62,8 @@ func (e *Engine) reloadLocked() error {
 	e.retention = make(map[key]int64)
 	e.ckeys = make(map[ckeyID]*ckey)
 	e.keyOf = make(map[key]*ckey)
-	e.settling = make(map[key]int)
+	e.settling = make(map[key]settled)
+	e.deps = make(map[key][]depEdge)
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 
@@ -200,6 +201,12 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 		e.retention[k] = st.GetRetention()
 	}
 	e.indexExpiryLocked(k, &m, st)
+	if m.state == stateBlocked {
+		e.linkDepsLocked(k, &m, st.GetWaitingOn())
+		if st.GetDependencyFailed() {
+			m.flags |= flagDepFailed
+		}
+	}
 	e.tasks.put(k, m)
 	if m.state == statePending {
 		e.pushReadyLocked(k)

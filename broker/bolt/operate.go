@@ -41,7 +41,7 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 		switch {
 		case err != nil:
 			res[i].Err = err
-		case st == nil && e.settling[k] > 0:
+		case st == nil && e.settling[k].n > 0:
 			res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
 		case st == nil:
 			res[i].Err = fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
@@ -101,17 +101,18 @@ func (e *Engine) actLiveLocked(a broker.Action, k key, m meta, now int64) broker
 	case broker.ActionArchive:
 		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = broker.ArchivedByOperator })
 	case broker.ActionDelete:
-		e.deleteLiveLocked(k, m)
+		e.deleteLiveLocked(k, m, now)
 	}
 	return broker.ActResult{}
 }
 
 // deleteLiveLocked removes a live task that is not ACTIVE, in memory and
 // in the file.
-func (e *Engine) deleteLiveLocked(k key, m meta) {
+func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 	e.unreadyLocked(k, &m)
 	e.queues[m.queue].counts[m.state]--
 	e.forgetLocked(k)
+	e.resolveDependentsLocked(k, stateCanceled, now)
 	e.commit.appendLocked(func(w *txw) error {
 		ls, err := w.loadLive(k)
 		if err != nil {
@@ -122,6 +123,9 @@ func (e *Engine) deleteLiveLocked(k key, m meta) {
 			return err
 		}
 		if err := w.live.Delete(k[:]); err != nil {
+			return err
+		}
+		if err := w.dropDependents(k); err != nil {
 			return err
 		}
 		return w.tasks.Delete(k[:])
@@ -168,6 +172,9 @@ func (e *Engine) actDoneLocked(a broker.Action, k key, st *storagev1.TaskStatus,
 				return err
 			}
 			w.termDelta(st.GetQueue(), s, -1)
+			if err := w.dropDependents(k); err != nil {
+				return err
+			}
 			return w.index.Delete(indexKey(st.GetQueue(), s, st.GetType(), k))
 		}, nil)
 	}
@@ -219,8 +226,9 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 // doneLookup reads terminal statuses from the file, in one read
 // transaction opened on first use.
 type doneLookup struct {
-	e  *Engine
-	tx *bbolt.Tx
+	e      *Engine
+	tx     *bbolt.Tx
+	shared bool // the transaction is another lookup's, which closes it
 }
 
 func (e *Engine) newDoneLookup() *doneLookup { return &doneLookup{e: e} }
@@ -245,7 +253,7 @@ func (l *doneLookup) status(k key) (*storagev1.TaskStatus, error) {
 }
 
 func (l *doneLookup) close() {
-	if l.tx != nil {
+	if l.tx != nil && !l.shared {
 		_ = l.tx.Rollback()
 	}
 }

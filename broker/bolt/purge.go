@@ -170,6 +170,9 @@ func purgeOne(w *txw, id []byte, at int64, own bool) (*purged, error) {
 	if err := w.index.Delete(indexKey(st.GetQueue(), stateOf(&st), st.GetType(), k)); err != nil {
 		return nil, err
 	}
+	if err := w.dropDependents(k); err != nil {
+		return nil, err
+	}
 	w.termDelta(st.GetQueue(), stateOf(&st), -1)
 	return &purged{queue: st.GetQueue(), state: stateOf(&st)}, nil
 }

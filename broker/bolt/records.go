@@ -29,7 +29,9 @@ var (
 	bucketEnded  = []byte("ended")  // class (1 byte) ‖ completed_at (8 bytes) ‖ id → empty, for the others
 	bucketQueues = []byte("queues") // name → QueueRecord
 	bucketIndex  = []byte("index")  // queue ‖ state ‖ type ‖ id → empty (see indexKey): the listing index
-	keySchema    = []byte("schema")
+	// dependency id ‖ dependent id → empty: who depends on a task, for display
+	bucketDependents = []byte("dependents")
+	keySchema        = []byte("schema")
 )
 
 // Retention classes of terminal tasks without a retention of their own:

@@ -198,7 +198,8 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 		e.endedFirst[c] = now
 		e.note.TimersChanged()
 	}
-	e.settling[k]++
+	e.settling[k] = settled{n: e.settling[k].n + 1, state: to}
+	e.resolveDependentsLocked(k, to, now)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
 			st.State = int32(to)
@@ -208,8 +209,11 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 			}
 		})
 	}, func() {
-		if e.settling[k]--; e.settling[k] <= 0 {
+		if s := e.settling[k]; s.n <= 1 {
 			delete(e.settling, k)
+		} else {
+			s.n--
+			e.settling[k] = s
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -20,11 +21,11 @@ import (
 // under load) costs one read and no rewrite of its live record, instead of
 // a read-modify-write for each change.
 type txw struct {
-	tx                                            *bbolt.Tx
-	tasks, live, done, purge, ended, qrecs, index *bbolt.Bucket
-	statuses                                      map[key]*liveStatus
-	changed                                       []key                  // keys of changed statuses, in first-change order
-	deltas                                        map[string]*queueDelta // queue → changes to its record's counts
+	tx                                                        *bbolt.Tx
+	tasks, live, done, purge, ended, qrecs, index, dependents *bbolt.Bucket
+	statuses                                                  map[key]*liveStatus
+	changed                                                   []key                  // keys of changed statuses, in first-change order
+	deltas                                                    map[string]*queueDelta // queue → changes to its record's counts
 }
 
 // queueDelta is what a transaction adds to a queue record's counts.
@@ -42,14 +43,15 @@ type liveStatus struct {
 
 func newTxw(tx *bbolt.Tx) *txw {
 	return &txw{
-		tx:    tx,
-		tasks: tx.Bucket(bucketTasks),
-		live:  tx.Bucket(bucketLive),
-		done:  tx.Bucket(bucketDone),
-		purge: tx.Bucket(bucketPurge),
-		ended: tx.Bucket(bucketEnded),
-		qrecs: tx.Bucket(bucketQueues),
-		index: tx.Bucket(bucketIndex),
+		tx:         tx,
+		tasks:      tx.Bucket(bucketTasks),
+		live:       tx.Bucket(bucketLive),
+		done:       tx.Bucket(bucketDone),
+		purge:      tx.Bucket(bucketPurge),
+		ended:      tx.Bucket(bucketEnded),
+		qrecs:      tx.Bucket(bucketQueues),
+		index:      tx.Bucket(bucketIndex),
+		dependents: tx.Bucket(bucketDependents),
 	}
 }
 
@@ -234,6 +236,22 @@ func (w *txw) flushDeltas() error {
 		rec.Failed += d.failed
 		rec.Enqueued += d.enqueued
 		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropDependents deletes the dependents entries of task k (it is purged
+// or deleted: nothing shows its dependents any more).
+func (w *txw) dropDependents(k key) error {
+	c := w.dependents.Cursor()
+	var gone [][]byte
+	for kb, _ := c.Seek(k[:]); kb != nil && bytes.HasPrefix(kb, k[:]); kb, _ = c.Next() {
+		gone = append(gone, bytes.Clone(kb))
+	}
+	for _, kb := range gone {
+		if err := w.dependents.Delete(kb); err != nil {
 			return err
 		}
 	}

@@ -106,6 +106,7 @@ func groups() []group {
 		{"Operate", operateCases()},
 		{"List", listCases()},
 		{"Limits", limitCases()},
+		{"Dependencies", depCases()},
 	}
 }
 

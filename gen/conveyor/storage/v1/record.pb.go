@@ -337,8 +337,13 @@ type TaskStatus struct {
 	// cancel_requested is set when an operator canceled the task while it
 	// ran: whatever ends the attempt but a success cancels it.
 	CancelRequested bool `protobuf:"varint,24,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// waiting_on lists the dependencies a BLOCKED task still waits for.
+	WaitingOn []*DependencyRecord `protobuf:"bytes,25,rep,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
+	// dependency_failed is set when a dependency with ON_FAILURE_BLOCK
+	// failed: the task stays BLOCKED until an operator acts.
+	DependencyFailed bool `protobuf:"varint,26,opt,name=dependency_failed,json=dependencyFailed,proto3" json:"dependency_failed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
@@ -535,6 +540,20 @@ func (x *TaskStatus) GetType() string {
 func (x *TaskStatus) GetCancelRequested() bool {
 	if x != nil {
 		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *TaskStatus) GetWaitingOn() []*DependencyRecord {
+	if x != nil {
+		return x.WaitingOn
+	}
+	return nil
+}
+
+func (x *TaskStatus) GetDependencyFailed() bool {
+	if x != nil {
+		return x.DependencyFailed
 	}
 	return false
 }
@@ -1008,7 +1027,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10DependencyRecord\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xab\x06\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\x9e\a\n" +
 	"\n" +
 	"TaskStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
@@ -1040,7 +1059,10 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x0fconcurrency_key\x18\x15 \x01(\tR\x0econcurrencyKey\x12?\n" +
 	"\x06errors\x18\x16 \x03(\v2'.conveyor.storage.v1.AttemptErrorRecordR\x06errors\x12\x12\n" +
 	"\x04type\x18\x17 \x01(\tR\x04type\x12)\n" +
-	"\x10cancel_requested\x18\x18 \x01(\bR\x0fcancelRequestedB\f\n" +
+	"\x10cancel_requested\x18\x18 \x01(\bR\x0fcancelRequested\x12D\n" +
+	"\n" +
+	"waiting_on\x18\x19 \x03(\v2%.conveyor.storage.v1.DependencyRecordR\twaitingOn\x12+\n" +
+	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailedB\f\n" +
 	"\n" +
 	"_retention\"X\n" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
@@ -1116,17 +1138,18 @@ var file_conveyor_storage_v1_record_proto_depIdxs = []int32{
 	1,  // 1: conveyor.storage.v1.TaskSpec.retry_policy:type_name -> conveyor.storage.v1.RetryPolicyRecord
 	2,  // 2: conveyor.storage.v1.TaskSpec.depends_on:type_name -> conveyor.storage.v1.DependencyRecord
 	4,  // 3: conveyor.storage.v1.TaskStatus.errors:type_name -> conveyor.storage.v1.AttemptErrorRecord
-	10, // 4: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
-	11, // 5: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
-	7,  // 6: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
-	8,  // 7: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
-	10, // 8: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
-	10, // 9: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 4: conveyor.storage.v1.TaskStatus.waiting_on:type_name -> conveyor.storage.v1.DependencyRecord
+	10, // 5: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
+	11, // 6: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 7: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
+	8,  // 8: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
+	10, // 9: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
+	10, // 10: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_storage_v1_record_proto_init() }

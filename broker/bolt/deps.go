@@ -1,0 +1,133 @@
+package bolt
+
+import (
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// This file is task dependencies. A BLOCKED task counts the dependencies
+// it still waits for (meta.waiting); each live dependency keeps the list
+// of its waiting dependents (Engine.deps). When a dependency ends, only
+// its own dependents are visited, in the same critical section and the
+// same commit: a task with 10,000 dependents releases them in one commit,
+// and the work is proportional to its dependents, never to the store.
+// Cycles cannot form: a task may depend only on tasks that exist before it.
+
+// depEdge is a dependent waiting for a dependency.
+type depEdge struct {
+	k         key
+	onFailure broker.OnFailure
+}
+
+// depStart is what the dependencies of a new task say at enqueue.
+type depStart struct {
+	waitingOn []*storagev1.DependencyRecord // still to finish
+	failed    string                        // a dependency failed under BLOCK: why
+	cancel    string                        // a dependency failed under CASCADE_CANCEL: why
+}
+
+// checkDepsLocked resolves a new task's dependencies: each must exist (in
+// memory, settling, or terminal in the file); a completed one is satisfied
+// at once; a failed one applies its policy now.
+func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (depStart, error) {
+	var ds depStart
+	for i, d := range deps {
+		k, err := ulid.ParseStrict(d.TaskID)
+		if err != nil {
+			return ds, fmt.Errorf("depends_on[%d]: task id %q is not a ULID: %w", i, d.TaskID, broker.ErrInvalidArgument)
+		}
+		var state broker.State
+		if m, live := e.tasks.get(k); live {
+			ds.waitingOn = append(ds.waitingOn, &storagev1.DependencyRecord{TaskId: k[:], OnFailure: int32(d.OnFailure)})
+			_ = m
+			continue
+		} else if s, ok := e.settling[k]; ok {
+			state = s.state
+		} else {
+			st, err := done.status(k)
+			if err != nil {
+				return ds, err
+			}
+			if st == nil {
+				return ds, fmt.Errorf("depends_on[%d]: task %s does not exist: %w", i, d.TaskID, broker.ErrInvalidArgument)
+			}
+			state = stateOf(st)
+		}
+		if state == stateCompleted || d.OnFailure == broker.OnFailureContinue {
+			continue
+		}
+		why := fmt.Sprintf("dependency %s ended %s", k, state)
+		if d.OnFailure == broker.OnFailureCascadeCancel {
+			ds.cancel = why
+		} else if ds.failed == "" {
+			ds.failed = why
+		}
+	}
+	return ds, nil
+}
+
+// linkDepsLocked records a new BLOCKED task's edges.
+func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord) {
+	for _, d := range waitingOn {
+		var dk key
+		copy(dk[:], d.GetTaskId())
+		e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(d.GetOnFailure())})
+	}
+	m.waiting = uint16(len(waitingOn))
+}
+
+// resolveDependentsLocked tells the dependents of task k, which ended in
+// state to, what that means for them: satisfied (it completed, or a
+// dependent continues on failure), canceled in turn (cascade), or blocked
+// for good (a BLOCK dependent of a failure). A dependent that is no longer
+// BLOCKED (run by an operator, canceled, deleted) is skipped.
+func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
+	edges := e.deps[k]
+	if len(edges) == 0 {
+		return
+	}
+	delete(e.deps, k)
+	why := fmt.Sprintf("dependency %s ended %s", k, to)
+	for _, ed := range edges {
+		m, live := e.tasks.get(ed.k)
+		if !live || m.state != stateBlocked {
+			continue
+		}
+		failed := to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		if failed && ed.onFailure == broker.OnFailureCascadeCancel {
+			e.finishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why })
+			continue
+		}
+		m.waiting--
+		if failed {
+			m.flags |= flagDepFailed
+		}
+		e.tasks.put(ed.k, m)
+		dep, dependent, release := k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
+		update := func(st *storagev1.TaskStatus) {
+			st.WaitingOn = dropDep(st.WaitingOn, dep)
+			if failed {
+				st.DependencyFailed, st.LastError = true, why
+			}
+		}
+		if release {
+			e.toPendingLocked(dependent, m, now, update)
+			continue
+		}
+		e.commit.appendLocked(func(w *txw) error { return w.updateLive(dependent, update) }, nil)
+	}
+}
+
+func dropDep(list []*storagev1.DependencyRecord, k key) []*storagev1.DependencyRecord {
+	out := list[:0]
+	for _, d := range list {
+		if string(d.GetTaskId()) != string(k[:]) {
+			out = append(out, d)
+		}
+	}
+	return out
+}

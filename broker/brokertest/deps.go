@@ -1,0 +1,213 @@
+package brokertest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+func depCases() []testCase {
+	return []testCase{
+		{name: "BlockedUntilAllSucceed", fn: testDepsAllSucceed},
+		{name: "OnFailureBlock", fn: testDepsOnFailureBlock},
+		{name: "OnFailureCascadeCancel", fn: testDepsCascade},
+		{name: "OnFailureContinue", fn: testDepsContinue},
+		{name: "AlreadyFinished", fn: testDepsAlreadyFinished},
+		{name: "Unknown", fn: testDepsUnknown},
+		{name: "InsideEnqueueTx", fn: testDepsInTx},
+		{name: "FanOut", fn: testDepsFanOut},
+		{name: "Links", fn: testDepsLinks},
+		{name: "DeletedDependency", fn: testDepsDeleted},
+		{name: "SurviveRestart", env: testDepsRestart},
+	}
+}
+
+func dependent(queue string, on ...broker.Dependency) broker.NewTask {
+	nt := NewTask(queue)
+	nt.DependsOn = on
+	return nt
+}
+
+func dep(id string, f broker.OnFailure) broker.Dependency {
+	return broker.Dependency{TaskID: id, OnFailure: f}
+}
+
+func testDepsAllSucceed(t *testing.T, b broker.Broker) {
+	a, c := EnqueueOne(t, b, T0, NewTask("deps")), EnqueueOne(t, b, T0, NewTask("deps"))
+	d := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, 0), dep(c.ID, broker.OnFailureBlock)))
+	if d.State != blocked {
+		t.Fatalf("a task with running dependencies starts %s", d.State)
+	}
+	if n := Ready(b, "q"); n != 0 {
+		t.Fatalf("Ready = %d with the task blocked", n)
+	}
+	ls := Lease(t, b, "s1", "deps", 2, T0, TTL)
+	Succeed(t, b, "s1", ls[0], at(time.Second))
+	RequireState(t, b, d.ID, blocked)
+	Succeed(t, b, "s1", ls[1], at(2*time.Second))
+	RequireState(t, b, d.ID, pending)
+	if l := LeaseOne(t, b, "s1", "q", at(2*time.Second)); l.Task.ID != d.ID {
+		t.Fatalf("leased %s, want the released dependent", l.Task.ID)
+	}
+}
+
+func testDepsOnFailureBlock(t *testing.T, b broker.Broker) {
+	a, c := EnqueueOne(t, b, T0, NewTask("deps")), EnqueueOne(t, b, T0, NewTask("deps"))
+	d := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, broker.OnFailureBlock), dep(c.ID, 0)))
+	ls := Lease(t, b, "s1", "deps", 2, T0, TTL)
+	Archive(t, b, "s1", ls[0], "bad", T0)
+	got := RequireState(t, b, d.ID, blocked)
+	if !strings.Contains(got.LastError, a.ID) || !strings.Contains(got.LastError, "archived") {
+		t.Fatalf("blocked for good with last error %q, want it to name the failed dependency", got.LastError)
+	}
+	Succeed(t, b, "s1", ls[1], T0)
+	RequireState(t, b, d.ID, blocked) // the other dependency's success does not release it
+	actOK(t, b, broker.ActionRun, at(time.Second), d.ID)
+	RequireState(t, b, d.ID, pending)
+}
+
+func testDepsCascade(t *testing.T, b broker.Broker) {
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	c := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, broker.OnFailureCascadeCancel)))
+	cc := EnqueueOne(t, b, T0, dependent("q", dep(c.ID, broker.OnFailureCascadeCancel)))
+	blk := EnqueueOne(t, b, T0, dependent("q", dep(c.ID, broker.OnFailureBlock)))
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), "bad", T0)
+	RequireState(t, b, c.ID, canceled)
+	RequireState(t, b, cc.ID, canceled) // down the graph
+	if got := RequireState(t, b, blk.ID, blocked); !strings.Contains(got.LastError, c.ID) {
+		t.Fatalf("a BLOCK dependent of a canceled task: last error %q", got.LastError)
+	}
+	RequireCounts(t, b, "q", Counts{canceled: 2, blocked: 1})
+}
+
+func testDepsContinue(t *testing.T, b broker.Broker) {
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	c := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, broker.OnFailureContinue)))
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), "bad", T0)
+	RequireState(t, b, c.ID, pending)
+}
+
+func testDepsAlreadyFinished(t *testing.T, b broker.Broker) {
+	ok := EnqueueOne(t, b, T0, NewTask("deps"))
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), T0)
+	bad := EnqueueOne(t, b, T0, NewTask("deps"))
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), "x", T0)
+	cases := []struct {
+		on   broker.Dependency
+		want broker.State
+	}{
+		{dep(ok.ID, 0), pending},
+		{dep(bad.ID, broker.OnFailureContinue), pending},
+		{dep(bad.ID, broker.OnFailureBlock), blocked},
+		{dep(bad.ID, broker.OnFailureCascadeCancel), canceled},
+	}
+	for _, c := range cases {
+		task := EnqueueOne(t, b, at(time.Second), dependent("q", c.on))
+		if task.State != c.want {
+			t.Fatalf("on a finished dependency (%v): starts %s, want %s", c.on.OnFailure, task.State, c.want)
+		}
+		RequireState(t, b, task.ID, c.want)
+	}
+	if n := Ready(b, "q"); n != 2 {
+		t.Fatalf("Ready = %d, want the 2 satisfied tasks", n)
+	}
+}
+
+func testDepsUnknown(t *testing.T, b broker.Broker) {
+	res := enqueueResults(t, b, T0, dependent("q", dep(NewID(), 0)), NewTask("q"))
+	requireItemErr(t, res, 0, broker.ErrInvalidArgument)
+	if res[1].Err != nil {
+		t.Fatalf("the item without dependencies failed too: %v", res[1].Err)
+	}
+	_, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Now: T0, Tasks: WithStates([]broker.NewTask{NewTask("q"), dependent("q", dep(NewID(), 0))}, T0)})
+	requireErrIs(t, "EnqueueTx with an unknown dependency", err, broker.ErrInvalidArgument)
+	RequireCounts(t, b, "q", Counts{pending: 1})
+}
+
+func testDepsInTx(t *testing.T, b broker.Broker) {
+	first := NewTask("q")
+	first.ID = NewID()
+	second := dependent("q", dep(first.ID, 0))
+	tx, err := b.EnqueueTx(t.Context(), broker.EnqueueParams{Now: T0, Tasks: WithStates([]broker.NewTask{first, second}, T0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx[1].State != blocked {
+		t.Fatalf("an item depending on an earlier one starts %s", tx[1].State)
+	}
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	RequireState(t, b, tx[1].ID, pending)
+	// A later item cannot be depended on: it does not exist yet.
+	later := NewTask("q")
+	later.ID = NewID()
+	_, err = b.EnqueueTx(t.Context(), broker.EnqueueParams{Now: T0, Tasks: WithStates([]broker.NewTask{dependent("q", dep(later.ID, 0)), later}, T0)})
+	requireErrIs(t, "an item depending on a later one", err, broker.ErrInvalidArgument)
+}
+
+func testDepsFanOut(t *testing.T, b broker.Broker) {
+	root := EnqueueOne(t, b, T0, NewTask("root"))
+	const n = 2000
+	batch := make([]broker.NewTask, n)
+	for i := range batch {
+		batch[i] = dependent("fan", dep(root.ID, 0))
+	}
+	Enqueue(t, b, T0, batch...)
+	RequireCounts(t, b, "fan", Counts{blocked: n})
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "root", T0), T0)
+	RequireCounts(t, b, "fan", Counts{pending: n})
+	if got := Ready(b, "fan"); got != n {
+		t.Fatalf("Ready = %d after the root finished, want %d", got, n)
+	}
+}
+
+func testDepsLinks(t *testing.T, b broker.Broker) {
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	c := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, broker.OnFailureContinue)))
+	got := GetTask(t, b, c.ID)
+	if len(got.DependsOn) != 1 || got.DependsOn[0].State != pending || got.DependsOn[0].OnFailure != broker.OnFailureContinue {
+		t.Fatalf("DependsOn = %+v, want the dependency with its state", got.DependsOn)
+	}
+	if ga := GetTask(t, b, a.ID); len(ga.Dependents) != 1 || ga.Dependents[0] != (broker.TaskLink{TaskID: c.ID, State: blocked}) {
+		t.Fatalf("Dependents = %+v, want the blocked task", ga.Dependents)
+	}
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), T0)
+	if ga := GetTask(t, b, a.ID); len(ga.Dependents) != 1 || ga.Dependents[0].State != pending {
+		t.Fatalf("after the dependency completed, Dependents = %+v", ga.Dependents)
+	}
+}
+
+func testDepsDeleted(t *testing.T, b broker.Broker) {
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	blk := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, 0)))
+	cnt := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, broker.OnFailureContinue)))
+	actOK(t, b, broker.ActionDelete, T0, a.ID)
+	RequireState(t, b, blk.ID, blocked)
+	RequireState(t, b, cnt.ID, pending)
+}
+
+func testDepsRestart(t *testing.T, e *Env) {
+	a, c := EnqueueOne(t, e.B, T0, NewTask("deps")), EnqueueOne(t, e.B, T0, NewTask("deps"))
+	waiting := EnqueueOne(t, e.B, T0, dependent("q", dep(a.ID, 0), dep(c.ID, 0)))
+	failed := EnqueueOne(t, e.B, T0, dependent("q", dep(a.ID, 0), dep(c.ID, 0)))
+	ls := Lease(t, e.B, "s1", "deps", 1, T0, TTL)
+	Succeed(t, e.B, "s1", ls[0], T0) // a done: both now wait for c only
+	b := e.Reopen()
+	RequireState(t, b, waiting.ID, blocked)
+	actOK(t, b, broker.ActionRun, T0, failed.ID) // run it now, dependencies ignored
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), T0)
+	RequireState(t, b, waiting.ID, pending)
+	RequireState(t, b, failed.ID, pending)
+	b = e.Reopen()
+	RequireCounts(t, b, "q", Counts{pending: 2})
+
+	// A failure under ON_FAILURE_BLOCK survives a restart: the other
+	// dependency's success does not release the task after it.
+	x, y := EnqueueOne(t, b, T0, NewTask("deps2")), EnqueueOne(t, b, T0, NewTask("deps2"))
+	stuck := EnqueueOne(t, b, T0, dependent("q2", dep(x.ID, 0), dep(y.ID, 0)))
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "deps2", T0), "bad", T0)
+	b = e.Reopen()
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps2", T0), T0)
+	RequireState(t, b, stuck.ID, blocked)
+}

@@ -40,6 +40,17 @@ type Broker interface {
 	// return fewer than asked when another session got there first. A task
 	// whose deadline has passed is archived instead of leased.
 	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
+	// ReadyGroups reports, for each named queue, how many fired groups of
+	// the given types wait to be leased (0 for a paused or unknown queue).
+	ReadyGroups(queues, types []string, counts []int)
+	// LeaseGroups leases fired groups as batches (protocol §5.11): up to
+	// p.N groups of p.Queue whose type is in p.Types, oldest first. A group
+	// fires by size at enqueue, or by time (GroupPolicy.FiresAt, the
+	// queue's policy with the engine's defaults) when PromoteDue runs.
+	LeaseGroups(ctx context.Context, p GroupLeaseParams) ([]GroupLease, error)
+	// Groups lists the groups of a queue (every queue when empty) that
+	// wait, open or fired, by queue, group and type.
+	Groups(ctx context.Context, queue string) ([]GroupInfo, error)
 	// Extend renews leases to p.Now + p.TTL (never past a lease's limit);
 	// it returns how many of the named leases were still current.
 	Extend(ctx context.Context, p ExtendParams) (int, error)
@@ -52,9 +63,10 @@ type Broker interface {
 	// Progress records a running task's progress, fenced by its lease.
 	Progress(ctx context.Context, p ProgressParams) error
 
-	// PromoteDue makes due SCHEDULED and RETRY tasks pending and archives
-	// waiting tasks whose expiry passed. It returns when it should run next
-	// (zero when nothing is waiting on a timer).
+	// PromoteDue makes due SCHEDULED and RETRY tasks pending, archives
+	// waiting tasks whose expiry passed and fires groups whose time came.
+	// It returns when it should run next (zero when nothing is waiting on
+	// a timer).
 	PromoteDue(ctx context.Context, now time.Time) (next time.Time, err error)
 	// LapsedLeases lists leases whose expiry is at or before now, for the
 	// reaper to decide on, and when the next lease expires (zero: none).

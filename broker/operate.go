@@ -147,3 +147,35 @@ func (p GroupPolicy) FiresAt(first, last time.Time) time.Time {
 	}
 	return a
 }
+
+// GroupLeaseParams asks for fired aggregation groups of one queue for one
+// session, of the task types the session handles as batches.
+type GroupLeaseParams struct {
+	SessionID string
+	Queue     string
+	Types     []string
+	// N is how many groups at most (each is one concurrency slot).
+	N   int
+	Now time.Time
+	TTL time.Duration
+	// Limit is LeaseParams.Limit, for each member.
+	Limit func(t *Task) time.Time
+}
+
+// GroupLease is one fired group, leased: every member has its own lease,
+// all with the same expiry.
+type GroupLease struct {
+	Queue, Group, Type string
+	Leases             []Lease
+}
+
+// GroupInfo describes an aggregation group waiting to be delivered.
+type GroupInfo struct {
+	Queue, Group, Type string
+	Size               int
+	First, Last        time.Time
+	// FiresAt is when the group fires by time; for a group that fired and
+	// waits for a worker handling its type, when it fired.
+	FiresAt time.Time
+	Fired   bool
+}

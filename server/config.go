@@ -50,7 +50,7 @@ type Config struct {
 	// OpenBroker opens the storage engine, handing it the server's
 	// Notifier. Defaults to the embedded bbolt engine on a file in DataDir
 	// (OpenBolt).
-	OpenBroker func(n broker.Notifier, log *slog.Logger) (broker.Broker, error)
+	OpenBroker func(BrokerOptions) (broker.Broker, error)
 	// ShutdownTimeout bounds how long Stop waits for in-flight RPCs when its
 	// context has no deadline. Defaults to 30s.
 	ShutdownTimeout time.Duration

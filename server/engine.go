@@ -10,10 +10,20 @@ import (
 // DataFile is the name of the bbolt file inside Config.DataDir.
 const DataFile = "conveyor.db"
 
+// BrokerOptions is what the server hands the engine it opens.
+type BrokerOptions struct {
+	// Notifier receives the engine's signals.
+	Notifier broker.Notifier
+	// Logger receives the engine's logs.
+	Logger *slog.Logger
+	// GroupDefaults is the group policy of queues that set none.
+	GroupDefaults broker.GroupPolicy
+}
+
 // OpenBolt returns a Config.OpenBroker that opens the embedded bbolt engine
 // on the file at path. This is the one place the server names an engine.
-func OpenBolt(path string) func(n broker.Notifier, log *slog.Logger) (broker.Broker, error) {
-	return func(n broker.Notifier, log *slog.Logger) (broker.Broker, error) {
-		return bolt.Open(bolt.Config{Path: path, Notifier: n, Logger: log})
+func OpenBolt(path string) func(BrokerOptions) (broker.Broker, error) {
+	return func(o BrokerOptions) (broker.Broker, error) {
+		return bolt.Open(bolt.Config{Path: path, Notifier: o.Notifier, Logger: o.Logger, GroupDefaults: o.GroupDefaults})
 	}
 }

@@ -80,7 +80,8 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Start(ctx context.Context) error {
 	s.started = s.now()
 	signals := &notifier{}
-	b, err := s.cfg.OpenBroker(signals, s.log.With("component", "broker"))
+	b, err := s.cfg.OpenBroker(BrokerOptions{Notifier: signals, Logger: s.log.With("component", "broker"),
+		GroupDefaults: s.cfg.GroupPolicy})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -47,6 +47,7 @@ type session struct {
 	queues      []string
 	weights     []int
 	concurrency int
+	batchTypes  []string
 	hello       *conveyorv1.Hello
 	connectedAt time.Time
 
@@ -86,6 +87,7 @@ func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello)
 	for q := range hello.GetQueues() {
 		s.queues = append(s.queues, q)
 	}
+	s.batchTypes = hello.GetBatchTypes()
 	sort.Strings(s.queues)
 	for _, q := range s.queues {
 		s.weights = append(s.weights, int(hello.GetQueues()[q]))

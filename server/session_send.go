@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -15,7 +16,7 @@ import (
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues))}
+	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)), groups: make([]int, len(s.queues))}
 	s.wake() // the queues may hold work already
 	for {
 		select {
@@ -33,6 +34,7 @@ func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 type dispatchPlan struct {
 	picker *picker
 	ready  []int
+	groups []int
 	seq    []int
 	picks  []broker.QueuePick
 }
@@ -76,6 +78,15 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	free := s.free()
 	if free <= 0 {
 		return nil
+	}
+	if len(s.batchTypes) > 0 {
+		sent, err := s.dispatchGroups(stream, plan, free)
+		if err != nil {
+			return err
+		}
+		if free -= sent; free <= 0 {
+			return nil
+		}
 	}
 	s.hub.broker.Ready(s.queues, plan.ready)
 	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
@@ -160,3 +171,73 @@ const (
 	// maxEnvelopeBytes is the most one envelope can cost.
 	maxEnvelopeBytes = MaxPayloadBytes + MaxMetadataBytes + envelopeOverhead
 )
+
+// dispatchGroups leases fired aggregation groups of the session's batch
+// types, up to free of them (a batch is one slot), and sends each as one
+// BatchDispatch. It returns how many it sent.
+func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) (int, error) {
+	s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
+	sent := 0
+	for i, n := range plan.groups {
+		if n == 0 || sent == free {
+			continue
+		}
+		now := s.hub.now()
+		gls, err := s.hub.broker.LeaseGroups(s.ctx, broker.GroupLeaseParams{SessionID: s.id, Queue: s.queues[i],
+			Types: s.batchTypes, N: min(n, free-sent), Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return sent, context.Cause(s.ctx)
+			}
+			return sent, toConnectError(s.log, err)
+		}
+		for _, gl := range gls {
+			msg, ok := s.recordBatch(gl, now)
+			if !ok {
+				return sent, context.Cause(s.ctx)
+			}
+			if err := stream.Send(msg); err != nil {
+				return sent, err
+			}
+			sent++
+		}
+	}
+	if sent > 0 {
+		s.wake() // look again: more may be ready
+	}
+	return sent, nil
+}
+
+// recordBatch records a leased group as one delivery and builds its
+// BatchDispatch: each member with its own attempt id, the deadline the
+// tightest across them. It returns false, having released the leases,
+// when the session ended meanwhile.
+func (s *session) recordBatch(gl broker.GroupLease, now time.Time) (*conveyorv1.ServerMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		ms := make([]*member, len(gl.Leases))
+		for i, l := range gl.Leases {
+			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+		}
+		go s.release(ms)
+		return nil, false
+	}
+	bd := &conveyorv1.BatchDispatch{Group: gl.Group}
+	d := &delivery{batch: true}
+	var deadline time.Time
+	for _, l := range gl.Leases {
+		env := envelope(l.Task)
+		env.AttemptId = s.hub.attemptID(l.Token)
+		bd.Tasks = append(bd.Tasks, env)
+		d.members = append(d.members, &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token,
+			retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy})
+		d.bytes += envelopeBytes(env)
+		if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
+			deadline = dl
+		}
+	}
+	bd.Deadline = timestamppb.New(deadline)
+	s.flight.add(d)
+	return &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}, true
+}

@@ -35,6 +35,10 @@ type Config struct {
 	// let callers it just served join the next one (see committer.linger).
 	// Defaults to 1ms; a negative value disables lingering.
 	MaxCommitLinger time.Duration
+	// GroupDefaults is the group policy of queues that do not set their
+	// own: the server passes its configured defaults. A zero field fires
+	// groups at once on that trigger (a zero MaxSize: never by size).
+	GroupDefaults broker.GroupPolicy
 	// AsyncCommitDelay is how long a batch of changes that no caller waits
 	// for (leases, results, heartbeats, progress) may collect more before
 	// it commits. Defaults to 5ms; a negative value commits at once.
@@ -96,10 +100,14 @@ type Engine struct {
 	// those tasks wait for the commit.
 	settling map[key]settled
 	// deps maps a live task to the BLOCKED tasks that wait for it (deps.go).
-	deps      map[key][]depEdge
-	dueHeap   timedHeap
-	expHeap   timedHeap
-	leaseHeap leaseHeap
+	deps map[key][]depEdge
+	// openGroups are the aggregation groups gathering, groupHeap their
+	// fire times (groups.go).
+	openGroups map[groupID]*group
+	groupHeap  groupHeap
+	dueHeap    timedHeap
+	expHeap    timedHeap
+	leaseHeap  leaseHeap
 	// purgeNext is the earliest own-retention purge time in the file, and
 	// endedFirst the earliest end time of each retention class (0: none),
 	// kept so that a purge that has nothing to do costs nothing.

@@ -409,12 +409,16 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var keys []key
 	var specs, statuses [][]byte
 	var indexed, dependents [][]byte
+	var grouped []*pendingTask
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil || pt.existing {
 			continue
 		}
 		keys = append(keys, pt.k)
+		if pt.state == stateAggr {
+			grouped = append(grouped, pt)
+		}
 		specs = append(specs, pt.spec)
 		statuses = append(statuses, pt.statusBytes)
 		indexed = append(indexed, indexKey(pt.nt.Queue, pt.state, pt.nt.Type, pt.k))
@@ -462,6 +466,11 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 			e.tasks.put(k, m)
 			if m.state == statePending {
 				e.pushReadyLocked(k)
+			}
+		}
+		for _, pt := range grouped {
+			if m, ok := e.tasks.get(pt.k); ok && m.state == stateAggr {
+				e.joinGroupLocked(pt.k, e.queues[m.queue], pt.nt.Group, pt.nt.Type, pt.status.GetEnqueuedAt(), pt.status.GetEnqueuedAt())
 			}
 		}
 	}

@@ -78,6 +78,9 @@ type queue struct {
 	enqueued  int64
 	cfg       broker.QueueConfig
 	bucket    bucket
+	// fired are the queue's fired groups, oldest first, waiting for a
+	// session that handles their type (groups.go).
+	fired []*group
 }
 
 func (q *queue) info() broker.QueueInfo {

@@ -64,6 +64,8 @@ func (e *Engine) reloadLocked() error {
 	e.keyOf = make(map[key]*ckey)
 	e.settling = make(map[key]settled)
 	e.deps = make(map[key][]depEdge)
+	e.openGroups = make(map[groupID]*group)
+	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 
@@ -208,7 +210,10 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 		}
 	}
 	e.tasks.put(k, m)
-	if m.state == statePending {
+	switch m.state {
+	case statePending:
 		e.pushReadyLocked(k)
+	case stateAggr:
+		e.joinGroupLocked(k, q, st.GetGroup(), st.GetType(), st.GetEnqueuedAt(), nanos(e.cfg.Now()))
 	}
 }

@@ -48,8 +48,8 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		// archived if it ever comes back to wait (its lease limit bounds
 		// how long it may run past a deadline).
 	}
-	next := int64(0)
-	if t, ok := e.dueHeap.peek(); ok {
+	next := e.fireDueLocked(now)
+	if t, ok := e.dueHeap.peek(); ok && (next == 0 || t.at < next) {
 		next = t.at
 	}
 	if t, ok := e.expHeap.peek(); ok && (next == 0 || t.at < next) {

@@ -107,6 +107,7 @@ func groups() []group {
 		{"List", listCases()},
 		{"Limits", limitCases()},
 		{"Dependencies", depCases()},
+		{"Groups", groupCases()},
 	}
 }
 

@@ -1,0 +1,306 @@
+package bolt
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// This file is aggregation groups (protocol §5.11). An AGGREGATING task
+// joins the open group of its (queue, group, type) once its enqueue is
+// durable. A group fires when it reaches its policy's size, or when its
+// time (GroupPolicy.FiresAt) comes, from a time-ordered heap that
+// PromoteDue drains; a fired group waits, closed, until a session that
+// handles its type leases it as one batch. Members stay AGGREGATING until
+// then; one that leaves meanwhile (canceled, deleted, expired) is skipped.
+
+// groupID names the groups of one (queue, group, type).
+type groupID struct {
+	queue uint16
+	name  string
+	typ   string
+}
+
+// group is one instance of a (queue, group, type): open while it gathers,
+// then fired.
+type group struct {
+	id          groupID
+	members     []key
+	first, last int64
+	firesAt     int64 // by time; when it fired, once fired
+	fired       bool
+	gen         uint64 // bumped when firesAt moves: older heap entries are stale
+}
+
+// groupTimer is a group's entry in the fire heap.
+type groupTimer struct {
+	at  int64
+	g   *group
+	gen uint64
+}
+
+// policyLocked is q's effective group policy.
+func (e *Engine) policyLocked(q *queue) broker.GroupPolicy {
+	return q.cfg.Group.WithDefaults(e.cfg.GroupDefaults)
+}
+
+// joinGroupLocked adds a durable AGGREGATING task to its open group.
+func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, enqueued, now int64) {
+	id := groupID{queue: q.index, name: name, typ: typ}
+	g := e.openGroups[id]
+	if g == nil {
+		g = &group{id: id, first: enqueued}
+		e.openGroups[id] = g
+	}
+	g.members = append(g.members, k)
+	g.last = max(g.last, enqueued)
+	g.first = min(g.first, enqueued)
+	p := e.policyLocked(q)
+	if len(g.members) >= int(p.MaxSize) && p.MaxSize > 0 {
+		e.fireLocked(g, now)
+		return
+	}
+	at := nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
+	if at != g.firesAt {
+		g.firesAt = at
+		g.gen++
+		if e.groupHeap.add(groupTimer{at: at, g: g, gen: g.gen}) {
+			e.note.TimersChanged()
+		}
+	}
+}
+
+// fireLocked closes a group: it waits for a session of its type.
+func (e *Engine) fireLocked(g *group, now int64) {
+	if g.fired {
+		return
+	}
+	delete(e.openGroups, g.id)
+	g.fired, g.firesAt = true, now
+	g.gen++
+	q := e.queues[g.id.queue]
+	q.fired = append(q.fired, g)
+	if !q.paused {
+		e.note.TasksReady(q.name)
+	}
+}
+
+// fireDueLocked fires the groups whose time came by now and returns when
+// the next one is due (0: none).
+func (e *Engine) fireDueLocked(now int64) int64 {
+	for {
+		t, ok := e.groupHeap.peek()
+		if !ok {
+			return 0
+		}
+		current := !t.g.fired && t.gen == t.g.gen
+		if current && t.at > now {
+			return t.at
+		}
+		e.groupHeap.pop()
+		if current {
+			e.fireLocked(t.g, now)
+		}
+	}
+}
+
+// ReadyGroups reports fired groups waiting per queue; see broker.Broker.
+func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, name := range queues {
+		counts[i] = 0
+		q := e.byName[name]
+		if q == nil || q.paused {
+			continue
+		}
+		for _, g := range q.fired {
+			if slices.Contains(types, g.id.typ) {
+				counts[i]++
+			}
+		}
+	}
+}
+
+// LeaseGroups leases fired groups as batches; see broker.Broker.
+func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]broker.GroupLease, error) {
+	now := p.Now.UnixNano()
+	expiry := satAdd(now, p.TTL)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	q := e.byName[p.Queue]
+	if q == nil || q.paused {
+		e.mu.Unlock()
+		return nil, nil
+	}
+	var out []broker.GroupLease
+	var keys []key
+	kept := q.fired[:0]
+	for _, g := range q.fired {
+		if len(out) == p.N || !slices.Contains(p.Types, g.id.typ) {
+			kept = append(kept, g)
+			continue
+		}
+		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(len(g.members)) > mx {
+			kept = append(kept, g) // no room under the cap for the whole batch yet
+			continue
+		}
+		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
+		for _, k := range g.members {
+			m, live := e.tasks.get(k)
+			if !live || m.state != stateAggr {
+				continue // left the group meanwhile
+			}
+			e.setStateLocked(k, &m, stateActive)
+			e.nextToken++
+			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
+			e.leases[k] = l
+			if e.leaseHeap.add(l) {
+				e.note.TimersChanged()
+			}
+			keys = append(keys, k)
+			gl.Leases = append(gl.Leases, broker.Lease{Token: l.token, Expiry: time.Unix(0, expiry).UTC(),
+				Task: &broker.Task{ID: k.String(), State: stateActive, Priority: int32(m.prio), Retried: m.retried,
+					MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(), SessionID: p.SessionID, LeaseToken: l.token}})
+		}
+		if len(gl.Leases) > 0 {
+			out = append(out, gl)
+		}
+	}
+	clear(q.fired[len(kept):])
+	q.fired = kept
+	if len(keys) > 0 {
+		e.commit.appendLocked(func(w *txw) error {
+			for _, k := range keys {
+				if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
+					st.State = int32(stateActive)
+					st.StartedAt = now
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil)
+	}
+	e.mu.Unlock()
+	for i := range out {
+		if err := e.fillSpecs(out[i].Leases); err != nil {
+			return nil, err
+		}
+		if p.Limit != nil {
+			e.limitLeases(out[i].Leases, p.Limit)
+		}
+	}
+	return out, nil
+}
+
+// Groups lists waiting groups; see broker.Broker.
+func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	var out []broker.GroupInfo
+	add := func(g *group) {
+		n := 0
+		for _, k := range g.members {
+			if m, live := e.tasks.get(k); live && m.state == stateAggr {
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		q := e.queues[g.id.queue]
+		if queue != "" && q.name != queue {
+			return
+		}
+		out = append(out, broker.GroupInfo{Queue: q.name, Group: g.id.name, Type: g.id.typ, Size: n,
+			First: fromNanos(g.first), Last: fromNanos(g.last), FiresAt: fromNanos(g.firesAt), Fired: g.fired})
+	}
+	for _, g := range e.openGroups {
+		add(g)
+	}
+	for _, q := range e.queues {
+		for _, g := range q.fired {
+			add(g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return a.Fired && !b.Fired // the fired instance first
+	})
+	return out, nil
+}
+
+// groupHeap orders groups by fire time (lazy deletion by gen).
+type groupHeap []groupTimer
+
+func (h groupHeap) peek() (groupTimer, bool) {
+	if len(h) == 0 {
+		return groupTimer{}, false
+	}
+	return h[0], true
+}
+
+func (h *groupHeap) add(t groupTimer) bool {
+	*h = append(*h, t)
+	h.up(len(*h) - 1)
+	return (*h)[0].g == t.g && (*h)[0].gen == t.gen
+}
+
+func (h *groupHeap) pop() {
+	old := *h
+	n := len(old) - 1
+	old[0] = old[n]
+	old[n] = groupTimer{}
+	*h = old[:n]
+	if n > 0 {
+		h.down(0)
+	}
+}
+
+func (h groupHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= h[i].at {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (h groupHeap) down(i int) {
+	for {
+		l, best := 2*i+1, i
+		if l < len(h) && h[l].at < h[best].at {
+			best = l
+		}
+		if r := l + 1; r < len(h) && h[r].at < h[best].at {
+			best = r
+		}
+		if best == i {
+			return
+		}
+		h[i], h[best] = h[best], h[i]
+		i = best
+	}
+}

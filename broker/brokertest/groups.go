@@ -1,0 +1,189 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+func groupCases() []testCase {
+	return []testCase{
+		{name: "FireBySize", fn: testGroupBySize},
+		{name: "FireByMaxDelay", fn: testGroupByMaxDelay},
+		{name: "FireByGracePeriod", fn: testGroupByGrace},
+		{name: "OnlyForItsType", fn: testGroupType},
+		{name: "MembersAnswerAlone", fn: testGroupMembers},
+		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
+		{name: "SurviveRestart", env: testGroupRestart},
+	}
+}
+
+func grouped(queue, name, typ string) broker.NewTask {
+	nt := NewTask(queue)
+	nt.Group, nt.Type = name, typ
+	return nt
+}
+
+func policy(t *testing.T, b broker.Broker, queue string, size int32, delay, grace time.Duration) {
+	t.Helper()
+	setConfig(t, b, queue, broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: size, MaxDelay: delay, GracePeriod: grace}})
+}
+
+func readyGroups(b broker.Broker, queue string, types ...string) int {
+	counts := []int{-1}
+	b.ReadyGroups([]string{queue}, types, counts)
+	return counts[0]
+}
+
+func leaseGroups(t *testing.T, b broker.Broker, queue string, n int, now time.Time, types ...string) []broker.GroupLease {
+	t.Helper()
+	gl, err := b.LeaseGroups(t.Context(), broker.GroupLeaseParams{SessionID: "s1", Queue: queue, Types: types, N: n, Now: now, TTL: TTL})
+	if err != nil {
+		t.Fatalf("LeaseGroups: %v", err)
+	}
+	return gl
+}
+
+func promote(t *testing.T, b broker.Broker, now time.Time) time.Time {
+	t.Helper()
+	next, err := b.PromoteDue(t.Context(), now)
+	if err != nil {
+		t.Fatalf("PromoteDue: %v", err)
+	}
+	return next
+}
+
+func testGroupBySize(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	ts := Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d with 2 of 3 members", n)
+	}
+	ts = append(ts, EnqueueOne(t, b, at(time.Second), grouped("q", "g", "t")))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d once the group holds 3, want 1", n)
+	}
+	gl := leaseGroups(t, b, "q", 5, at(2*time.Second), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 3 || gl[0].Group != "g" || gl[0].Type != "t" {
+		t.Fatalf("LeaseGroups = %+v, want one batch of 3", gl)
+	}
+	for i, l := range gl[0].Leases {
+		if l.Task.ID != ts[i].ID || !l.Expiry.Equal(at(2*time.Second).Add(TTL)) || l.Task.Type != "t" {
+			t.Fatalf("member %d = %s expiring %v, want %s at the shared expiry", i, l.Task.ID, l.Expiry, ts[i].ID)
+		}
+		RequireState(t, b, l.Task.ID, active)
+	}
+	// A new member starts a new group.
+	EnqueueOne(t, b, at(3*time.Second), grouped("q", "g", "t"))
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d after the batch left", n)
+	}
+	RequireCounts(t, b, "q", Counts{active: 3, aggregating: 1})
+}
+
+func testGroupByMaxDelay(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, time.Minute, time.Hour)
+	EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	EnqueueOne(t, b, at(30*time.Second), grouped("q", "g", "t"))
+	if next := promote(t, b, at(59*time.Second)); !next.Equal(at(time.Minute)) {
+		t.Fatalf("PromoteDue next = %v, want the group's max delay at T0+1m", next)
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("fired before its max delay")
+	}
+	promote(t, b, at(time.Minute))
+	if gl := leaseGroups(t, b, "q", 1, at(time.Minute), "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups = %+v after the max delay, want the 2 members", gl)
+	}
+}
+
+func testGroupByGrace(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, time.Hour, 10*time.Second)
+	EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	EnqueueOne(t, b, at(5*time.Second), grouped("q", "g", "t"))
+	if next := promote(t, b, at(14*time.Second)); !next.Equal(at(15 * time.Second)) {
+		t.Fatalf("PromoteDue next = %v, want the grace period after the latest member (T0+15s)", next)
+	}
+	promote(t, b, at(15*time.Second))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d after the grace period, want 1", n)
+	}
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil || len(gs) != 1 || !gs[0].Fired || gs[0].Size != 2 || !gs[0].First.Equal(T0) || !gs[0].Last.Equal(at(5*time.Second)) {
+		t.Fatalf("Groups = %+v, %v", gs, err)
+	}
+}
+
+func testGroupType(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 1, time.Hour, time.Hour)
+	EnqueueOne(t, b, T0, grouped("q", "g", "a"))
+	EnqueueOne(t, b, T0, grouped("q", "g", "b"))
+	if n := readyGroups(b, "q", "a"); n != 1 {
+		t.Fatalf("ReadyGroups(a) = %d", n)
+	}
+	if n := readyGroups(b, "q", "c"); n != 0 {
+		t.Fatalf("ReadyGroups(c) = %d: no group of that type", n)
+	}
+	if gl := leaseGroups(t, b, "q", 5, T0, "c"); len(gl) != 0 {
+		t.Fatalf("leased %v for a type with no group", gl)
+	}
+	// A group nobody handles waits, listed, and is never dropped.
+	gl := leaseGroups(t, b, "q", 5, T0, "a")
+	if len(gl) != 1 || gl[0].Type != "a" {
+		t.Fatalf("LeaseGroups(a) = %+v", gl)
+	}
+	gs, err := b.Groups(t.Context(), "")
+	if err != nil || len(gs) != 1 || gs[0].Type != "b" || !gs[0].Fired {
+		t.Fatalf("Groups = %+v, %v; want the b group waiting", gs, err)
+	}
+	if _, err := b.SetQueuePaused(t.Context(), "q", true); err != nil {
+		t.Fatal(err)
+	}
+	if n := readyGroups(b, "q", "b"); n != 0 {
+		t.Fatalf("ReadyGroups = %d on a paused queue", n)
+	}
+}
+
+func testGroupMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	ls := leaseGroups(t, b, "q", 1, T0, "t")[0].Leases
+	Succeed(t, b, "s1", ls[0], T0)
+	Fail(t, b, "s1", ls[1], "flaky", T0, T0)
+	Decide(t, b, broker.Released("s1", Ref(ls[2]), T0))
+	RequireState(t, b, ls[0].Task.ID, completed)
+	// Retried and released members come back alone, as plain tasks.
+	plain := Lease(t, b, "s2", "q", 10, T0, TTL)
+	if len(plain) != 2 {
+		t.Fatalf("leased %d members alone, want the failed and the released one", len(plain))
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("a member was aggregated again")
+	}
+}
+
+func testGroupLeftMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	ts := Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	actOK(t, b, broker.ActionCancel, T0, ts[1].ID)
+	gl := leaseGroups(t, b, "q", 1, T0, "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups = %+v, want the 2 members left", gl)
+	}
+}
+
+func testGroupRestart(t *testing.T, e *Env) {
+	policy(t, e.B, "q", 100, time.Minute, time.Hour)
+	ts := Enqueue(t, e.B, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	b := e.Reopen()
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil || len(gs) != 1 || gs[0].Size != 2 || gs[0].Fired {
+		t.Fatalf("Groups after a restart = %+v, %v", gs, err)
+	}
+	promote(t, b, at(time.Minute))
+	gl := leaseGroups(t, b, "q", 1, at(time.Minute), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 2 || gl[0].Leases[0].Task.ID != ts[0].ID {
+		t.Fatalf("LeaseGroups after a restart = %+v", gl)
+	}
+}

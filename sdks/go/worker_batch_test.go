@@ -1,0 +1,100 @@
+package conveyor_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+// TestHandleBatchEveryTrigger runs a Worker's batch handler on groups that
+// fire by each of their three triggers, against a real server: by size,
+// by the max delay since the first member, and by the grace period since
+// the last. A member that fails comes back alone, as a batch of one.
+func TestHandleBatchEveryTrigger(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: 4, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	ctx := context.Background()
+	configure := func(queue string, p *conveyorv1.GroupPolicy) {
+		t.Helper()
+		if _, err := e.admin.UpdateQueueConfig(ctx, connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+			Config: &conveyorv1.QueueConfig{Queue: queue, GroupPolicy: p}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configure("delay", &conveyorv1.GroupPolicy{MaxSize: 100, MaxDelay: durationpb.New(300 * time.Millisecond)})
+	configure("grace", &conveyorv1.GroupPolicy{MaxSize: 100, GracePeriod: durationpb.New(200 * time.Millisecond)})
+
+	batches := make(chan *conveyor.DeliveryBatch, 16)
+	w := e.newWorker(conveyor.WithQueue("size", 1), conveyor.WithQueue("delay", 1), conveyor.WithQueue("grace", 1), conveyor.WithConcurrency(4))
+	var failedOnce atomic.Bool
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+		batches <- b
+		for _, d := range b.Tasks {
+			if string(d.Payload) == `"fail-once"` && failedOnce.CompareAndSwap(false, true) {
+				b.Fail(d, fmt.Errorf("first try fails"))
+			}
+		}
+		return nil
+	}))
+	wtRun(t, w)
+
+	grouped := func(queue, payload string) *conveyorv1.EnqueueRequest {
+		return wtReq(queue, "agg", payload, &conveyorv1.TaskOptions{Group: "g",
+			RetryPolicy: &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(10 * time.Millisecond)}})
+	}
+	e.enqueueAll([]*conveyorv1.EnqueueRequest{grouped("size", `1`), grouped("size", `2`), grouped("size", `"fail-once"`), grouped("size", `4`)})
+	b := wtRecv(t, batches, 10*time.Second, "the batch fired by size")
+	if len(b.Tasks) != 4 || b.Group != "g" {
+		t.Fatalf("size trigger: a batch of %d (group %q), want 4 of g", len(b.Tasks), b.Group)
+	}
+	if again := wtRecv(t, batches, 10*time.Second, "the failed member alone"); len(again.Tasks) != 1 || string(again.Tasks[0].Payload) != `"fail-once"` || again.Group != "" {
+		t.Fatalf("retry: %d tasks %q (group %q), want the failed member alone", len(again.Tasks), again.Tasks[0].Payload, again.Group)
+	}
+
+	start := time.Now()
+	e.enqueueAll([]*conveyorv1.EnqueueRequest{grouped("delay", `1`), grouped("delay", `2`)})
+	if b := wtRecv(t, batches, 10*time.Second, "the batch fired by max delay"); len(b.Tasks) != 2 {
+		t.Fatalf("max delay trigger: a batch of %d, want 2", len(b.Tasks))
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("the max-delay group fired after %s, before its 300ms", waited)
+	}
+
+	start = time.Now()
+	e.enqueueAll([]*conveyorv1.EnqueueRequest{grouped("grace", `1`)})
+	if b := wtRecv(t, batches, 10*time.Second, "the batch fired by grace period"); len(b.Tasks) != 1 {
+		t.Fatalf("grace trigger: a batch of %d, want 1", len(b.Tasks))
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("the grace group fired after %s, before its 200ms", waited)
+	}
+	for _, q := range []string{"size", "delay", "grace"} {
+		waitQueueDone(t, q, e)
+	}
+}
+
+// waitQueueDone waits for every task of queue to complete.
+func waitQueueDone(t *testing.T, queue string, e *wtEnv) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := e.queue(queue)
+		if q.GetPending()+q.GetActive()+q.GetRetry()+q.GetAggregating() == 0 && q.GetCompleted() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s did not finish: %v", queue, q)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -119,11 +119,12 @@ func (s *taskService) GetTask(ctx context.Context, req *connect.Request[conveyor
 }
 
 // enqueuedInfo is the TaskInfo an enqueue answers with; brief leaves out
-// what the producer sent (EnqueueBatchRequest.brief).
+// the bytes the producer sent (EnqueueBatchRequest.brief). The
+// dependencies stay: they carry their states.
 func enqueuedInfo(t *broker.Task, brief bool) *conveyorv1.TaskInfo {
 	info := taskInfo(t, nil)
 	if brief {
-		info.Payload, info.Metadata, info.Options, info.DependsOn = nil, nil, nil, nil
+		info.Payload, info.Metadata, info.Options = nil, nil, nil
 	}
 	return info
 }

@@ -25,6 +25,7 @@ type depEdge struct {
 
 // depStart is what the dependencies of a new task say at enqueue.
 type depStart struct {
+	states    []broker.State                // each dependency's state, in order
 	waitingOn []*storagev1.DependencyRecord // still to finish
 	failed    string                        // a dependency failed under BLOCK: why
 	cancel    string                        // a dependency failed under CASCADE_CANCEL: why
@@ -43,7 +44,7 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 		var state broker.State
 		if m, live := e.tasks.get(k); live {
 			ds.waitingOn = append(ds.waitingOn, &storagev1.DependencyRecord{TaskId: k[:], OnFailure: int32(d.OnFailure)})
-			_ = m
+			ds.states = append(ds.states, m.state)
 			continue
 		} else if s, ok := e.settling[k]; ok {
 			state = s.state
@@ -57,6 +58,7 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 			}
 			state = stateOf(st)
 		}
+		ds.states = append(ds.states, state)
 		if state == stateCompleted || d.OnFailure == broker.OnFailureContinue {
 			continue
 		}

@@ -545,6 +545,19 @@ func newTaskView(pt *pendingTask) *broker.Task {
 		UniqueKey:      nt.UniqueKey,
 		Group:          nt.Group,
 		ConcurrencyKey: nt.ConcurrencyKey,
-		DependsOn:      nt.DependsOn,
+		DependsOn:      withStates(nt.DependsOn, pt.deps.states),
 	}
+}
+
+// withStates is deps with the states they had at enqueue.
+func withStates(deps []broker.Dependency, states []broker.State) []broker.Dependency {
+	if len(states) != len(deps) {
+		return deps
+	}
+	out := make([]broker.Dependency, len(deps))
+	for i, d := range deps {
+		d.State = states[i]
+		out[i] = d
+	}
+	return out
 }

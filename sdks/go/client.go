@@ -168,10 +168,10 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task) ([]BatchResult
 
 // unbrief fills a brief TaskInfo (EnqueueBatchRequest.brief) back from the
 // request it answers, so that it is the TaskInfo a unary Enqueue returns:
-// the server leaves out what the producer sent (payload, metadata, options
-// and dependencies) and stores them as sent. The copies keep the TaskInfo
-// independent of the caller's Task and payload. A field the server did
-// send (one that ignores brief) is kept.
+// the server leaves out what the producer sent (payload, metadata and
+// options; servers before dependency states left out the dependencies too)
+// and stores them as sent. The copies keep the TaskInfo independent of the
+// caller's Task and payload. A field the server did send is kept.
 func unbrief(m *conveyorv1.TaskInfo, req *conveyorv1.EnqueueRequest) *conveyorv1.TaskInfo {
 	if len(m.Payload) == 0 && len(req.GetPayload()) > 0 {
 		m.Payload = bytes.Clone(req.GetPayload())

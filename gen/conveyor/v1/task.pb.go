@@ -1084,7 +1084,7 @@ type EnqueueBatchRequest struct {
 	// items are enqueued independently of each other.
 	Items []*EnqueueRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	// brief asks for short results: each TaskInfo then leaves out what the
-	// producer sent and already has (payload, metadata, options, depends_on).
+	// producer sent and already has (payload, metadata, options).
 	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

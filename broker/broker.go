@@ -98,6 +98,26 @@ type Broker interface {
 	// SetQueueConfig stores a queue's configuration, durably, and applies
 	// it to dispatch at once.
 	SetQueueConfig(ctx context.Context, queue string, cfg QueueConfig) (QueueInfo, error)
+	// PutCron stores a cron entry: a new one when create is set (the id
+	// must be free: ErrAlreadyExists), else one that exists (ErrNotFound),
+	// whose user fields it replaces and whose run history it keeps.
+	PutCron(ctx context.Context, c CronEntry, create bool) (CronEntry, error)
+	// Cron returns an entry, or ErrNotFound.
+	Cron(ctx context.Context, id string) (CronEntry, error)
+	// Crons lists every entry, by id.
+	Crons(ctx context.Context) ([]CronEntry, error)
+	// DeleteCron removes an entry (ErrNotFound if none).
+	DeleteCron(ctx context.Context, id string) error
+	// SetCronPaused pauses or resumes an entry, and stores its next run.
+	SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (CronEntry, error)
+	// FireCron applies a scheduled fire: it enqueues the fire's task and
+	// records the fire on the entry in one commit, so that a fire is never
+	// applied twice (ErrAlreadyFired), across restarts and crashes. A
+	// paused or missing entry does not fire (ErrInvalidState, ErrNotFound).
+	// The task is nil, and the fire still recorded, when the task itself
+	// is refused (its unique key is held): the error says why.
+	FireCron(ctx context.Context, f CronFire) (*Task, error)
+
 	// Info describes the engine.
 	Info(ctx context.Context) (Info, error)
 

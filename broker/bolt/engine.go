@@ -16,6 +16,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
 // Config configures an Engine. It holds only storage settings: every
@@ -101,6 +102,8 @@ type Engine struct {
 	settling map[key]settled
 	// deps maps a live task to the BLOCKED tasks that wait for it (deps.go).
 	deps map[key][]depEdge
+	// crons holds every cron entry (cron.go).
+	crons map[string]*storagev1.CronRecord
 	// openGroups are the aggregation groups gathering, groupHeap their
 	// fire times (groups.go).
 	openGroups map[groupID]*group

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
@@ -129,14 +130,43 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 		e.mu.Unlock()
 		return nil, errClosed
 	}
+	b := e.enqueueLocked(pend, p.Now)
+	e.mu.Unlock()
+
+	var err error
+	if b != nil {
+		err = e.commit.wait(ctx, b)
+	}
+	res := make([]broker.EnqueueResult, len(pend))
+	for i := range pend {
+		pt := &pend[i]
+		switch {
+		case pt.err != nil:
+			res[i].Err = pt.err
+		case err != nil:
+			res[i].Err = err
+		default:
+			res[i].Task = newTaskView(pt)
+		}
+	}
+	return res, err
+}
+
+// enqueueLocked inserts each prepared task that passes its checks (its id
+// free, its queue within the limit, its unique key free, its dependencies
+// known) and queues their writes; it returns the batch to wait for (nil
+// when nothing was inserted). Each task's error is left in pend.
+func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time) *batch {
+	now := at.UnixNano()
 	lookup := e.newExistsLookup()
+	defer lookup.close()
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil {
 			continue
 		}
 		if pt.nt.ID == "" {
-			pt.k = e.newIDLocked(p.Now)
+			pt.k = e.newIDLocked(at)
 		} else if exists, err := lookup.exists(pt.k); err != nil {
 			pt.err = err
 			continue
@@ -159,28 +189,9 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 		}
 		e.insertLocked(pt, now)
 	}
-	lookup.close()
 	b := e.queueInsertsLocked(pend)
 	e.cascadeAtEnqueueLocked(pend, now)
-	e.mu.Unlock()
-
-	var err error
-	if b != nil {
-		err = e.commit.wait(ctx, b)
-	}
-	res := make([]broker.EnqueueResult, len(pend))
-	for i := range pend {
-		pt := &pend[i]
-		switch {
-		case pt.err != nil:
-			res[i].Err = pt.err
-		case err != nil:
-			res[i].Err = err
-		default:
-			res[i].Task = newTaskView(pt)
-		}
-	}
-	return res, err
+	return b
 }
 
 // EnqueueTx stores all tasks or none; see broker.Broker.

@@ -15,7 +15,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -65,6 +65,7 @@ func (e *Engine) reloadLocked() error {
 	e.settling = make(map[key]settled)
 	e.deps = make(map[key][]depEdge)
 	e.openGroups = make(map[groupID]*group)
+	e.crons = make(map[string]*storagev1.CronRecord)
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
@@ -84,6 +85,16 @@ func (e *Engine) reloadLocked() error {
 			q.counts[stateCanceled] = rec.GetCanceled()
 			q.processed, q.failed, q.enqueued = rec.GetProcessed(), rec.GetFailed(), rec.GetEnqueued()
 			q.cfg = queueConfigOf(rec)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketCron).ForEach(func(id, v []byte) error {
+			rec := &storagev1.CronRecord{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("cron entry %q: %w", id, err)
+			}
+			e.crons[string(id)] = rec
 			return nil
 		}); err != nil {
 			return err

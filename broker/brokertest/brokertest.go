@@ -108,6 +108,7 @@ func groups() []group {
 		{"Limits", limitCases()},
 		{"Dependencies", depCases()},
 		{"Groups", groupCases()},
+		{"Cron", cronCases()},
 	}
 }
 

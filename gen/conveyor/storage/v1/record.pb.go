@@ -788,6 +788,151 @@ func (x *QueueRecord) GetGroupGracePeriod() int64 {
 	return 0
 }
 
+// CronRecord is a stored cron entry (bucket "cron", keyed by its id).
+type CronRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// spec is the schedule, as the scheduler parses it.
+	Spec string `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// queue is the fired tasks' queue.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// type is the fired tasks' type.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// payload is the fired tasks' payload.
+	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// content_type names the payload codec.
+	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// metadata is copied to every fired task.
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// options are the fired tasks' conveyor.v1.TaskOptions, encoded.
+	Options []byte `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
+	// paused stops the entry from firing.
+	Paused bool `protobuf:"varint,8,opt,name=paused,proto3" json:"paused,omitempty"`
+	// next_run (Unix ns) is the next scheduled fire.
+	NextRun int64 `protobuf:"varint,9,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
+	// last_run (Unix ns) is when the latest fire was applied.
+	LastRun int64 `protobuf:"varint,10,opt,name=last_run,json=lastRun,proto3" json:"last_run,omitempty"`
+	// last_fire (Unix ns) is the scheduled time of the latest fire.
+	LastFire int64 `protobuf:"varint,11,opt,name=last_fire,json=lastFire,proto3" json:"last_fire,omitempty"`
+	// last_task_id is the task the latest fire enqueued.
+	LastTaskId    string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CronRecord) Reset() {
+	*x = CronRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronRecord) ProtoMessage() {}
+
+func (x *CronRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronRecord.ProtoReflect.Descriptor instead.
+func (*CronRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CronRecord) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *CronRecord) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CronRecord) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *CronRecord) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *CronRecord) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *CronRecord) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CronRecord) GetOptions() []byte {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *CronRecord) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *CronRecord) GetNextRun() int64 {
+	if x != nil {
+		return x.NextRun
+	}
+	return 0
+}
+
+func (x *CronRecord) GetLastRun() int64 {
+	if x != nil {
+		return x.LastRun
+	}
+	return 0
+}
+
+func (x *CronRecord) GetLastFire() int64 {
+	if x != nil {
+		return x.LastFire
+	}
+	return 0
+}
+
+func (x *CronRecord) GetLastTaskId() string {
+	if x != nil {
+		return x.LastTaskId
+	}
+	return ""
+}
+
 // LegacyTaskOptions reads what schema 2 moved out of schema 1's stored
 // options (a subset of conveyor.v1.TaskOptions, same field numbers), for
 // the migration on open.
@@ -811,7 +956,7 @@ type LegacyTaskOptions struct {
 
 func (x *LegacyTaskOptions) Reset() {
 	*x = LegacyTaskOptions{}
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +968,7 @@ func (x *LegacyTaskOptions) String() string {
 func (*LegacyTaskOptions) ProtoMessage() {}
 
 func (x *LegacyTaskOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[6]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +981,7 @@ func (x *LegacyTaskOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegacyTaskOptions.ProtoReflect.Descriptor instead.
 func (*LegacyTaskOptions) Descriptor() ([]byte, []int) {
-	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LegacyTaskOptions) GetTimeout() *durationpb.Duration {
@@ -894,7 +1039,7 @@ type LegacyDependency struct {
 
 func (x *LegacyDependency) Reset() {
 	*x = LegacyDependency{}
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1051,7 @@ func (x *LegacyDependency) String() string {
 func (*LegacyDependency) ProtoMessage() {}
 
 func (x *LegacyDependency) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[7]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1064,7 @@ func (x *LegacyDependency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegacyDependency.ProtoReflect.Descriptor instead.
 func (*LegacyDependency) Descriptor() ([]byte, []int) {
-	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LegacyDependency) GetTaskId() string {
@@ -951,7 +1096,7 @@ type LegacyRetryPolicy struct {
 
 func (x *LegacyRetryPolicy) Reset() {
 	*x = LegacyRetryPolicy{}
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1108,7 @@ func (x *LegacyRetryPolicy) String() string {
 func (*LegacyRetryPolicy) ProtoMessage() {}
 
 func (x *LegacyRetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_storage_v1_record_proto_msgTypes[8]
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1121,7 @@ func (x *LegacyRetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegacyRetryPolicy.ProtoReflect.Descriptor instead.
 func (*LegacyRetryPolicy) Descriptor() ([]byte, []int) {
-	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LegacyRetryPolicy) GetStrategy() int32 {
@@ -1086,7 +1231,26 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"rate_burst\x18\v \x01(\x05R\trateBurst\x12$\n" +
 	"\x0egroup_max_size\x18\f \x01(\x05R\fgroupMaxSize\x12&\n" +
 	"\x0fgroup_max_delay\x18\r \x01(\x03R\rgroupMaxDelay\x12,\n" +
-	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\"\xd0\x02\n" +
+	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\"\xb6\x03\n" +
+	"\n" +
+	"CronRecord\x12\x12\n" +
+	"\x04spec\x18\x01 \x01(\tR\x04spec\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12I\n" +
+	"\bmetadata\x18\x06 \x03(\v2-.conveyor.storage.v1.CronRecord.MetadataEntryR\bmetadata\x12\x18\n" +
+	"\aoptions\x18\a \x01(\fR\aoptions\x12\x16\n" +
+	"\x06paused\x18\b \x01(\bR\x06paused\x12\x19\n" +
+	"\bnext_run\x18\t \x01(\x03R\anextRun\x12\x19\n" +
+	"\blast_run\x18\n" +
+	" \x01(\x03R\alastRun\x12\x1b\n" +
+	"\tlast_fire\x18\v \x01(\x03R\blastFire\x12 \n" +
+	"\flast_task_id\x18\f \x01(\tR\n" +
+	"lastTaskId\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\x11LegacyTaskOptions\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
 	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x14\n" +
@@ -1118,7 +1282,7 @@ func file_conveyor_storage_v1_record_proto_rawDescGZIP() []byte {
 	return file_conveyor_storage_v1_record_proto_rawDescData
 }
 
-var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: conveyor.storage.v1.TaskSpec
 	(*RetryPolicyRecord)(nil),     // 1: conveyor.storage.v1.RetryPolicyRecord
@@ -1126,30 +1290,33 @@ var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*TaskStatus)(nil),            // 3: conveyor.storage.v1.TaskStatus
 	(*AttemptErrorRecord)(nil),    // 4: conveyor.storage.v1.AttemptErrorRecord
 	(*QueueRecord)(nil),           // 5: conveyor.storage.v1.QueueRecord
-	(*LegacyTaskOptions)(nil),     // 6: conveyor.storage.v1.LegacyTaskOptions
-	(*LegacyDependency)(nil),      // 7: conveyor.storage.v1.LegacyDependency
-	(*LegacyRetryPolicy)(nil),     // 8: conveyor.storage.v1.LegacyRetryPolicy
-	nil,                           // 9: conveyor.storage.v1.TaskSpec.MetadataEntry
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*CronRecord)(nil),            // 6: conveyor.storage.v1.CronRecord
+	(*LegacyTaskOptions)(nil),     // 7: conveyor.storage.v1.LegacyTaskOptions
+	(*LegacyDependency)(nil),      // 8: conveyor.storage.v1.LegacyDependency
+	(*LegacyRetryPolicy)(nil),     // 9: conveyor.storage.v1.LegacyRetryPolicy
+	nil,                           // 10: conveyor.storage.v1.TaskSpec.MetadataEntry
+	nil,                           // 11: conveyor.storage.v1.CronRecord.MetadataEntry
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_conveyor_storage_v1_record_proto_depIdxs = []int32{
-	9,  // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
+	10, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
 	1,  // 1: conveyor.storage.v1.TaskSpec.retry_policy:type_name -> conveyor.storage.v1.RetryPolicyRecord
 	2,  // 2: conveyor.storage.v1.TaskSpec.depends_on:type_name -> conveyor.storage.v1.DependencyRecord
 	4,  // 3: conveyor.storage.v1.TaskStatus.errors:type_name -> conveyor.storage.v1.AttemptErrorRecord
 	2,  // 4: conveyor.storage.v1.TaskStatus.waiting_on:type_name -> conveyor.storage.v1.DependencyRecord
-	10, // 5: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
-	11, // 6: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
-	7,  // 7: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
-	8,  // 8: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
-	10, // 9: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
-	10, // 10: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 5: conveyor.storage.v1.CronRecord.metadata:type_name -> conveyor.storage.v1.CronRecord.MetadataEntry
+	12, // 6: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
+	13, // 7: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	8,  // 8: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
+	9,  // 9: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
+	12, // 10: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
+	12, // 11: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_storage_v1_record_proto_init() }
@@ -1164,7 +1331,7 @@ func file_conveyor_storage_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_storage_v1_record_proto_rawDesc), len(file_conveyor_storage_v1_record_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

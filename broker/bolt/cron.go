@@ -1,0 +1,161 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// Cron entries live in the "cron" bucket and, all of them, in memory
+// (Engine.crons): they are few, and FireCron decides under the engine lock
+// whether a fire was applied already.
+
+var bucketCron = []byte("cron") // id → CronRecord
+
+func cronEntry(id string, r *storagev1.CronRecord) broker.CronEntry {
+	return broker.CronEntry{
+		ID: id, Spec: r.GetSpec(), Queue: r.GetQueue(), Type: r.GetType(), Payload: r.GetPayload(),
+		ContentType: r.GetContentType(), Metadata: r.GetMetadata(), Options: r.GetOptions(), Paused: r.GetPaused(),
+		NextRun: fromNanos(r.GetNextRun()), LastRun: fromNanos(r.GetLastRun()), LastFire: fromNanos(r.GetLastFire()),
+		LastTaskID: r.GetLastTaskId(),
+	}
+}
+
+// putCronLocked stores rec under id, in memory now and in the next commit.
+func (e *Engine) putCronLocked(id string, rec *storagev1.CronRecord) *batch {
+	e.crons[id] = rec
+	b := marshal(rec)
+	return e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Put([]byte(id), b) }, nil)
+}
+
+// PutCron stores an entry; see broker.Broker.
+func (e *Engine) PutCron(ctx context.Context, c broker.CronEntry, create bool) (broker.CronEntry, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return broker.CronEntry{}, errClosed
+	}
+	old, exists := e.crons[c.ID]
+	switch {
+	case create && exists:
+		e.mu.Unlock()
+		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", c.ID, broker.ErrAlreadyExists)
+	case !create && !exists:
+		e.mu.Unlock()
+		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", c.ID, broker.ErrNotFound)
+	}
+	rec := &storagev1.CronRecord{Spec: c.Spec, Queue: c.Queue, Type: c.Type, Payload: c.Payload,
+		ContentType: c.ContentType, Metadata: c.Metadata, Options: c.Options, Paused: c.Paused, NextRun: nanos(c.NextRun)}
+	if exists {
+		rec.LastRun, rec.LastFire, rec.LastTaskId = old.GetLastRun(), old.GetLastFire(), old.GetLastTaskId()
+	}
+	b := e.putCronLocked(c.ID, rec)
+	e.mu.Unlock()
+	if err := e.commit.wait(ctx, b); err != nil {
+		return broker.CronEntry{}, err
+	}
+	return cronEntry(c.ID, rec), nil
+}
+
+// Cron returns an entry; see broker.Broker.
+func (e *Engine) Cron(_ context.Context, id string) (broker.CronEntry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec, ok := e.crons[id]
+	if !ok {
+		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
+	}
+	return cronEntry(id, rec), nil
+}
+
+// Crons lists the entries; see broker.Broker.
+func (e *Engine) Crons(context.Context) ([]broker.CronEntry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]broker.CronEntry, 0, len(e.crons))
+	for id, rec := range e.crons {
+		out = append(out, cronEntry(id, rec))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// DeleteCron removes an entry; see broker.Broker.
+func (e *Engine) DeleteCron(ctx context.Context, id string) error {
+	e.mu.Lock()
+	if _, ok := e.crons[id]; !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
+	}
+	delete(e.crons, id)
+	b := e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Delete([]byte(id)) }, nil)
+	e.mu.Unlock()
+	return e.commit.wait(ctx, b)
+}
+
+// SetCronPaused pauses or resumes an entry; see broker.Broker.
+func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (broker.CronEntry, error) {
+	e.mu.Lock()
+	old, ok := e.crons[id]
+	if !ok {
+		e.mu.Unlock()
+		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
+	}
+	rec := proto.CloneOf(old)
+	rec.Paused, rec.NextRun = paused, nanos(next)
+	b := e.putCronLocked(id, rec)
+	e.mu.Unlock()
+	if err := e.commit.wait(ctx, b); err != nil {
+		return broker.CronEntry{}, err
+	}
+	return cronEntry(id, rec), nil
+}
+
+// FireCron applies a scheduled fire; see broker.Broker. The fire's record
+// and its task's insert share one commit: after a crash either both are
+// there or neither is, and the fire time on the entry refuses the fire a
+// second time.
+func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task, error) {
+	pend := prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	old, ok := e.crons[f.ID]
+	switch {
+	case !ok:
+		e.mu.Unlock()
+		return nil, fmt.Errorf("cron entry %q: %w", f.ID, broker.ErrNotFound)
+	case old.GetPaused():
+		e.mu.Unlock()
+		return nil, fmt.Errorf("cron entry %q is paused: %w", f.ID, broker.ErrInvalidState)
+	case old.GetLastFire() >= nanos(f.FireAt):
+		e.mu.Unlock()
+		return nil, fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
+	}
+	b := e.enqueueLocked(pend, f.Now)
+	rec := proto.CloneOf(old)
+	rec.LastFire, rec.LastRun, rec.NextRun = nanos(f.FireAt), nanos(f.Now), nanos(f.Next)
+	pt := &pend[0]
+	if pt.err == nil {
+		rec.LastTaskId = pt.k.String()
+	}
+	if cb := e.putCronLocked(f.ID, rec); b == nil {
+		b = cb
+	}
+	e.mu.Unlock()
+	if err := e.commit.wait(ctx, b); err != nil {
+		return nil, err
+	}
+	if pt.err != nil {
+		return nil, pt.err
+	}
+	return newTaskView(pt), nil
+}

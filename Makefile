@@ -28,7 +28,7 @@ test: ## Run the whole test suite with the race detector.
 	go test -race -count=1 -timeout 20m ./...
 
 # Fuzz targets, as package:Target. `make fuzz` runs each for FUZZTIME.
-FUZZ_TARGETS := ./server:FuzzNewTask ./server:FuzzSessionFrames ./broker/bolt:FuzzStoredRecords
+FUZZ_TARGETS := ./server:FuzzNewTask ./server:FuzzSessionFrames ./broker/bolt:FuzzStoredRecords ./scheduler:FuzzCronSpec
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

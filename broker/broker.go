@@ -115,7 +115,9 @@ type Broker interface {
 	// applied twice (ErrAlreadyFired), across restarts and crashes. A
 	// paused or missing entry does not fire (ErrInvalidState, ErrNotFound).
 	// The task is nil, and the fire still recorded, when the task itself
-	// is refused (its unique key is held): the error says why.
+	// is refused (its unique key is held): the error says why. A Skip fire
+	// only moves the entry on; it is applied even at or before the last
+	// fire, which unsticks an entry a backward clock step left there.
 	FireCron(ctx context.Context, f CronFire) (*Task, error)
 
 	// Info describes the engine.
@@ -138,6 +140,10 @@ type Notifier interface {
 	// be leased again, so the session that held it learns of the lapse
 	// before any redelivery reaches it.
 	LeaseLapsed(l LapsedLease)
+	// CronsChanged reports that a cron entry was added, changed, paused,
+	// resumed or removed (not fired: a fire only moves an entry later),
+	// so the cron scheduler reads the entries anew.
+	CronsChanged()
 }
 
 // NopNotifier ignores every signal.
@@ -151,6 +157,9 @@ func (NopNotifier) TimersChanged() {}
 
 // LeaseLapsed does nothing.
 func (NopNotifier) LeaseLapsed(LapsedLease) {}
+
+// CronsChanged does nothing.
+func (NopNotifier) CronsChanged() {}
 
 // Optional interfaces an engine may implement; the server checks for them.
 

@@ -36,13 +36,8 @@ type CronFire struct {
 	Next time.Time
 	// Task is the task the fire enqueues.
 	Task NewTask
+	// Skip records a fire that was missed (the server was down at FireAt):
+	// the entry moves on to Next and nothing is enqueued.
+	Skip bool
 	Now  time.Time
 }
-
-// ErrAlreadyFired is what FireCron answers for a fire whose time is not
-// after the entry's last one: it was applied before (a restart, a retry).
-var ErrAlreadyFired = errorString("this fire was already applied")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }

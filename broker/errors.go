@@ -21,4 +21,10 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrClosed means the broker has been closed.
 	ErrClosed = errors.New("broker closed")
+
+	// ErrAlreadyFired is what FireCron answers for a fire that is not the
+	// one the entry waits for: its time is not after the last fire (it
+	// was applied before: a restart, a retry, a second node) or is not the
+	// entry's NextRun (the entry was updated or resumed since it was read).
+	ErrAlreadyFired = errors.New("this fire is not the one the entry waits for")
 )

@@ -13,11 +13,15 @@ import (
 type notifier struct {
 	hub   atomic.Pointer[hub]
 	loops atomic.Pointer[[]*scheduler.Loop]
+	cron  atomic.Pointer[scheduler.Loop]
 }
 
-func (n *notifier) set(h *hub, loops []*scheduler.Loop) {
+// set names the services the signals wake: the hub, the loops that follow
+// the broker's timers, and the cron loop.
+func (n *notifier) set(h *hub, loops []*scheduler.Loop, cron *scheduler.Loop) {
 	n.hub.Store(h)
 	n.loops.Store(&loops)
+	n.cron.Store(cron)
 }
 
 // TasksReady wakes the sessions serving queue.
@@ -41,5 +45,12 @@ func (n *notifier) TimersChanged() {
 		for _, loop := range *l {
 			loop.Kick()
 		}
+	}
+}
+
+// CronsChanged wakes the cron scheduler.
+func (n *notifier) CronsChanged() {
+	if c := n.cron.Load(); c != nil {
+		c.Kick()
 	}
 }

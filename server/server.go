@@ -9,7 +9,7 @@
 //  2. Worker sessions end: each stream is closed and its leases released
 //     for immediate redelivery, with no retry increment.
 //  3. The HTTP server stops accepting and waits for in-flight RPCs.
-//  4. The timer loops (promoter, purger, lease reaper) stop.
+//  4. The timer loops (promoter, purger, lease reaper, cron) stop.
 //  5. The broker flushes its last group commit and closes the file.
 package server
 
@@ -92,8 +92,9 @@ func (s *Server) Start(ctx context.Context) error {
 	promoter := scheduler.NewPromoter(b, s.now, s.log)
 	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)
 	reaper := lease.NewReaper(b, retrier, s.now, s.log)
-	s.loops = []service{promoter, purger, reaper}
-	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper})
+	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.log), s.now, s.log)
+	s.loops = []service{promoter, purger, reaper, cron}
+	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper}, cron)
 	for _, svc := range append([]service{s.hub}, s.loops...) {
 		if err := svc.Start(ctx); err != nil {
 			_ = s.closeBackground(context.Background())

@@ -34,6 +34,17 @@ func (e *Engine) putCronLocked(id string, rec *storagev1.CronRecord) *batch {
 	return e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Put([]byte(id), b) }, nil)
 }
 
+// cronChangedLocked stores (or, rec nil, deletes) an entry an operator
+// changed, and tells the scheduler.
+func (e *Engine) cronChangedLocked(id string, rec *storagev1.CronRecord) *batch {
+	defer e.note.CronsChanged()
+	if rec != nil {
+		return e.putCronLocked(id, rec)
+	}
+	delete(e.crons, id)
+	return e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Delete([]byte(id)) }, nil)
+}
+
 // PutCron stores an entry; see broker.Broker.
 func (e *Engine) PutCron(ctx context.Context, c broker.CronEntry, create bool) (broker.CronEntry, error) {
 	e.mu.Lock()
@@ -55,7 +66,7 @@ func (e *Engine) PutCron(ctx context.Context, c broker.CronEntry, create bool) (
 	if exists {
 		rec.LastRun, rec.LastFire, rec.LastTaskId = old.GetLastRun(), old.GetLastFire(), old.GetLastTaskId()
 	}
-	b := e.putCronLocked(c.ID, rec)
+	b := e.cronChangedLocked(c.ID, rec)
 	e.mu.Unlock()
 	if err := e.commit.wait(ctx, b); err != nil {
 		return broker.CronEntry{}, err
@@ -93,8 +104,7 @@ func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 		e.mu.Unlock()
 		return fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
 	}
-	delete(e.crons, id)
-	b := e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Delete([]byte(id)) }, nil)
+	b := e.cronChangedLocked(id, nil)
 	e.mu.Unlock()
 	return e.commit.wait(ctx, b)
 }
@@ -109,7 +119,7 @@ func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next
 	}
 	rec := proto.CloneOf(old)
 	rec.Paused, rec.NextRun = paused, nanos(next)
-	b := e.putCronLocked(id, rec)
+	b := e.cronChangedLocked(id, rec)
 	e.mu.Unlock()
 	if err := e.commit.wait(ctx, b); err != nil {
 		return broker.CronEntry{}, err
@@ -122,7 +132,10 @@ func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next
 // there or neither is, and the fire time on the entry refuses the fire a
 // second time.
 func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task, error) {
-	pend := prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
+	var pend []pendingTask
+	if !f.Skip {
+		pend = prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -136,13 +149,19 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	case old.GetPaused():
 		e.mu.Unlock()
 		return nil, fmt.Errorf("cron entry %q is paused: %w", f.ID, broker.ErrInvalidState)
-	case old.GetLastFire() >= nanos(f.FireAt):
+	case old.GetNextRun() != nanos(f.FireAt) || !f.Skip && old.GetLastFire() >= nanos(f.FireAt):
 		e.mu.Unlock()
 		return nil, fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
 	}
-	b := e.enqueueLocked(pend, f.Now)
 	rec := proto.CloneOf(old)
-	rec.LastFire, rec.LastRun, rec.NextRun = nanos(f.FireAt), nanos(f.Now), nanos(f.Next)
+	rec.LastFire, rec.NextRun = max(rec.GetLastFire(), nanos(f.FireAt)), nanos(f.Next)
+	if f.Skip {
+		b := e.putCronLocked(f.ID, rec)
+		e.mu.Unlock()
+		return nil, e.commit.wait(ctx, b)
+	}
+	b := e.enqueueLocked(pend, f.Now)
+	rec.LastRun = nanos(f.Now)
 	pt := &pend[0]
 	if pt.err == nil {
 		rec.LastTaskId = pt.k.String()

@@ -13,6 +13,8 @@ func cronCases() []testCase {
 		{name: "Fire", fn: testCronFire},
 		{name: "FireOnceAcrossRestart", env: testCronRestart},
 		{name: "FireRefusedTask", fn: testCronRefusedTask},
+		{name: "StaleFire", fn: testCronStaleFire},
+		{name: "SkipMissed", fn: testCronSkip},
 	}
 }
 
@@ -126,4 +128,41 @@ func testCronRefusedTask(t *testing.T, b broker.Broker) {
 	if c, _ := b.Cron(ctx, "a"); !c.LastFire.Equal(at(time.Minute)) {
 		t.Fatalf("the refused fire is not recorded: %+v", c)
 	}
+}
+
+func testCronStaleFire(t *testing.T, b broker.Broker) {
+	ctx := t.Context()
+	if _, err := b.PutCron(ctx, cronEntry("a"), true); err != nil {
+		t.Fatal(err)
+	}
+	up := cronEntry("a")
+	up.NextRun = at(time.Hour)
+	if _, err := b.PutCron(ctx, up, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.FireCron(ctx, fire("a", at(time.Minute), at(2*time.Minute)))
+	requireErrIs(t, "a fire read before the entry was updated", err, broker.ErrAlreadyFired)
+	if _, err := b.FireCron(ctx, fire("a", at(time.Hour), at(2*time.Hour))); err != nil {
+		t.Fatalf("the fire the updated entry waits for: %v", err)
+	}
+	RequireCounts(t, b, "q", Counts{pending: 1})
+}
+
+func testCronSkip(t *testing.T, b broker.Broker) {
+	ctx := t.Context()
+	if _, err := b.PutCron(ctx, cronEntry("a"), true); err != nil {
+		t.Fatal(err)
+	}
+	f := fire("a", at(time.Minute), at(2*time.Minute))
+	f.Skip = true
+	if task, err := b.FireCron(ctx, f); err != nil || task != nil {
+		t.Fatalf("a skipped fire = %+v, %v", task, err)
+	}
+	c, _ := b.Cron(ctx, "a")
+	if !c.NextRun.Equal(at(2*time.Minute)) || !c.LastFire.Equal(at(time.Minute)) || !c.LastRun.IsZero() || c.LastTaskID != "" {
+		t.Fatalf("after a skip the entry is %+v", c)
+	}
+	_, err := b.FireCron(ctx, fire("a", at(time.Minute), at(2*time.Minute)))
+	requireErrIs(t, "firing a skipped time", err, broker.ErrAlreadyFired)
+	RequireCounts(t, b, "q", Counts{})
 }

@@ -16,11 +16,13 @@ type Notes struct {
 	ready    chan string
 	timers   chan struct{}
 	lapsed   chan broker.LapsedLease
+	crons    chan struct{}
 	overflow atomic.Bool
 }
 
 func newNotes() *Notes {
-	return &Notes{ready: make(chan string, 1024), timers: make(chan struct{}, 1024), lapsed: make(chan broker.LapsedLease, 1024)}
+	return &Notes{ready: make(chan string, 1024), timers: make(chan struct{}, 1024), lapsed: make(chan broker.LapsedLease, 1024),
+		crons: make(chan struct{}, 1024)}
 }
 
 // TasksReady records the signal.
@@ -47,6 +49,27 @@ func (n *Notes) TimersChanged() {
 	case n.timers <- struct{}{}:
 	default:
 		n.overflow.Store(true)
+	}
+}
+
+// CronsChanged records the signal.
+func (n *Notes) CronsChanged() {
+	select {
+	case n.crons <- struct{}{}:
+	default:
+		n.overflow.Store(true)
+	}
+}
+
+// CronChanges drains the CronsChanged signals queued so far and counts
+// them.
+func (n *Notes) CronChanges() int {
+	for count := 0; ; count++ {
+		select {
+		case <-n.crons:
+		default:
+			return count
+		}
 	}
 }
 
@@ -147,7 +170,35 @@ func signalCases() []testCase {
 		{name: "TasksReadyOnEmptyToReady", env: testSignalTasksReady},
 		{name: "TimersChangedWhenEarlier", env: testSignalTimers},
 		{name: "LeaseLapsedBeforeRedelivery", env: testSignalLeaseLapsed},
+		{name: "CronsChangedOnEdits", env: testSignalCrons},
 	}
+}
+
+// testSignalCrons checks that every operator change to an entry signals
+// CronsChanged, and that a fire (which only moves an entry later) does not.
+func testSignalCrons(t *testing.T, e *Env) {
+	ctx := t.Context()
+	b, n := e.B, e.Notes
+	steps := []struct {
+		what    string
+		do      func() error
+		signals int
+	}{
+		{"PutCron (create)", func() error { _, err := b.PutCron(ctx, cronEntry("a"), true); return err }, 1},
+		{"FireCron", func() error { _, err := b.FireCron(ctx, fire("a", at(time.Minute), at(2*time.Minute))); return err }, 0},
+		{"PutCron (update)", func() error { _, err := b.PutCron(ctx, cronEntry("a"), false); return err }, 1},
+		{"SetCronPaused", func() error { _, err := b.SetCronPaused(ctx, "a", true, time.Time{}); return err }, 1},
+		{"DeleteCron", func() error { return b.DeleteCron(ctx, "a") }, 1},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if got := n.CronChanges(); got != s.signals {
+			t.Fatalf("%s signalled CronsChanged %d times, want %d", s.what, got, s.signals)
+		}
+	}
+	n.requireNoOverflow(t)
 }
 
 func testSignalTasksReady(t *testing.T, e *Env) {

@@ -169,6 +169,15 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
+// Commit describes one durable write of an engine that batches changes
+// (a group commit), for metrics.
+type Commit struct {
+	// Ops is how many changes it carried.
+	Ops int
+	// Took is how long writing and syncing it took.
+	Took time.Duration
+}
+
 // CommitStatser is an engine that batches writes into commits and counts
 // them.
 type CommitStatser interface {

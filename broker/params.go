@@ -38,6 +38,8 @@ type LeaseParams struct {
 
 // Lease is one leased task.
 type Lease struct {
+	// Task is the task; its NextProcessAt is when it became ready to run
+	// (when known), so the caller can measure how long it waited.
 	Task *Task
 	// Token fences the lease: later calls must name it.
 	Token uint64

@@ -89,14 +89,24 @@ type CronBuild func(e broker.CronEntry, fireAt time.Time) (broker.NewTask, error
 type Cron struct {
 	broker broker.Broker
 	build  CronBuild
+	fired  CronObserver
 	log    *slog.Logger
 	since  time.Time
 	specs  map[string]CronSchedule
 }
 
-// NewCron returns a cron scheduler; build makes each fire's task.
-func NewCron(b broker.Broker, build CronBuild, log *slog.Logger) *Cron {
-	return &Cron{broker: b, build: build, log: log, specs: map[string]CronSchedule{}}
+// CronObserver is told of each fire the scheduler applied, by entry id
+// and result: "enqueued" (with the task), "refused" (its task was
+// refused) or "skipped".
+type CronObserver func(id, result string, task *broker.Task)
+
+// NewCron returns a cron scheduler; build makes each fire's task; fired,
+// if not nil, is told of each fire applied (for metrics).
+func NewCron(b broker.Broker, build CronBuild, fired CronObserver, log *slog.Logger) *Cron {
+	if fired == nil {
+		fired = func(string, string, *broker.Task) {}
+	}
+	return &Cron{broker: b, build: build, fired: fired, log: log, specs: map[string]CronSchedule{}}
 }
 
 // NewCronLoop returns the loop that runs c; kick it when an entry changes.
@@ -214,7 +224,10 @@ func (c *Cron) apply(ctx context.Context, f broker.CronFire) error {
 	task, err := c.broker.FireCron(ctx, f)
 	switch {
 	case err == nil && task != nil:
+		c.fired(f.ID, "enqueued", task)
 		c.log.Debug("cron fired", "cron", f.ID, "scheduled", f.FireAt, "task", task.ID)
+	case err == nil:
+		c.fired(f.ID, "skipped", nil)
 	case errors.Is(err, broker.ErrAlreadyFired), errors.Is(err, broker.ErrNotFound), errors.Is(err, broker.ErrInvalidState):
 		// Another server applied it, or an operator changed, removed or
 		// paused the entry since it was read (which kicks the loop): the
@@ -222,6 +235,7 @@ func (c *Cron) apply(ctx context.Context, f broker.CronFire) error {
 	case errors.Is(err, broker.ErrAlreadyExists), errors.Is(err, broker.ErrInvalidArgument):
 		// The fire is recorded and its task refused (its unique key is
 		// held by the previous fire's task, say).
+		c.fired(f.ID, "refused", nil)
 		c.log.Info("cron fire's task was refused", "cron", f.ID, "scheduled", f.FireAt, "err", err)
 	case err != nil:
 		return err

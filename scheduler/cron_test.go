@@ -80,7 +80,7 @@ func newCronEnv(t *testing.T) *cronEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return &cronEnv{t: t, b: b, cron: scheduler.NewCron(b, build, quiet)}
+	return &cronEnv{t: t, b: b, cron: scheduler.NewCron(b, build, nil, quiet)}
 }
 
 // build is what the server does for a fire: the entry's task, with the
@@ -183,7 +183,7 @@ func TestCronSkipsFiresMissedWhileDown(t *testing.T) {
 func TestCronTwoSchedulersFireOnce(t *testing.T) {
 	t.Parallel()
 	c := newCronEnv(t)
-	other := scheduler.NewCron(c.b, build, quiet)
+	other := scheduler.NewCron(c.b, build, nil, quiet)
 	c.put("a", "* * * * *", t0)
 	c.put("b", "*/2 * * * *", t0)
 	c.round(c.cron, t0)
@@ -244,7 +244,7 @@ func TestCronRefusedTaskStillAdvances(t *testing.T) {
 		nt, err := build(e, fireAt)
 		nt.UniqueKey = "one-at-a-time"
 		return nt, err
-	}, quiet)
+	}, nil, quiet)
 	c.put("u", "* * * * *", t0)
 	c.round(c.cron, t0)
 	c.round(c.cron, t0.Add(time.Minute))

@@ -18,12 +18,15 @@ type BrokerOptions struct {
 	Logger *slog.Logger
 	// GroupDefaults is the group policy of queues that set none.
 	GroupDefaults broker.GroupPolicy
+	// OnCommit, for an engine that batches its writes, is told of each
+	// commit (for the commit metrics); it must return quickly.
+	OnCommit func(broker.Commit)
 }
 
 // OpenBolt returns a Config.OpenBroker that opens the embedded bbolt engine
 // on the file at path. This is the one place the server names an engine.
 func OpenBolt(path string) func(BrokerOptions) (broker.Broker, error) {
 	return func(o BrokerOptions) (broker.Broker, error) {
-		return bolt.Open(bolt.Config{Path: path, Notifier: o.Notifier, Logger: o.Logger, GroupDefaults: o.GroupDefaults})
+		return bolt.Open(bolt.Config{Path: path, Notifier: o.Notifier, Logger: o.Logger, GroupDefaults: o.GroupDefaults, OnCommit: o.OnCommit})
 	}
 }

@@ -26,6 +26,7 @@ type hub struct {
 	log     *slog.Logger
 	now     func() time.Time
 	retrier scheduler.Retrier
+	metrics *metrics
 
 	boot string // bootID, the prefix of attempt ids
 
@@ -41,8 +42,8 @@ type hub struct {
 	lateResults, unknownResults atomic.Int64
 }
 
-func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, log *slog.Logger, now func() time.Time) *hub {
-	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, boot: bootID(),
+func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, m *metrics, log *slog.Logger, now func() time.Time) *hub {
+	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, metrics: m, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}}
 }
 
@@ -175,6 +176,23 @@ func (h *hub) count() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.sessions)
+}
+
+// hubLoad is what the live sessions hold, in all.
+type hubLoad struct{ sessions, slots, inFlight int }
+
+// load sums the live sessions' concurrency and taken slots.
+func (h *hub) load() hubLoad {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	l := hubLoad{sessions: len(h.sessions)}
+	for _, s := range h.sessions {
+		s.mu.Lock()
+		l.slots += int(s.hello.GetConcurrency())
+		l.inFlight += s.flight.slots
+		s.mu.Unlock()
+	}
+	return l
 }
 
 // list snapshots the live sessions, ordered by id.

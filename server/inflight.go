@@ -59,6 +59,9 @@ type member struct {
 	lapsed    bool
 	answered  bool
 	lapsedAt  time.Time
+	// queue, typ and sentAt label the attempt's metrics.
+	queue, typ string
+	sentAt     time.Time
 	// retried, maxRetry and policy are what the decision a Result leads to
 	// needs to know of the attempt.
 	retried, maxRetry int32

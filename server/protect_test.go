@@ -27,6 +27,10 @@ func TestBrowserProtection(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, base+"/ui/", nil)
 		return req
 	}
+	scrape := func(base string) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, base+server.MetricsPath, nil)
+		return req
+	}
 	root := func(base string) *http.Request {
 		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
 		return req
@@ -51,6 +55,11 @@ func TestBrowserProtection(t *testing.T) {
 		{"ui, foreign host", open, ui, "", "attacker.example", false, http.StatusForbidden},
 		{"ui, loopback", open, ui, "", "", false, http.StatusOK},
 		{"root redirects to the ui", open, root, "", "", false, http.StatusFound},
+		{"metrics, foreign origin", open, scrape, "http://attacker.example", "", false, http.StatusForbidden},
+		{"metrics, foreign host", open, scrape, "", "attacker.example", false, http.StatusForbidden},
+		{"metrics, loopback", open, scrape, "", "", false, http.StatusOK},
+		{"token, metrics without it", secured, scrape, "", "", false, http.StatusUnauthorized},
+		{"token, metrics with it", secured, scrape, "", "", true, http.StatusOK},
 		{"token, foreign origin, no token", secured, enqueue, "http://attacker.example", "attacker.example", false, http.StatusUnauthorized},
 		{"token, with the token", secured, enqueue, "", "", true, http.StatusOK},
 		{"token, ui", secured, ui, "http://attacker.example", "attacker.example", false, http.StatusOK},

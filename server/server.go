@@ -43,6 +43,7 @@ type Server struct {
 
 	broker  broker.Broker
 	hub     *hub
+	metrics *metrics
 	loops   []service // timer loops, in start order
 	health  *grpchealth.StaticChecker
 	httpSrv *http.Server
@@ -80,19 +81,21 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Start(ctx context.Context) error {
 	s.started = s.now()
 	signals := &notifier{}
+	s.metrics = newMetrics()
 	b, err := s.cfg.OpenBroker(BrokerOptions{Notifier: signals, Logger: s.log.With("component", "broker"),
-		GroupDefaults: s.cfg.GroupPolicy})
+		GroupDefaults: s.cfg.GroupPolicy, OnCommit: s.metrics.committed})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.broker = b
 	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
 	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
-	s.hub = newHub(b, s.cfg, retrier, s.log.With("component", "sessions"), s.now)
+	s.hub = newHub(b, s.cfg, retrier, s.metrics, s.log.With("component", "sessions"), s.now)
+	s.metrics.registry.MustRegister(newStateCollector(s))
 	promoter := scheduler.NewPromoter(b, s.now, s.log)
 	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)
 	reaper := lease.NewReaper(b, retrier, s.now, s.log)
-	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.log), s.now, s.log)
+	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.metrics.cronFired, s.log), s.now, s.log)
 	s.loops = []service{promoter, purger, reaper, cron}
 	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper}, cron)
 	for _, svc := range append([]service{s.hub}, s.loops...) {
@@ -259,7 +262,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	opts = append(opts, connect.WithInterceptors(interceptors...))
 
 	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub}, opts...))
+	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
 	mux.Handle(workerPath, withFlushGate(workerHandler))
 	mux.Handle(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
@@ -277,6 +280,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	mux.Handle("GET /ui/", admin.Handler("/ui/"))
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	mux.Handle("GET "+BackupPath, s.backupHandler())
+	mux.Handle("GET "+MetricsPath, s.metricsHandler())
 
 	if s.cfg.Token != "" {
 		return mux

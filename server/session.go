@@ -158,6 +158,9 @@ func (s *session) info() sessionInfo {
 // reclaim window passes (see inflight).
 func (s *session) leaseLapsed(ref broker.LeaseRef) {
 	s.mu.Lock()
+	if m := s.flight.live[ref.TaskID]; m != nil && m.token == ref.Token {
+		s.hub.metrics.leaseLapsed(m.queue, m.typ)
+	}
 	if !s.ended && s.flight.lapse(ref.TaskID, ref.Token, s.hub.now(), s.hub.cfg.ReclaimWindow) {
 		s.cancels = append(s.cancels, ref.TaskID)
 		s.scheduleReclaimLocked(s.hub.now().Add(s.hub.cfg.ReclaimWindow))
@@ -307,9 +310,12 @@ func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 func (s *session) complete(m *member, r *conveyorv1.Result) {
 	outcome, errMsg, result := checkedResult(r)
 	a := scheduler.Attempt{SessionID: s.id, Lease: m.ref(), Retried: m.retried, MaxRetry: m.maxRetry, Policy: m.policy}
-	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, s.hub.now())
-	_, err := s.hub.broker.Complete(s.ctx, d)
+	now := s.hub.now()
+	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, now)
+	to, err := s.hub.broker.Complete(s.ctx, d)
 	switch {
+	case err == nil:
+		s.hub.metrics.attemptEnded(m.queue, m.typ, to, now.Sub(m.sentAt))
 	case errors.Is(err, broker.ErrLeaseLost):
 		s.hub.lateResults.Add(1)
 		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)

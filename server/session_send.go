@@ -132,10 +132,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		return context.Cause(s.ctx)
 	}
 	for i, l := range leases {
-		env := envelope(l.Task)
-		env.AttemptId = s.hub.attemptID(l.Token)
-		m := &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token,
-			retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy}
+		m, env := s.deliverLocked(l, now)
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
 		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
 			Task:      env,
@@ -153,6 +150,16 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	// comes back empty or the window is full).
 	s.wake()
 	return nil
+}
+
+// deliverLocked makes the member and the envelope of one leased task
+// about to be sent, with its attempt id, and counts the dispatch.
+func (s *session) deliverLocked(l broker.Lease, now time.Time) (*member, *conveyorv1.TaskEnvelope) {
+	env := envelope(l.Task)
+	env.AttemptId = s.hub.attemptID(l.Token)
+	s.hub.metrics.dispatchedTask(l.Task, now)
+	return &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token, queue: l.Task.Queue, typ: l.Task.Type,
+		sentAt: now, retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy}, env
 }
 
 // envelopeBytes is what an envelope costs the session's byte budget: its
@@ -227,11 +234,9 @@ func (s *session) recordBatch(gl broker.GroupLease, now time.Time) (*conveyorv1.
 	d := &delivery{batch: true}
 	var deadline time.Time
 	for _, l := range gl.Leases {
-		env := envelope(l.Task)
-		env.AttemptId = s.hub.attemptID(l.Token)
+		m, env := s.deliverLocked(l, now)
 		bd.Tasks = append(bd.Tasks, env)
-		d.members = append(d.members, &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token,
-			retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy})
+		d.members = append(d.members, m)
 		d.bytes += envelopeBytes(env)
 		if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
 			deadline = dl

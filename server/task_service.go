@@ -17,10 +17,11 @@ import (
 // taskService implements conveyor.v1.TaskService on a broker.
 type taskService struct {
 	conveyorv1connect.UnimplementedTaskServiceHandler
-	broker broker.Broker
-	log    *slog.Logger
-	now    func() time.Time
-	hub    *hub
+	broker  broker.Broker
+	log     *slog.Logger
+	now     func() time.Time
+	hub     *hub
+	metrics *metrics
 }
 
 func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyorv1.EnqueueRequest]) (*connect.Response[conveyorv1.EnqueueResponse], error) {
@@ -36,6 +37,7 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}
+	s.metrics.enqueuedTask(res[0].Task)
 	return connect.NewResponse(&conveyorv1.EnqueueResponse{Task: taskInfo(res[0].Task, nil)}), nil
 }
 
@@ -76,6 +78,7 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 				results[index[j]] = &conveyorv1.EnqueueBatchResult{Error: errorText(ce), Code: connect.CodeOf(ce).String()}
 				continue
 			}
+			s.metrics.enqueuedTask(r.Task)
 			results[index[j]] = &conveyorv1.EnqueueBatchResult{Task: enqueuedInfo(r.Task, req.Msg.GetBrief())}
 		}
 	}
@@ -102,6 +105,7 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 	}
 	infos := make([]*conveyorv1.TaskInfo, len(out))
 	for i, t := range out {
+		s.metrics.enqueuedTask(t)
 		infos[i] = enqueuedInfo(t, req.Msg.GetBrief())
 	}
 	return connect.NewResponse(&conveyorv1.EnqueueTxResponse{Tasks: infos}), nil

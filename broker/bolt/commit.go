@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/conveyor-dev/conveyor/broker"
 )
 
 // op is one write in a group commit. It runs inside the committer's
@@ -199,9 +201,13 @@ func (c *committer) drain() {
 			c.failOpenLocked(err)
 		}
 		c.inflight = nil
+		took := c.lastCommit
 		e.mu.Unlock()
 		b.err = err
 		close(b.done)
+		if err == nil && e.cfg.OnCommit != nil {
+			e.cfg.OnCommit(broker.Commit{Ops: len(b.ops), Took: took})
+		}
 		if b.waiters > 1 {
 			c.linger(b.waiters)
 		}

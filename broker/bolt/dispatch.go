@@ -71,7 +71,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 				Task: &broker.Task{
 					ID: k.String(), State: stateActive, Priority: int32(m.prio),
 					Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(),
-					SessionID: p.SessionID, LeaseToken: e.nextToken,
+					NextProcessAt: fromNanos(m.due), SessionID: p.SessionID, LeaseToken: e.nextToken,
 				},
 			})
 			n++

@@ -44,6 +44,9 @@ type Config struct {
 	// for (leases, results, heartbeats, progress) may collect more before
 	// it commits. Defaults to 5ms; a negative value commits at once.
 	AsyncCommitDelay time.Duration
+	// OnCommit, when set, is told of each group commit that succeeded,
+	// outside the engine's lock (for metrics: it must return quickly).
+	OnCommit func(broker.Commit)
 
 	// commitFault, set by tests, runs before each commit; an error it
 	// returns stands for the storage refusing the commit.

@@ -168,7 +168,8 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			keys = append(keys, k)
 			gl.Leases = append(gl.Leases, broker.Lease{Token: l.token, Expiry: time.Unix(0, expiry).UTC(),
 				Task: &broker.Task{ID: k.String(), State: stateActive, Priority: int32(m.prio), Retried: m.retried,
-					MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(), SessionID: p.SessionID, LeaseToken: l.token}})
+					MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(), NextProcessAt: fromNanos(m.due),
+					SessionID: p.SessionID, LeaseToken: l.token}})
 		}
 		if len(gl.Leases) > 0 {
 			out = append(out, gl)

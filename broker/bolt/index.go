@@ -10,7 +10,7 @@ import (
 // to decide every state change without reading the file. It is 24 bytes
 // and holds no pointers (see table).
 type meta struct {
-	due      int64 // next_process_at of a SCHEDULED or RETRY task (Unix ns)
+	due      int64 // next_process_at of a SCHEDULED or RETRY task; when a PENDING one became ready (Unix ns)
 	retried  int32
 	maxRetry int32
 	state    broker.State

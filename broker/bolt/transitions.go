@@ -126,7 +126,7 @@ func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1
 	if e.expiredLocked(k, m, now) {
 		return
 	}
-	m.due = 0
+	m.due = now // a PENDING task's due is when it became ready (dispatch reports it)
 	e.setStateLocked(k, &m, statePending)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {

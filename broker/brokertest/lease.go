@@ -20,6 +20,7 @@ func leaseCases() []testCase {
 		{name: "PausedQueue", fn: testLeasePaused},
 		{name: "ConcurrentSessions", fn: testLeaseConcurrent},
 		{name: "ScheduledAfterPromote", fn: testLeaseScheduled},
+		{name: "ReadySince", fn: testLeaseReadySince},
 	}
 }
 
@@ -380,5 +381,36 @@ func testLeaseLimitFunc(t *testing.T, b broker.Broker) {
 	lapsed, _, err := b.LapsedLeases(t.Context(), at(3*time.Second))
 	if err != nil || len(lapsed) != 1 || lapsed[0].Lease != Ref(ls[0]) || !lapsed[0].Limited {
 		t.Fatalf("LapsedLeases at the limit = %+v, %v; want the bounded lease, Limited", lapsed, err)
+	}
+}
+
+// testLeaseReadySince checks that a leased task says when it became ready
+// (Task.NextProcessAt), which is what the wait metric measures from: its
+// enqueue for a pending one, no earlier than its time for a delayed one,
+// and its retry's due time (or later) for a retried one.
+func testLeaseReadySince(t *testing.T, b broker.Broker) {
+	now := EnqueueOne(t, b, T0, NewTask("q"))
+	later := NewTask("q")
+	later.ProcessAt = at(time.Minute)
+	later.State = InitialState(later, T0)
+	delayed := EnqueueOne(t, b, T0, later)
+	l := LeaseOne(t, b, "s", "q", at(5*time.Second))
+	if l.Task.ID != now.ID || !l.Task.NextProcessAt.Equal(T0) {
+		t.Fatalf("a pending task leased: %s ready since %s, want %s since T0", l.Task.ID, l.Task.NextProcessAt, now.ID)
+	}
+	if _, err := b.PromoteDue(t.Context(), at(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	l = LeaseOne(t, b, "s", "q", at(3*time.Minute))
+	if ready := l.Task.NextProcessAt; l.Task.ID != delayed.ID || ready.Before(at(time.Minute)) || ready.After(at(3*time.Minute)) {
+		t.Fatalf("a delayed task leased: %s ready since %s, want %s between its time and the lease", l.Task.ID, ready, delayed.ID)
+	}
+	Fail(t, b, "s", l, "boom", at(3*time.Minute), at(4*time.Minute))
+	if _, err := b.PromoteDue(t.Context(), at(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	l = LeaseOne(t, b, "s", "q", at(6*time.Minute))
+	if ready := l.Task.NextProcessAt; ready.Before(at(4*time.Minute)) || ready.After(at(6*time.Minute)) {
+		t.Fatalf("a retried task leased: ready since %s, want between its retry time and the lease", ready)
 	}
 }

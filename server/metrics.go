@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// MetricsPath is the HTTP path of the Prometheus exposition.
+const MetricsPath = "/metrics"
+
+// maxTypeLabels bounds the distinct (queue, type) pairs the per-type
+// metrics keep; pairs past it are counted under type "_other", so a
+// producer inventing types cannot grow the server's memory without end.
+const maxTypeLabels = 10_000
+
+// otherType is the type label of the pairs past maxTypeLabels.
+const otherType = "_other"
+
+// metrics is what the server exposes on /metrics. Events the server sees
+// (enqueues, dispatches, worker results, lapses, commits, cron fires) are
+// counted as they happen; queue depths and the persisted totals are read
+// at scrape time from the engine's incremental counts (Broker.Queues),
+// which costs one pass over the queues, never over the tasks. docs/
+// operations.md lists every metric.
+type metrics struct {
+	registry *prometheus.Registry
+
+	enqueued, dispatched                   *prometheus.CounterVec
+	completed, retried, archived, canceled *prometheus.CounterVec
+	released, lapsed                       *prometheus.CounterVec
+	wait                                   *prometheus.HistogramVec
+	run                                    *prometheus.HistogramVec
+	commitOps                              prometheus.Histogram
+	commitSeconds                          prometheus.Histogram
+	cronFires                              *prometheus.CounterVec
+
+	typesMu sync.Mutex
+	types   map[[2]string]struct{}
+}
+
+func newMetrics() *metrics {
+	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{}}
+	perType := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_tasks_" + name + "_total", Help: help}, []string{"queue", "type"})
+	}
+	m.enqueued = perType("enqueued", "Tasks accepted by Enqueue, EnqueueBatch, EnqueueTx and cron fires.")
+	m.dispatched = perType("dispatched", "Deliveries sent to workers (each member of a BatchDispatch counts).")
+	m.completed = perType("completed", "Attempts a worker's Result completed.")
+	m.retried = perType("retried", "Attempts a worker's Result failed that will be retried.")
+	m.archived = perType("archived", "Attempts a worker's Result failed for good (retries exhausted, or SKIP_RETRY).")
+	m.canceled = perType("canceled", "Attempts that ended CANCELED by an operator's cancel.")
+	m.released = perType("released", "Attempts a worker handed back unrun (RELEASED, or left out of a BatchResult).")
+	m.lapsed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_lease_expirations_total",
+		Help: "Leases the reaper took back: missed heartbeats, or attempts past their timeout or deadline."}, []string{"queue", "type"})
+	m.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conveyor_task_wait_seconds",
+		Help:    "From when a task became due (enqueued, its scheduled time, or its retry time) to its dispatch.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"queue"})
+	m.run = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conveyor_task_run_seconds",
+		Help:    "From dispatch to the worker's Result, per attempt.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}, []string{"queue", "type"})
+	m.commitOps = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "conveyor_commit_ops",
+		Help: "Changes carried by one group commit.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)})
+	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "conveyor_commit_seconds",
+		Help: "Time to write and fsync one group commit.", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12)})
+	m.cronFires = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_cron_fires_total",
+		Help: "Cron fires by entry and result: enqueued, refused (the task was refused, e.g. its unique key held) or skipped (missed while down)."},
+		[]string{"cron", "result"})
+	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires)
+	// The Go runtime's and the process's own metrics, named conveyor_go_*
+	// and conveyor_process_* so that everything here is conveyor_*.
+	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
+	prefixed.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// typeLabel is the type label of a (queue, type) pair: the type itself
+// for the first maxTypeLabels pairs seen, otherType after.
+func (m *metrics) typeLabel(queue, typ string) string {
+	k := [2]string{queue, typ}
+	m.typesMu.Lock()
+	defer m.typesMu.Unlock()
+	if _, ok := m.types[k]; ok {
+		return typ
+	}
+	if len(m.types) >= maxTypeLabels {
+		return otherType
+	}
+	m.types[k] = struct{}{}
+	return typ
+}
+
+func (m *metrics) count(c *prometheus.CounterVec, queue, typ string) {
+	c.WithLabelValues(queue, m.typeLabel(queue, typ)).Inc()
+}
+
+// enqueuedTask counts one accepted task.
+func (m *metrics) enqueuedTask(t *broker.Task) { m.count(m.enqueued, t.Queue, t.Type) }
+
+// dispatchedTask counts one delivery and how long the task waited for it.
+func (m *metrics) dispatchedTask(t *broker.Task, now time.Time) {
+	m.count(m.dispatched, t.Queue, t.Type)
+	due := t.NextProcessAt
+	if due.Before(t.EnqueuedAt) {
+		due = t.EnqueuedAt
+	}
+	if !due.IsZero() && now.After(due) {
+		m.wait.WithLabelValues(t.Queue).Observe(now.Sub(due).Seconds())
+	}
+}
+
+// attemptEnded counts the state a worker's Result led to, and the
+// attempt's run time.
+func (m *metrics) attemptEnded(queue, typ string, to broker.State, ran time.Duration) {
+	var c *prometheus.CounterVec
+	switch to {
+	case broker.StateCompleted:
+		c = m.completed
+	case broker.StateRetry:
+		c = m.retried
+	case broker.StateArchived:
+		c = m.archived
+	case broker.StateCanceled:
+		c = m.canceled
+	case broker.StatePending:
+		c = m.released
+	default:
+		return
+	}
+	label := m.typeLabel(queue, typ)
+	c.WithLabelValues(queue, label).Inc()
+	if to != broker.StatePending {
+		m.run.WithLabelValues(queue, label).Observe(ran.Seconds())
+	}
+}
+
+// leaseLapsed counts one lease the reaper took back.
+func (m *metrics) leaseLapsed(queue, typ string) { m.count(m.lapsed, queue, typ) }
+
+// committed records one group commit.
+func (m *metrics) committed(c broker.Commit) {
+	m.commitOps.Observe(float64(c.Ops))
+	m.commitSeconds.Observe(c.Took.Seconds())
+}
+
+// cronFired counts one cron fire by its result, and the task it enqueued.
+func (m *metrics) cronFired(id, result string, t *broker.Task) {
+	m.cronFires.WithLabelValues(id, result).Inc()
+	if t != nil {
+		m.enqueuedTask(t)
+	}
+}
+
+// stateCollector reads, at scrape time, what the engine and the hub keep
+// incrementally: queue depths per state, the persisted per-queue totals,
+// sessions and in-flight deliveries, and the store's size.
+type stateCollector struct {
+	server *Server
+
+	queueTasks, queuePaused, queueEnqueued, queueProcessed, queueFailed *prometheus.Desc
+	sessions, slots, inFlight, resultsDropped                           *prometheus.Desc
+	fileBytes, freePages, storageOK, buildInfo                          *prometheus.Desc
+}
+
+func newStateCollector(s *Server) *stateCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("conveyor_"+name, help, labels, nil)
+	}
+	return &stateCollector{
+		server:         s,
+		queueTasks:     d("queue_tasks", "Tasks in the queue, per state (terminal states until purged).", "queue", "state"),
+		queuePaused:    d("queue_paused", "1 while the queue is paused.", "queue"),
+		queueEnqueued:  d("queue_enqueued_total", "Tasks ever enqueued into the queue (persisted across restarts).", "queue"),
+		queueProcessed: d("queue_processed_total", "Attempts that ended with a worker's verdict (persisted).", "queue"),
+		queueFailed:    d("queue_failed_total", "Attempts that a worker failed: RETRY or SKIP_RETRY (persisted).", "queue"),
+		sessions:       d("sessions", "Live worker sessions."),
+		slots:          d("session_slots", "Concurrency the live sessions advertised, in all."),
+		inFlight:       d("tasks_in_flight", "Deliveries holding a session slot."),
+		resultsDropped: d("results_dropped_total", "Results dropped: late (their lease had lapsed or been reassigned) or unknown (a task the session never held).", "reason"),
+		fileBytes:      d("storage_file_bytes", "Size of the store's file."),
+		freePages:      d("storage_free_pages", "Free pages in the store's file (reclaimed by conveyor compact)."),
+		storageOK:      d("storage_healthy", "0 while the storage refuses writes (a full disk), else 1."),
+		buildInfo:      d("build_info", "Always 1; the labels name the version and the engine.", "version", "engine"),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queueTasks, c.queuePaused, c.queueEnqueued, c.queueProcessed, c.queueFailed,
+		c.sessions, c.slots, c.inFlight, c.resultsDropped, c.fileBytes, c.freePages, c.storageOK, c.buildInfo} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.server
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	if qs, err := s.broker.Queues(ctx); err == nil {
+		for _, q := range qs {
+			for st := broker.StateScheduled; st < broker.NumStates; st++ {
+				gauge(c.queueTasks, float64(q.Counts[st]), q.Name, st.String())
+			}
+			gauge(c.queuePaused, boolFloat(q.Paused), q.Name)
+			counter(c.queueEnqueued, float64(q.Enqueued), q.Name)
+			counter(c.queueProcessed, float64(q.Processed), q.Name)
+			counter(c.queueFailed, float64(q.Failed), q.Name)
+		}
+	}
+	load := s.hub.load()
+	gauge(c.sessions, float64(load.sessions))
+	gauge(c.slots, float64(load.slots))
+	gauge(c.inFlight, float64(load.inFlight))
+	counter(c.resultsDropped, float64(s.hub.lateResults.Load()), "late")
+	counter(c.resultsDropped, float64(s.hub.unknownResults.Load()), "unknown")
+	info, err := s.broker.Info(ctx)
+	if err == nil {
+		gauge(c.fileBytes, float64(info.FileSizeBytes))
+		gauge(c.freePages, float64(info.FreePages))
+	}
+	healthy := true
+	if h, ok := s.broker.(broker.StorageHealth); ok {
+		healthy = h.StorageError() == nil
+	}
+	gauge(c.storageOK, boolFloat(healthy))
+	gauge(c.buildInfo, 1, s.cfg.Version, info.Engine)
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// metricsHandler serves /metrics, with the bearer token when the server
+// has one (CONTRACT.md).
+func (s *Server) metricsHandler() http.Handler {
+	h := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{MaxRequestsInFlight: 4})
+	return s.withToken(h)
+}

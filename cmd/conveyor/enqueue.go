@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,18 +32,19 @@ type enqueueCmd struct {
 	TaskID      string            `name:"task-id" placeholder:"ULID" help:"Client-assigned task id; a repeat fails with already_exists."`
 	Metadata    map[string]string `mapsep:"none" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable)."`
 	ContentType string            `name:"content-type" help:"Payload content type (server default: application/json)."`
-
-	// stdin is where '-' reads the payload from; nil means os.Stdin.
-	stdin io.Reader
 }
 
 // Run enqueues the task and prints it as committed.
-func (c *enqueueCmd) Run(k *kong.Context) error {
-	payload, err := c.payload()
+func (c *enqueueCmd) Run(k *kong.Context, in stdin) error {
+	payload, err := readPayload(c.Payload, c.PayloadFile, in)
 	if err != nil {
 		return err
 	}
-	client, err := c.client()
+	cn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	client, err := cn.sdk()
 	if err != nil {
 		return err
 	}
@@ -54,27 +54,25 @@ func (c *enqueueCmd) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.printTask(k.Stdout, info)
+	return c.printTask(k.Stdout, info.Proto())
 }
 
-func (c *enqueueCmd) payload() ([]byte, error) {
+// readPayload is a payload given as an argument (arg, '-' for standard
+// input) or with --payload-file (file, '-' too); nil when neither is.
+func readPayload(arg *string, file string, in stdin) ([]byte, error) {
 	switch {
-	case c.Payload != nil && c.PayloadFile != "":
-		return nil, errors.New("give the payload as an argument or with --payload-file, not both")
-	case c.Payload != nil && *c.Payload == "-", c.PayloadFile == "-":
-		in := c.stdin
-		if in == nil {
-			in = os.Stdin
-		}
+	case arg != nil && file != "":
+		return nil, usageErrorf("give the payload as an argument or with --payload-file, not both")
+	case arg != nil && *arg == "-", file == "-":
 		b, err := io.ReadAll(in)
 		if err != nil {
 			return nil, fmt.Errorf("read the payload from standard input: %w", err)
 		}
 		return b, nil
-	case c.Payload != nil:
-		return []byte(*c.Payload), nil
-	case c.PayloadFile != "":
-		b, err := os.ReadFile(c.PayloadFile)
+	case arg != nil:
+		return []byte(*arg), nil
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read --payload-file: %w", err)
 		}

@@ -3,31 +3,66 @@
 package main
 
 import (
+	"io"
 	"os"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/conveyor-dev/conveyor/server"
 )
 
-// cli is the command tree. Every flag also reads CONVEYOR_<FLAG> from the
-// environment (kong's env tags).
+// cli is the command tree. The server's flags also read CONVEYOR_<FLAG>
+// from the environment; a client command reads only CONVEYOR_ADDR,
+// CONVEYOR_TOKEN and CONVEYOR_TOKEN_FILE (kong's env tags).
 type cli struct {
 	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
 	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
-	Task    taskCmd    `cmd:"" help:"Inspect tasks."`
+	Task    taskCmd    `cmd:"" help:"List, inspect and act on tasks."`
+	Queue   queueCmd   `cmd:"" help:"List queues, pause and resume them, configure their limits."`
 	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 
-func main() {
-	var c cli
-	ctx := kong.Parse(&c,
+// stdin is the standard input that '-' arguments read: a type of its own so
+// that kong binds it to Run methods and tests can give their own.
+type stdin struct{ io.Reader }
+
+// newParser is the parser main and the tests share, so that they run the
+// same command tree with the same defaults and help.
+func newParser(c *cli, in io.Reader, opts ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
 		kong.Name("conveyor"),
 		kong.Description("Conveyor: a durable task queue on one binary."),
 		kong.UsageOnError(),
+		kong.Help(helpWithExitCodes),
 		serverDefaults(),
-	)
+		kong.Vars{"default_addr": "http://" + server.DefaultListen},
+		kong.Bind(stdin{in}),
+	}, opts...)...)
+}
+
+// helpWithExitCodes is kong's help, with the exit codes after the root's.
+func helpWithExitCodes(options kong.HelpOptions, ctx *kong.Context) error {
+	if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+		return err
+	}
+	if ctx.Selected() == nil {
+		_, err := io.WriteString(ctx.Stdout, "\n"+exitHelp)
+		return err
+	}
+	return nil
+}
+
+func main() {
+	var c cli
+	parser, err := newParser(&c, os.Stdin)
+	if err != nil {
+		panic(err) // a mistake in the command tree's tags
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	parser.FatalIfErrorf(err) // exits with exitUsage
 	if err := ctx.Run(); err != nil {
 		ctx.Errorf("%v", err)
-		os.Exit(1)
+		ctx.Exit(exitCode(err))
 	}
 }

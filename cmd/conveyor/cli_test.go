@@ -27,6 +27,14 @@ import (
 // wrote to standard output.
 func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
+	stdout, _, err := runCLIFull(t, stdin, args...)
+	return stdout, err
+}
+
+// runCLIFull is runCLI that also returns what the command wrote to standard
+// error.
+func runCLIFull(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	var c cli
 	var stdout, stderr bytes.Buffer
 	parser, err := newParser(&c, strings.NewReader(stdin), kong.Writers(&stdout, &stderr),
@@ -36,10 +44,10 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	}
 	ctx, err := parser.Parse(args)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	err = ctx.Run()
-	return stdout.String(), err
+	return stdout.String(), stderr.String(), err
 }
 
 func mustRun(t *testing.T, args ...string) string {

@@ -5,6 +5,7 @@ package main
 import (
 	"io"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -36,7 +37,7 @@ func newParser(c *cli, in io.Reader, opts ...kong.Option) (*kong.Kong, error) {
 		kong.UsageOnError(),
 		kong.Help(helpWithExitCodes),
 		serverDefaults(),
-		kong.Vars{"default_addr": "http://" + server.DefaultListen},
+		kong.Vars{"default_addr": "http://" + server.DefaultListen, "states": strings.Join(stateNames, ","), "state_list": strings.Join(stateNames, ", ")},
 		kong.Bind(stdin{in}),
 	}, opts...)...)
 }

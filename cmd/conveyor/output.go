@@ -43,25 +43,49 @@ func writeJSON(w io.Writer, m proto.Message) error {
 // writeJSONList writes ms as one JSON array, indented as writeJSON does:
 // every list the CLI prints has this shape, empty ones too ("[]").
 func writeJSONList[M proto.Message](w io.Writer, ms []M) error {
-	items := make([]json.RawMessage, len(ms))
-	for i, m := range ms {
-		b, err := protoJSON(m)
-		if err != nil {
+	a := jsonArray{w: w}
+	for _, m := range ms {
+		if err := a.add(m); err != nil {
 			return err
 		}
-		items[i] = b
 	}
-	return writeJSONValue(w, items)
+	return a.close()
 }
 
-// writeJSONValue writes a value the CLI builds itself (such as a backup's
-// summary, or an object of protojson parts) the same way.
-func writeJSONValue(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+// jsonArray writes a JSON array one element at a time, so that a long
+// listing (task ls --all) is not held in memory; the bytes are those
+// json.Indent gives for the whole array.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (a *jsonArray) add(m proto.Message) error {
+	b, err := protoJSON(m)
 	if err != nil {
-		return fmt.Errorf("encode JSON: %w", err)
+		return err
 	}
-	return writeIndented(w, b)
+	var out bytes.Buffer
+	if a.n == 0 {
+		out.WriteString("[\n  ")
+	} else {
+		out.WriteString(",\n  ")
+	}
+	if err := json.Indent(&out, b, "  ", "  "); err != nil {
+		return fmt.Errorf("indent JSON: %w", err)
+	}
+	a.n++
+	_, err = a.w.Write(out.Bytes())
+	return err
+}
+
+func (a *jsonArray) close() error {
+	end := "\n]\n"
+	if a.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(a.w, end)
+	return err
 }
 
 // writeIndented re-indents compact or irregular JSON: json.Indent drops the
@@ -156,6 +180,23 @@ func showDuration(d *durationpb.Duration) string {
 		return "-"
 	}
 	return d.AsDuration().String()
+}
+
+// orDash is s, or "-" when empty, so a table cell is never blank.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// firstLine is s's first line, cut to n runes, for a table cell.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // maxShownBytes bounds how much of a payload or result the listing shows.

@@ -12,7 +12,18 @@ import (
 
 // taskCmd groups the commands on tasks, one file each (task_*.go).
 type taskCmd struct {
+	Ls  taskLsCmd  `cmd:"" help:"List a queue's tasks, by state, type or a search."`
 	Get taskGetCmd `cmd:"" help:"Show one task."`
+}
+
+// stateNames are the task states by the short names the CLI takes and
+// shows, in the order of their numbers.
+var stateNames = []string{"scheduled", "pending", "active", "retry", "completed", "archived", "canceled", "aggregating", "blocked"}
+
+// parseState is the TaskState of a short name; "" and "all" are
+// TASK_STATE_UNSPECIFIED (every state, where a listing allows it).
+func parseState(name string) conveyorv1.TaskState {
+	return conveyorv1.TaskState(conveyorv1.TaskState_value["TASK_STATE_"+strings.ToUpper(name)])
 }
 
 // stateName is the short name of s, such as "pending".

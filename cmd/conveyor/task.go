@@ -12,8 +12,12 @@ import (
 
 // taskCmd groups the commands on tasks, one file each (task_*.go).
 type taskCmd struct {
-	Ls  taskLsCmd  `cmd:"" help:"List a queue's tasks, by state, type or a search."`
-	Get taskGetCmd `cmd:"" help:"Show one task."`
+	Ls      taskLsCmd      `cmd:"" help:"List a queue's tasks, by state, type or a search."`
+	Get     taskGetCmd     `cmd:"" help:"Show one task."`
+	Cancel  taskCancelCmd  `cmd:"" help:"Cancel tasks: waiting ones at once, running ones through their worker."`
+	Delete  taskDeleteCmd  `cmd:"" help:"Delete tasks that are not running."`
+	Run     taskRunCmd     `cmd:"" help:"Make scheduled, retrying, blocked, archived or canceled tasks pending now."`
+	Archive taskArchiveCmd `cmd:"" help:"Archive waiting tasks."`
 }
 
 // stateNames are the task states by the short names the CLI takes and

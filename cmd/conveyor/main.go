@@ -20,6 +20,8 @@ type cli struct {
 	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
 	Task    taskCmd    `cmd:"" help:"List, inspect and act on tasks."`
 	Queue   queueCmd   `cmd:"" help:"List queues, pause and resume them, configure their limits."`
+	Workers workersCmd `cmd:"" help:"List the connected worker sessions."`
+	Info    infoCmd    `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
 	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }

@@ -88,6 +88,16 @@ func (a *jsonArray) close() error {
 	return err
 }
 
+// writeJSONValue writes a value the CLI builds itself (such as a backup's
+// summary, or an object of protojson parts) the same way.
+func writeJSONValue(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	return writeIndented(w, b)
+}
+
 // writeIndented re-indents compact or irregular JSON: json.Indent drops the
 // input's insignificant whitespace and writes its own.
 func writeIndented(w io.Writer, b []byte) error {
@@ -180,6 +190,20 @@ func showDuration(d *durationpb.Duration) string {
 		return "-"
 	}
 	return d.AsDuration().String()
+}
+
+// showSize is n bytes for people: "16.0 MiB (16777216 bytes)".
+func showSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTPE"[exp], n)
 }
 
 // orDash is s, or "-" when empty, so a table cell is never blank.

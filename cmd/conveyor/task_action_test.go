@@ -139,7 +139,8 @@ func TestTaskActionsUsage(t *testing.T) {
 // until the server cancels it; it stops at cleanup.
 func startWorker(t *testing.T, s *servertest.Server, queue string, labels map[string]string) {
 	t.Helper()
-	w, err := conveyor.NewWorker(s.URL(), conveyor.WithQueue(queue, 3), conveyor.WithConcurrency(2), conveyor.WithLabels(labels))
+	w, err := conveyor.NewWorker(s.URL(), conveyor.WithQueue(queue, 3), conveyor.WithConcurrency(2), conveyor.WithLabels(labels),
+		conveyor.WithDrainGrace(0)) // at cleanup, stop held handlers at once
 	if err != nil {
 		t.Fatal(err)
 	}

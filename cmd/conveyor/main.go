@@ -22,6 +22,7 @@ type cli struct {
 	Queue   queueCmd   `cmd:"" help:"List queues, pause and resume them, configure their limits."`
 	Workers workersCmd `cmd:"" help:"List the connected worker sessions."`
 	Info    infoCmd    `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
+	Stats   statsCmd   `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
 	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }

@@ -14,7 +14,8 @@ import (
 
 // cli is the command tree. The server's flags also read CONVEYOR_<FLAG>
 // from the environment; a client command reads only CONVEYOR_ADDR,
-// CONVEYOR_TOKEN and CONVEYOR_TOKEN_FILE (kong's env tags).
+// CONVEYOR_TOKEN and CONVEYOR_TOKEN_FILE, and compact CONVEYOR_DATA_DIR
+// (kong's env tags).
 type cli struct {
 	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
 	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
@@ -23,6 +24,8 @@ type cli struct {
 	Workers workersCmd `cmd:"" help:"List the connected worker sessions."`
 	Info    infoCmd    `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
 	Stats   statsCmd   `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
+	Backup  backupCmd  `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`
+	Compact compactCmd `cmd:"" help:"Rewrite a stopped server's data file to give free space back."`
 	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }

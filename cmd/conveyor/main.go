@@ -21,6 +21,8 @@ type cli struct {
 	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
 	Task    taskCmd    `cmd:"" help:"List, inspect and act on tasks."`
 	Queue   queueCmd   `cmd:"" help:"List queues, pause and resume them, configure their limits."`
+	Cron    cronCmd    `cmd:"" help:"Manage cron entries: tasks enqueued on a schedule."`
+	Group   groupCmd   `cmd:"" help:"List the aggregation groups waiting to fire."`
 	Workers workersCmd `cmd:"" help:"List the connected worker sessions."`
 	Info    infoCmd    `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
 	Stats   statsCmd   `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`

@@ -28,11 +28,7 @@ func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
 	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "PENDING", "ACTIVE", "RETRY", "AGGREGATING", "BLOCKED",
 		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED")
 	for _, q := range qs {
-		paused := "no"
-		if q.GetPaused() {
-			paused = "yes"
-		}
-		t.row(q.GetName(), paused, count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
+		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
 			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetCompleted()),
 			count(q.GetArchived()), count(q.GetCanceled()), count(q.GetEnqueued()), count(q.GetProcessed()),
 			count(q.GetFailed()))

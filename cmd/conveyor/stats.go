@@ -107,12 +107,8 @@ func statsTable(w io.Writer, prev, cur *statsSample) error {
 	t := newTable(w, "QUEUE", "PAUSED", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "AGGREGATING", "BLOCKED",
 		"ARCHIVED", "ENQUEUED/S", "COMPLETED/S", "FAILED/S")
 	for _, q := range cur.queues {
-		paused := "no"
-		if q.GetPaused() {
-			paused = "yes"
-		}
 		r := rates(prev, cur, q)
-		t.row(q.GetName(), paused, count(q.GetPending()), count(q.GetActive()), count(q.GetScheduled()),
+		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetPending()), count(q.GetActive()), count(q.GetScheduled()),
 			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetArchived()),
 			showRate(r, 0), showRate(r, 1), showRate(r, 2))
 	}

@@ -355,3 +355,19 @@ func TestHelpListsExitCodes(t *testing.T) {
 		t.Errorf("--help exited %d and printed:\n%s", exited, stdout.String())
 	}
 }
+
+func TestEnqueueGroupAndConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	kv := parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--group", "daily", "agg"))
+	if kv["state"] != "aggregating" || kv["group"] != "daily" {
+		t.Errorf("enqueue --group: %v", kv)
+	}
+	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--concurrency-key", "tenant-1", "t"))
+	if kv["state"] != "pending" || kv["concurrency_key"] != "tenant-1" {
+		t.Errorf("enqueue --concurrency-key: %v", kv)
+	}
+	if _, err := runCLI(t, "", "enqueue", "--addr", s.URL(), "--group", "g", "--concurrency-key", "k", "t"); exitCode(err) != exitRefused {
+		t.Errorf("--group with --concurrency-key: %v (exit %d)", err, exitCode(err))
+	}
+}

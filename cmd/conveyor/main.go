@@ -17,19 +17,21 @@ import (
 // CONVEYOR_TOKEN and CONVEYOR_TOKEN_FILE, and compact CONVEYOR_DATA_DIR
 // (kong's env tags).
 type cli struct {
-	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
-	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
-	Task    taskCmd    `cmd:"" help:"List, inspect and act on tasks."`
-	Queue   queueCmd   `cmd:"" help:"List queues, pause and resume them, configure their limits."`
-	Cron    cronCmd    `cmd:"" help:"Manage cron entries: tasks enqueued on a schedule."`
-	Group   groupCmd   `cmd:"" help:"List the aggregation groups waiting to fire."`
-	Workers workersCmd `cmd:"" help:"List the connected worker sessions."`
-	Info    infoCmd    `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
-	Stats   statsCmd   `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
-	Backup  backupCmd  `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`
-	Compact compactCmd `cmd:"" help:"Rewrite a stopped server's data file to give free space back."`
-	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
-	Version versionCmd `cmd:"" help:"Print the version."`
+	Server     serverCmd     `cmd:"" help:"Run the Conveyor server."`
+	Enqueue    enqueueCmd    `cmd:"" help:"Enqueue a task."`
+	Task       taskCmd       `cmd:"" help:"List, inspect and act on tasks."`
+	Queue      queueCmd      `cmd:"" help:"List queues, pause and resume them, configure their limits."`
+	Cron       cronCmd       `cmd:"" help:"Manage cron entries: tasks enqueued on a schedule."`
+	Group      groupCmd      `cmd:"" help:"List the aggregation groups waiting to fire."`
+	Workers    workersCmd    `cmd:"" help:"List the connected worker sessions."`
+	Info       infoCmd       `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
+	Stats      statsCmd      `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
+	Backup     backupCmd     `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`
+	Compact    compactCmd    `cmd:"" help:"Rewrite a stopped server's data file to give free space back."`
+	Completion completionCmd `cmd:"" help:"Print a shell completion script: bash, zsh or fish."`
+	Complete   completeCmd   `cmd:"" name:"__complete" hidden:"" help:"Print completion candidates (for the completion scripts)."`
+	Bench      benchCmd      `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
+	Version    versionCmd    `cmd:"" help:"Print the version."`
 }
 
 // stdin is the standard input that '-' arguments read: a type of its own so

@@ -14,8 +14,7 @@ type cronResumeCmd struct {
 	ID string `arg:"" help:"Cron entry id."`
 }
 
-// Run resumes the entry and prints it. Fires missed while it was paused
-// are skipped, not replayed.
+// Run resumes the entry and prints it.
 func (c *cronResumeCmd) Run(k *kong.Context) error {
 	cn, err := c.dial()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,20 +27,27 @@ import (
 // wrote to standard output.
 func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
+	stdout, _, err := runCLIFull(t, stdin, args...)
+	return stdout, err
+}
+
+// runCLIFull is runCLI that also returns what the command wrote to standard
+// error.
+func runCLIFull(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	var c cli
-	c.Enqueue.stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	parser, err := kong.New(&c, kong.Name("conveyor"), kong.Writers(&stdout, &stderr), serverDefaults(),
+	parser, err := newParser(&c, strings.NewReader(stdin), kong.Writers(&stdout, &stderr),
 		kong.Exit(func(code int) { t.Fatalf("the CLI exited with %d: %s", code, stderr.String()) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, err := parser.Parse(args)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	err = ctx.Run()
-	return stdout.String(), err
+	return stdout.String(), stderr.String(), err
 }
 
 func mustRun(t *testing.T, args ...string) string {
@@ -254,34 +262,68 @@ func TestEnqueuePayloadSources(t *testing.T) {
 }
 
 // TestCLIErrors checks that failures return the server's message (main
-// prints it and exits 1).
+// prints it) and the documented exit code.
 func TestCLIErrors(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{Token: "s3cret"})
 	id := ulid.Make().String()
 	mustRun(t, "enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		msg  string
+		code int
 	}{
-		{"duplicate id", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t"}, "task " + id + ": already exists"},
-		{"unknown id", []string{"task", "get", "--addr", s.URL(), "--token", "s3cret", ulid.Make().String()}, "not found"},
-		{"invalid priority", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--priority", "42", "t"}, "options.priority must be 1..9"},
-		{"ttl without key", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--unique-ttl", "1m", "t"}, "unique_ttl requires options.unique_key"},
-		{"no token", []string{"task", "get", "--addr", s.URL(), "--token=", id}, "missing bearer token"}, // "--token=" overrides $CONVEYOR_TOKEN
-		{"wrong token", []string{"enqueue", "--addr", s.URL(), "--token", "nope", "t"}, "invalid bearer token"},
-		{"bad address", []string{"task", "get", "--addr", "127.0.0.1:7420", id}, "must be an http:// or https:// URL"},
-		{"bad time", []string{"enqueue", "--addr", s.URL(), "--process-at", "tomorrow", "t"}, "--process-at"},
+		{"duplicate id", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--task-id", id, "t"}, "task " + id + ": already exists", exitRefused},
+		{"unknown id", []string{"task", "get", "--addr", s.URL(), "--token", "s3cret", ulid.Make().String()}, "not found", exitNotFound},
+		{"invalid priority", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--priority", "42", "t"}, "options.priority must be 1..9", exitRefused},
+		{"ttl without key", []string{"enqueue", "--addr", s.URL(), "--token", "s3cret", "--unique-ttl", "1m", "t"}, "unique_ttl requires options.unique_key", exitRefused},
+		{"no token", []string{"task", "get", "--addr", s.URL(), "--token=", id}, "missing bearer token", exitAuth}, // "--token=" overrides $CONVEYOR_TOKEN
+		{"wrong token", []string{"enqueue", "--addr", s.URL(), "--token", "nope", "t"}, "invalid bearer token", exitAuth},
+		{"token and token file", []string{"task", "get", "--addr", s.URL(), "--token", "s3cret", "--token-file", tokenFile, id}, "mutually exclusive", exitUsage},
+		{"empty token file", []string{"task", "get", "--addr", s.URL(), "--token=", "--token-file", emptyFile, id}, "is empty", exitUsage},
+		{"bad address", []string{"task", "get", "--addr", "127.0.0.1:7420", id}, "must be an http:// or https:// URL", exitUsage},
+		{"no server", []string{"task", "get", "--addr", closedAddr(t), id}, "unavailable", exitUnavailable},
+		{"bad time", []string{"enqueue", "--addr", s.URL(), "--process-at", "tomorrow", "t"}, "--process-at", exitUsage},
+		{"payload twice", []string{"enqueue", "--addr", s.URL(), "--payload-file", tokenFile, "t", "inline"}, "not both", exitUsage},
 	} {
 		out, err := runCLI(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.msg)
 		}
+		if got := exitCode(err); got != tc.code {
+			t.Errorf("%s: exit code %d, want %d (%v)", tc.name, got, tc.code, err)
+		}
 		if out != "" {
 			t.Errorf("%s: printed %q on failure", tc.name, out)
 		}
 	}
+	// The token file holds the right token.
+	if kv := parseListing(t, mustRun(t, "task", "get", "--addr", s.URL(), "--token=", "--token-file", tokenFile, id)); kv["id"] != id {
+		t.Errorf("task get with --token-file: %v", kv)
+	}
+}
+
+// closedAddr is the URL of a loopback port nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr
 }
 
 // TestClientFlagsFromEnv cannot run in parallel: it sets the environment.
@@ -295,5 +337,37 @@ func TestClientFlagsFromEnv(t *testing.T) {
 	}
 	if kv = parseListing(t, mustRun(t, "task", "get", kv["id"])); kv["type"] != "from-env" {
 		t.Errorf("task get with the environment's address and token: %v", kv)
+	}
+}
+
+// TestHelpListsExitCodes: scripts' authors find the exit codes in --help.
+func TestHelpListsExitCodes(t *testing.T) {
+	t.Parallel()
+	var c cli
+	var stdout bytes.Buffer
+	exited := -1
+	parser, err := newParser(&c, strings.NewReader(""), kong.Writers(&stdout, &stdout), kong.Exit(func(code int) { exited = code }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = parser.Parse([]string{"--help"})
+	if exited != 0 || !strings.Contains(stdout.String(), exitHelp) {
+		t.Errorf("--help exited %d and printed:\n%s", exited, stdout.String())
+	}
+}
+
+func TestEnqueueGroupAndConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	kv := parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--group", "daily", "agg"))
+	if kv["state"] != "aggregating" || kv["group"] != "daily" {
+		t.Errorf("enqueue --group: %v", kv)
+	}
+	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--concurrency-key", "tenant-1", "t"))
+	if kv["state"] != "pending" || kv["concurrency_key"] != "tenant-1" {
+		t.Errorf("enqueue --concurrency-key: %v", kv)
+	}
+	if _, err := runCLI(t, "", "enqueue", "--addr", s.URL(), "--group", "g", "--concurrency-key", "k", "t"); exitCode(err) != exitRefused {
+		t.Errorf("--group with --concurrency-key: %v (exit %d)", err, exitCode(err))
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,34 +16,37 @@ import (
 type enqueueCmd struct {
 	clientFlags
 
-	Type        string            `arg:"" help:"Task type (the handler routing key)."`
-	Payload     *string           `arg:"" optional:"" help:"Payload text; '-' reads it from standard input. Defaults to empty."`
-	PayloadFile string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
-	Queue       string            `help:"Queue (server default: default)."`
-	Priority    int               `help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
-	MaxRetry    int               `name:"max-retry" help:"Retries before the task is archived (server default: 25)."`
-	ProcessIn   time.Duration     `name:"process-in" help:"Delay the task by this long (e.g. 90s, 1h)."`
-	ProcessAt   time.Time         `name:"process-at" placeholder:"RFC3339" help:"Delay the task until this time (RFC 3339, e.g. 2030-01-02T15:04:05Z)."`
-	Unique      string            `placeholder:"KEY" help:"Unique key: fail while an incomplete task holds it."`
-	UniqueTTL   time.Duration     `name:"unique-ttl" help:"How long the unique key is held (default: until the task completes)."`
-	Timeout     time.Duration     `help:"Bound on one attempt."`
-	Deadline    time.Time         `placeholder:"RFC3339" help:"Time after which the task must not run (RFC 3339)."`
-	Retention   *time.Duration    `placeholder:"DURATION" help:"How long to keep the task once completed; 0s purges it at once (server default: 24h)."`
-	TaskID      string            `name:"task-id" placeholder:"ULID" help:"Client-assigned task id; a repeat fails with already_exists."`
-	Metadata    map[string]string `mapsep:"none" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable)."`
-	ContentType string            `name:"content-type" help:"Payload content type (server default: application/json)."`
-
-	// stdin is where '-' reads the payload from; nil means os.Stdin.
-	stdin io.Reader
+	Type           string            `arg:"" help:"Task type (the handler routing key)."`
+	Payload        *string           `arg:"" optional:"" help:"Payload text; '-' reads it from standard input. Defaults to empty."`
+	PayloadFile    string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
+	Queue          string            `help:"Queue (server default: default)."`
+	Priority       int               `help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
+	MaxRetry       int               `name:"max-retry" help:"Retries before the task is archived (server default: 25)."`
+	ProcessIn      time.Duration     `name:"process-in" help:"Delay the task by this long (e.g. 90s, 1h)."`
+	ProcessAt      time.Time         `name:"process-at" placeholder:"RFC3339" help:"Delay the task until this time (RFC 3339, e.g. 2030-01-02T15:04:05Z)."`
+	Unique         string            `placeholder:"KEY" help:"Unique key: fail while an incomplete task holds it."`
+	UniqueTTL      time.Duration     `name:"unique-ttl" help:"How long the unique key is held (default: until the task completes)."`
+	Timeout        time.Duration     `help:"Bound on one attempt."`
+	Deadline       time.Time         `placeholder:"RFC3339" help:"Time after which the task must not run (RFC 3339)."`
+	Retention      *time.Duration    `placeholder:"DURATION" help:"How long to keep the task once completed; 0s purges it at once (server default: 24h)."`
+	TaskID         string            `name:"task-id" placeholder:"ULID" help:"Client-assigned task id; a repeat fails with already_exists."`
+	Metadata       map[string]string `mapsep:"none" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable)."`
+	ContentType    string            `name:"content-type" help:"Payload content type (server default: application/json)."`
+	Group          string            `placeholder:"KEY" help:"Aggregation group: the task waits (aggregating) with the queue's other tasks of KEY and is delivered with them as one batch."`
+	ConcurrencyKey string            `name:"concurrency-key" placeholder:"KEY" help:"Concurrency key: tasks sharing it run at most the queue's concurrency limit at once."`
 }
 
 // Run enqueues the task and prints it as committed.
-func (c *enqueueCmd) Run(k *kong.Context) error {
-	payload, err := c.payload()
+func (c *enqueueCmd) Run(k *kong.Context, in stdin) error {
+	payload, err := readPayload(c.Payload, c.PayloadFile, in)
 	if err != nil {
 		return err
 	}
-	client, err := c.client()
+	cn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	client, err := cn.sdk()
 	if err != nil {
 		return err
 	}
@@ -54,27 +56,25 @@ func (c *enqueueCmd) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.printTask(k.Stdout, info)
+	return c.printTask(k.Stdout, info.Proto())
 }
 
-func (c *enqueueCmd) payload() ([]byte, error) {
+// readPayload is a payload given as an argument (arg, '-' for standard
+// input) or with --payload-file (file, '-' too); nil when neither is.
+func readPayload(arg *string, file string, in stdin) ([]byte, error) {
 	switch {
-	case c.Payload != nil && c.PayloadFile != "":
-		return nil, errors.New("give the payload as an argument or with --payload-file, not both")
-	case c.Payload != nil && *c.Payload == "-", c.PayloadFile == "-":
-		in := c.stdin
-		if in == nil {
-			in = os.Stdin
-		}
+	case arg != nil && file != "":
+		return nil, usageErrorf("give the payload as an argument or with --payload-file, not both")
+	case arg != nil && *arg == "-", file == "-":
 		b, err := io.ReadAll(in)
 		if err != nil {
 			return nil, fmt.Errorf("read the payload from standard input: %w", err)
 		}
 		return b, nil
-	case c.Payload != nil:
-		return []byte(*c.Payload), nil
-	case c.PayloadFile != "":
-		b, err := os.ReadFile(c.PayloadFile)
+	case arg != nil:
+		return []byte(*arg), nil
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read --payload-file: %w", err)
 		}
@@ -105,5 +105,7 @@ func (c *enqueueCmd) options() []conveyor.TaskOption {
 	add(c.TaskID != "", conveyor.TaskID(c.TaskID))
 	add(len(c.Metadata) > 0, conveyor.Metadata(c.Metadata))
 	add(c.ContentType != "", conveyor.ContentType(c.ContentType))
+	add(c.Group != "", conveyor.Group(c.Group))
+	add(c.ConcurrencyKey != "", conveyor.ConcurrencyKey(c.ConcurrencyKey))
 	return opts
 }

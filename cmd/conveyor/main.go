@@ -3,31 +3,77 @@
 package main
 
 import (
+	"io"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/conveyor-dev/conveyor/server"
 )
 
-// cli is the command tree. Every flag also reads CONVEYOR_<FLAG> from the
-// environment (kong's env tags).
+// cli is the command tree. The server's flags also read CONVEYOR_<FLAG>
+// from the environment; a client command reads only CONVEYOR_ADDR,
+// CONVEYOR_TOKEN and CONVEYOR_TOKEN_FILE, and compact CONVEYOR_DATA_DIR
+// (kong's env tags).
 type cli struct {
-	Server  serverCmd  `cmd:"" help:"Run the Conveyor server."`
-	Enqueue enqueueCmd `cmd:"" help:"Enqueue a task."`
-	Task    taskCmd    `cmd:"" help:"Inspect tasks."`
-	Bench   benchCmd   `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
-	Version versionCmd `cmd:"" help:"Print the version."`
+	Server     serverCmd     `cmd:"" help:"Run the Conveyor server."`
+	Enqueue    enqueueCmd    `cmd:"" help:"Enqueue a task."`
+	Task       taskCmd       `cmd:"" help:"List, inspect and act on tasks."`
+	Queue      queueCmd      `cmd:"" help:"List queues, pause and resume them, configure their limits."`
+	Cron       cronCmd       `cmd:"" help:"Manage cron entries: tasks enqueued on a schedule."`
+	Group      groupCmd      `cmd:"" help:"List the aggregation groups waiting to fire."`
+	Workers    workersCmd    `cmd:"" help:"List the connected worker sessions."`
+	Info       infoCmd       `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
+	Stats      statsCmd      `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
+	Backup     backupCmd     `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`
+	Compact    compactCmd    `cmd:"" help:"Rewrite a stopped server's data file to give free space back."`
+	Completion completionCmd `cmd:"" help:"Print a shell completion script: bash, zsh or fish."`
+	Complete   completeCmd   `cmd:"" name:"__complete" hidden:"" help:"Print completion candidates (for the completion scripts)."`
+	Bench      benchCmd      `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`
+	Version    versionCmd    `cmd:"" help:"Print the version."`
+}
+
+// stdin is the standard input that '-' arguments read: a type of its own so
+// that kong binds it to Run methods and tests can give their own.
+type stdin struct{ io.Reader }
+
+// newParser is the parser main and the tests share, so that they run the
+// same command tree with the same defaults and help.
+func newParser(c *cli, in io.Reader, opts ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
+		kong.Name("conveyor"),
+		kong.Description("Conveyor: a durable task queue on one binary."),
+		kong.UsageOnError(),
+		kong.Help(helpWithExitCodes),
+		serverDefaults(),
+		kong.Vars{"default_addr": "http://" + server.DefaultListen, "states": strings.Join(stateNames, ","), "state_list": strings.Join(stateNames, ", ")},
+		kong.Bind(stdin{in}),
+	}, opts...)...)
+}
+
+// helpWithExitCodes is kong's help, with the exit codes after the root's.
+func helpWithExitCodes(options kong.HelpOptions, ctx *kong.Context) error {
+	if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+		return err
+	}
+	if ctx.Selected() == nil {
+		_, err := io.WriteString(ctx.Stdout, "\n"+exitHelp)
+		return err
+	}
+	return nil
 }
 
 func main() {
 	var c cli
-	ctx := kong.Parse(&c,
-		kong.Name("conveyor"),
-		kong.Description("Conveyor: a durable task queue on one binary."),
-		kong.UsageOnError(),
-		serverDefaults(),
-	)
+	parser, err := newParser(&c, os.Stdin)
+	if err != nil {
+		panic(err) // a mistake in the command tree's tags
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	parser.FatalIfErrorf(err) // exits with exitUsage
 	if err := ctx.Run(); err != nil {
 		ctx.Errorf("%v", err)
-		os.Exit(1)
+		ctx.Exit(exitCode(err))
 	}
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/alecthomas/kong"
+	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/conveyor-dev/conveyor/server"
+)
+
+// compactCmd is `conveyor compact --data-dir DIR`: rewrites a stopped
+// server's data file without its free pages, to give disk space back.
+type compactCmd struct {
+	DataDir  string `name:"data-dir" default:"${data_dir}" env:"CONVEYOR_DATA_DIR" type:"path" help:"Directory of the data file (the server's --data-dir)."`
+	NoBackup bool   `name:"no-backup" help:"Do not keep the old file as conveyor.db.bak."`
+	JSON     bool   `name:"json" help:"Print the result as JSON."`
+}
+
+const (
+	// compactTxSize is how many bytes of keys and values one transaction
+	// of the copy holds before it commits: it bounds compact's memory.
+	compactTxSize = 16 << 20
+	// lockTimeout is how long compact waits for the file's lock. A server
+	// holds the lock as long as it runs, so waiting longer does not help.
+	lockTimeout = time.Second
+)
+
+// Run copies every bucket into a new file beside the old one (bbolt's
+// Compact), fsyncs it, checks it, and renames it over conveyor.db. The old
+// file stays open, and so locked, until the new one is in place, so that a
+// server cannot start on it meanwhile.
+func (c *compactCmd) Run(k *kong.Context) error {
+	path := filepath.Join(c.DataDir, server.DataFile)
+	bak := path + ".bak"
+	before, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	if _, err := os.Lstat(bak); err == nil && !c.NoBackup {
+		return fmt.Errorf("%s exists from an earlier compact: remove it, or pass --no-backup", bak)
+	}
+	src, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("%s is in use, by a running server most likely: stop it first (conveyor backup copies a running server's file)", path)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer func() { _ = src.Close() }()
+
+	start := time.Now()
+	tmp, err := compactInto(src, c.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := copyOwner(before, tmp); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	after, err := os.Stat(tmp)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := c.swap(path, tmp, bak); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	took := time.Since(start)
+	if c.NoBackup {
+		bak = ""
+	}
+	if c.JSON {
+		return writeJSONValue(k.Stdout, struct {
+			File        string  `json:"file"`
+			BytesBefore int64   `json:"bytesBefore"`
+			BytesAfter  int64   `json:"bytesAfter"`
+			Backup      string  `json:"backup"`
+			Seconds     float64 `json:"seconds"`
+		}{path, before.Size(), after.Size(), bak, took.Seconds()})
+	}
+	msg := fmt.Sprintf("compacted %s: %s → %s in %s", path, showSize(before.Size()), showSize(after.Size()), took.Round(time.Millisecond))
+	if bak != "" {
+		msg += "; the old file is " + bak
+	}
+	_, err = fmt.Fprintln(k.Stdout, msg)
+	return err
+}
+
+// compactInto copies src into a new file in dir, fsyncs and checks it, and
+// returns its path.
+func compactInto(src *bbolt.DB, dir string) (string, error) {
+	f, err := os.CreateTemp(dir, server.DataFile+".compact-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	_ = f.Close()
+	fail := func(err error) (string, error) {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	// NoSync: the copy commits many times, and only the whole file
+	// matters; one fsync at the end makes it durable. The freelist type
+	// is the server's (broker/bolt), so the file opens as it expects.
+	dst, err := bbolt.Open(tmp, 0o600, &bbolt.Options{NoSync: true, FreelistType: bbolt.FreelistMapType})
+	if err != nil {
+		return fail(err)
+	}
+	if err := bbolt.Compact(dst, src, compactTxSize); err != nil {
+		_ = dst.Close()
+		return fail(fmt.Errorf("compact: %w", err))
+	}
+	if err := dst.View(func(tx *bbolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("the compacted file fails bbolt's check: %w", err)
+		}
+		return nil
+	}); err != nil {
+		_ = dst.Close()
+		return fail(err)
+	}
+	if err := dst.Sync(); err != nil {
+		_ = dst.Close()
+		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
+	}
+	if err := dst.Close(); err != nil {
+		return fail(err)
+	}
+	return tmp, nil
+}
+
+// swap puts tmp in place of path, keeping the old file as bak unless
+// --no-backup. A hard link keeps the old file without a moment when path
+// does not exist; where links are not supported, a rename does it.
+func (c *compactCmd) swap(path, tmp, bak string) error {
+	if !c.NoBackup {
+		if err := os.Link(path, bak); err != nil {
+			if err := os.Rename(path, bak); err != nil {
+				return fmt.Errorf("keep the old file as %s: %w", bak, err)
+			}
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(path)
+}

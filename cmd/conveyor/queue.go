@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// queueCmd groups the commands on queues, one file each (queue_*.go).
+type queueCmd struct {
+	Ls     queueLsCmd     `cmd:"" help:"List the queues: tasks per state, totals, paused or not."`
+	Pause  queuePauseCmd  `cmd:"" help:"Stop dispatching a queue's tasks (enqueues still succeed)."`
+	Resume queueResumeCmd `cmd:"" help:"Dispatch a paused queue's tasks again."`
+	Config queueConfigCmd `cmd:"" help:"Show a queue's limits and group policy, or change some of them."`
+}
+
+// printQueue writes one queue: JSON with --json, else a one-row table.
+func (f *clientFlags) printQueue(w io.Writer, q *conveyorv1.QueueInfo) error {
+	if f.JSON {
+		return writeJSON(w, q)
+	}
+	return queueTable(w, []*conveyorv1.QueueInfo{q})
+}
+
+// queueTable writes the queues as a table, one row each.
+func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
+	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "PENDING", "ACTIVE", "RETRY", "AGGREGATING", "BLOCKED",
+		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED")
+	for _, q := range qs {
+		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
+			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetCompleted()),
+			count(q.GetArchived()), count(q.GetCanceled()), count(q.GetEnqueued()), count(q.GetProcessed()),
+			count(q.GetFailed()))
+	}
+	return t.flush()
+}
+
+func count(n int64) string { return fmt.Sprint(n) }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+func TestQueueCommands(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	addr := "--addr=" + s.URL()
+	mustRun(t, "enqueue", addr, "--queue", "alpha", "t")
+	mustRun(t, "enqueue", addr, "--queue", "alpha", "t")
+	mustRun(t, "enqueue", addr, "--queue", "alpha", "--process-in", "1h", "t")
+	mustRun(t, "enqueue", addr, "--queue", "beta", "t")
+
+	golden(t, "queue_pause", mustRun(t, "queue", "pause", addr, "beta"))
+	golden(t, "queue_ls", mustRun(t, "queue", "ls", addr))
+	golden(t, "queue_ls_json", mustRun(t, "queue", "ls", addr, "--json"))
+
+	var qs []map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, "queue", "resume", addr, "--json", "beta")), &qs); err == nil {
+		t.Errorf("queue resume --json printed a list, want one object")
+	}
+	if out := mustRun(t, "queue", "ls", addr, "--json"); !strings.Contains(out, `"paused": false`) || strings.Contains(out, `"paused": true`) {
+		t.Errorf("beta still paused after resume:\n%s", out)
+	}
+}
+
+func TestQueueConfig(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	addr := "--addr=" + s.URL()
+	golden(t, "queue_config_defaults", mustRun(t, "queue", "config", addr, "alpha"))
+	golden(t, "queue_config_set", mustRun(t, "queue", "config", addr, "alpha",
+		"--concurrency-limit", "3", "--max-active", "10", "--rate", "5", "--group-max-size", "7",
+		"--group-max-delay", "1m", "--group-grace-period", "2s"))
+
+	// Unspecified flags keep their values; a burst that was the default
+	// follows a new rate.
+	kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--rate", "8"))
+	for k, want := range map[string]string{
+		"concurrency_limit": "3", "max_active": "10", "rate_limit": "8/s, burst 8",
+		"group_max_size": "7", "group_max_delay": "1m0s", "group_grace_period": "2s",
+	} {
+		if kv[k] != want {
+			t.Errorf("after --rate 8: %s = %q, want %q", k, kv[k], want)
+		}
+	}
+	// An explicit burst stays when the rate changes.
+	mustRun(t, "queue", "config", addr, "alpha", "--burst", "20")
+	if kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--rate", "9")); kv["rate_limit"] != "9/s, burst 20" {
+		t.Errorf("an explicit burst did not stay: %q", kv["rate_limit"])
+	}
+	// 0 restores a default.
+	if kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--max-active", "0", "--rate", "0", "--burst", "0")); kv["max_active"] != "none" || kv["rate_limit"] != "none" {
+		t.Errorf("0 did not restore the defaults: %v", kv)
+	}
+	golden(t, "queue_config_json", mustRun(t, "queue", "config", addr, "--json", "alpha"))
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+		code int
+	}{
+		{"negative", []string{"queue", "config", addr, "alpha", "--max-active=-1"}, "config.max_active must be", exitRefused},
+		{"bad name", []string{"queue", "config", addr, "no/slash"}, "is invalid", exitRefused},
+		{"bad pause", []string{"queue", "pause", addr, "no/slash"}, "is invalid", exitRefused},
+		{"not a number", []string{"queue", "config", addr, "alpha", "--rate", "fast"}, "--rate", exitUsage},
+	} {
+		out, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != tc.code || out != "" {
+			t.Errorf("%s: error %v (exit %d), printed %q; want %q, exit %d", tc.name, err, exitCode(err), out, tc.msg, tc.code)
+		}
+	}
+}

@@ -87,7 +87,7 @@ export function RateChart({ series, label }: { series: Series | undefined; label
   });
 
   return (
-    <figure class="chart">
+    <figure class="chart" data-samples={series?.t.length ?? 0}>
       <figcaption>{label}</figcaption>
       <div ref={box} aria-hidden="true" />
       {(!series || series.t.length < 2) && <p class="muted chart-wait">Measuring: the rates appear after a few seconds.</p>}

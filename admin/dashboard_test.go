@@ -113,6 +113,12 @@ func TestDashboard(t *testing.T) {
 		b.screenshot("task")
 	})
 
+	t.Run("an RPC's error shows its message", func(t *testing.T) {
+		b.t = t
+		b.open("/ui/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV")
+		b.waitText(`.error[role="alert"]`, "not_found")
+	})
+
 	t.Run("a running task shows its progress", func(t *testing.T) {
 		b.t = t
 		b.open("/ui/tasks/" + resizing[0])

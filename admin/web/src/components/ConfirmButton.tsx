@@ -11,7 +11,10 @@ export function ConfirmButton({
   onConfirm,
   danger = false,
   disabled = false,
+  action,
 }: {
+  /** action names the button for tests and styles (data-action). */
+  action?: string;
   label: string;
   question: string;
   onConfirm: () => void;
@@ -25,7 +28,7 @@ export function ConfirmButton({
   }, [asking]);
   if (!asking) {
     return (
-      <button type="button" class={danger ? "danger" : undefined} disabled={disabled} onClick={() => setAsking(true)}>
+      <button type="button" class={danger ? "danger" : undefined} disabled={disabled} onClick={() => setAsking(true)} data-action={action}>
         {label}
       </button>
     );

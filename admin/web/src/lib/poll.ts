@@ -21,7 +21,7 @@ export function usePoll<T>(
   interval: number | null | ((data: T) => number | null),
   deps: unknown[],
 ): Loaded<T> {
-  const [state, setState] = useState<{ data?: T; error?: ConnectError; loading: boolean }>({
+  const [state, setState] = useState<{ data?: T; error?: ConnectError; loading: boolean; deps?: unknown[] }>({
     loading: true,
   });
   const kick = useRef<() => void>(() => {});
@@ -32,7 +32,7 @@ export function usePoll<T>(
     let running = false;
     // Until the first answer, a period picked from the data is 5 s.
     let period = typeof interval === "function" ? 5000 : interval;
-    setState({ loading: true });
+    setState({ loading: true, deps });
     const run = async () => {
       if (stopped || running) return;
       clearTimeout(timer);
@@ -41,10 +41,10 @@ export function usePoll<T>(
       try {
         const data = await load(ctrl.signal);
         if (typeof interval === "function") period = interval(data);
-        if (!stopped) setState({ data, loading: false });
+        if (!stopped) setState({ data, loading: false, deps });
       } catch (err) {
         if (!stopped && !isAbort(err)) {
-          setState((s) => ({ data: s.data, error: asError(err), loading: false }));
+          setState((s) => ({ data: s.data, error: asError(err), loading: false, deps }));
         }
       } finally {
         running = false;
@@ -67,7 +67,14 @@ export function usePoll<T>(
     };
   }, deps);
   const reload = useCallback(() => kick.current(), []);
+  // Until the effect has run for new deps, the state is the old deps':
+  // show none of it rather than the previous page's data for a frame.
+  if (!sameDeps(state.deps, deps)) return { data: undefined, error: undefined, loading: true, reload };
   return { data: state.data, error: state.error, loading: state.loading, reload };
+}
+
+function sameDeps(a: unknown[] | undefined, b: unknown[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
 }
 
 const tickers = new Map<number, { now: number; subs: Set<() => void>; timer?: ReturnType<typeof setInterval> }>();

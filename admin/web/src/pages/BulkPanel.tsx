@@ -92,6 +92,7 @@ export function BulkPanel({
           {actions.map((a) => (
             <ConfirmButton
               key={a.action}
+              action={a.action}
               label={`${a.label} all`}
               question={`${a.label}: ${what} in ${filter.queue}?`}
               danger={a.danger}

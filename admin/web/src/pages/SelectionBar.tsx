@@ -63,6 +63,7 @@ export function SelectionBar({
             return (
               <ConfirmButton
                 key={a.action}
+                action={a.action}
                 label={`${a.label} (${n})`}
                 question={`${a.label}: ${n} ${n === 1 ? "task" : "tasks"}?`}
                 danger={a.danger}

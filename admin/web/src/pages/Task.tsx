@@ -166,6 +166,7 @@ function TaskActions({ task: t, reload }: { task: TaskInfo; reload: () => void }
             a.danger ? (
               <ConfirmButton
                 key={a.action}
+                action={a.action}
                 label={a.label}
                 question={`${a.label} this task?`}
                 danger

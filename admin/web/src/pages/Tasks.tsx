@@ -192,20 +192,19 @@ export function TasksPage() {
   );
 }
 
+// FilterForm edits the filter; its text fields are read when it is
+// submitted (whatever changed them: typing, pasting, autofill), and reset
+// when the URL changes the filter.
 function FilterForm({ f, queueNames }: { f: Filter; queueNames: string[] }) {
-  const [type, setType] = useState(f.type);
-  const [search, setSearch] = useState(f.search);
-  useEffect(() => {
-    setType(f.type);
-    setSearch(f.search);
-  }, [f.type, f.search]);
   const names = queueNames.includes(f.queue) || !f.queue ? queueNames : [f.queue, ...queueNames];
   const submit = (e: Event) => {
     e.preventDefault();
-    navigate(urlOf({ ...f, type: type.trim(), search, after: "" }));
+    const data = new FormData(e.currentTarget as HTMLFormElement);
+    const text = (k: string) => String(data.get(k) ?? "");
+    navigate(urlOf({ ...f, type: text("type").trim(), search: text("search"), after: "" }));
   };
   return (
-    <form class="filters" onSubmit={submit} role="search" aria-label="Filter tasks">
+    <form class="filters" onSubmit={submit} role="search" aria-label="Filter tasks" key={`${f.type}\n${f.search}`}>
       <div class="field">
         <label for="f-queue">Queue</label>
         <select id="f-queue" value={f.queue} onChange={(e) => navigate(urlOf({ ...f, queue: e.currentTarget.value, after: "" }))}>
@@ -218,18 +217,11 @@ function FilterForm({ f, queueNames }: { f: Filter; queueNames: string[] }) {
       </div>
       <div class="field">
         <label for="f-type">Type</label>
-        <input id="f-type" name="type" value={type} placeholder="any type" onInput={(e) => setType(e.currentTarget.value)} />
+        <input id="f-type" name="type" defaultValue={f.type} placeholder="any type" />
       </div>
       <div class="field grow">
         <label for="f-search">Search</label>
-        <input
-          id="f-search"
-          name="search"
-          type="search"
-          value={search}
-          placeholder="task id, a metadata value or payload text"
-          onInput={(e) => setSearch(e.currentTarget.value)}
-        />
+        <input id="f-search" name="search" type="search" defaultValue={f.search} placeholder="task id, a metadata value or payload text" />
       </div>
       <div class="field">
         <label for="f-size">Per page</label>

@@ -11,6 +11,7 @@ function color(el: Element, name: string): string {
 }
 
 const dark = matchMedia("(prefers-color-scheme: dark)");
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
 
 function options(el: HTMLElement, width: number): uPlot.Options {
   const fg = color(el, "--muted");
@@ -36,11 +37,25 @@ function options(el: HTMLElement, width: number): uPlot.Options {
       line("Completed", "--completed"),
       line("Failed", "--failed"),
     ],
-    axes: [axis, { ...axis, size: 56, values: (_u, vals) => vals.map((v) => rate(v)) }],
+    axes: [
+      {
+        ...axis,
+        space: 70,
+        incrs: [60, 120, 300, 600],
+        values: (_u, vals) => vals.map((v) => clock.format(new Date(v * 1000))),
+      },
+      { ...axis, size: 56, values: (_u, vals) => vals.map((v) => rate(v)) },
+    ],
     scales: {
       // A fixed window of the last HISTORY seconds, so the axis reads in
       // minutes from the first sample on.
-      x: { time: true, range: (_u, _min, max) => [max - HISTORY, max] },
+      x: {
+        time: true,
+        range: (_u, _min, max) => {
+          const hi = Number.isFinite(max) && max > 1e9 ? max : Date.now() / 1000;
+          return [hi - HISTORY, hi];
+        },
+      },
       y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
     },
     cursor: { points: { show: false } },

@@ -65,6 +65,31 @@ gen-check: gen ## Fail if gen/ is not what protos/ generate.
 	@git diff --exit-code --stat -- gen || (echo "gen/ is stale: run 'make gen' and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ has untracked files: run 'make gen' and commit"; exit 1)
 
+# The dashboard (admin/web, TypeScript). Its built files (admin/dist) and
+# the TypeScript generated from protos/ (admin/web/src/gen) are committed,
+# so `go build` needs no Node; these targets rebuild them.
+UI_DIR := admin/web
+
+.PHONY: ui
+ui: $(BIN)/buf ## Build the dashboard: npm ci, generate its TypeScript, bundle into admin/dist.
+	cd $(UI_DIR) && npm ci --no-audit --no-fund
+	$(MAKE) ui-gen
+	cd $(UI_DIR) && npm run build
+
+.PHONY: ui-gen
+ui-gen: $(BIN)/buf ## Regenerate admin/web/src/gen from protos/ (after npm ci in admin/web).
+	rm -rf $(UI_DIR)/src/gen
+	buf generate --template $(UI_DIR)/buf.gen.yaml --path protos/conveyor/v1
+
+.PHONY: ui-check
+ui-check: ui ## Fail if admin/dist or admin/web/src/gen are not what admin/web builds.
+	@git diff --exit-code --stat -- admin/dist $(UI_DIR)/src/gen || (echo "admin/dist or admin/web/src/gen is stale: run 'make ui' and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- admin/dist $(UI_DIR)/src/gen)" || (git status --porcelain -- admin/dist $(UI_DIR)/src/gen; echo "admin/dist or admin/web/src/gen has untracked files: run 'make ui' and commit"; exit 1)
+
+.PHONY: screenshots
+screenshots: ## Retake docs/screenshots with the dashboard's browser test (needs Chromium).
+	CONVEYOR_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run '^TestDashboard$$' ./admin/
+
 .PHONY: lint
 lint: $(BIN)/buf $(BIN)/golangci-lint ## Lint the protos (buf) and the Go code (golangci-lint).
 	buf lint

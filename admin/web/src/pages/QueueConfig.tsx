@@ -1,0 +1,221 @@
+import { useEffect, useState } from "preact/hooks";
+import { create } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import type { ConnectError } from "@connectrpc/connect";
+import { QueueConfigSchema, type QueueConfig } from "../gen/conveyor/v1/admin_pb";
+import { admin, asError } from "../lib/api";
+import { duration, durationMs, parseDuration } from "../lib/format";
+import { refreshQueues } from "../lib/live";
+import { ErrorBox, Loading, Notice } from "../components/Status";
+
+/**
+ * QueueConfigPanel shows a queue's limits, rate and group policy, and
+ * edits them (UpdateQueueConfig replaces the whole configuration and
+ * answers what was stored).
+ */
+export function QueueConfigPanel({ queue, fromList }: { queue: string; fromList: QueueConfig | undefined }) {
+  const [config, setConfig] = useState<QueueConfig | undefined>();
+  const [error, setError] = useState<ConnectError | undefined>();
+  const [editing, setEditing] = useState(false);
+  const [saved, setSaved] = useState(false);
+  const load = () => {
+    setError(undefined);
+    admin.getQueueConfig({ queue }).then(setConfig, (e: unknown) => setError(asError(e)));
+  };
+  useEffect(load, [queue]);
+  const shown = config ?? fromList;
+  return (
+    <section class="panel" aria-labelledby="config-h">
+      <div class="panel-head">
+        <h2 id="config-h">Configuration</h2>
+        {shown && !editing && (
+          <button type="button" onClick={() => (setEditing(true), setSaved(false))}>
+            Edit configuration
+          </button>
+        )}
+      </div>
+      {saved && (
+        <Notice kind="ok" onClose={() => setSaved(false)}>
+          Configuration saved.
+        </Notice>
+      )}
+      {error && !config && <ErrorBox error={error} what="Could not load the configuration" retry={load} />}
+      {!shown ? (
+        error ? null : <Loading />
+      ) : editing ? (
+        <ConfigForm
+          config={shown}
+          onCancel={() => setEditing(false)}
+          onSaved={(c) => {
+            setConfig(c);
+            setEditing(false);
+            setSaved(true);
+            refreshQueues();
+          }}
+        />
+      ) : (
+        <ConfigView config={shown} />
+      )}
+    </section>
+  );
+}
+
+function orDefault(v: number, zero: string): string {
+  return v === 0 ? zero : String(v);
+}
+
+function ConfigView({ config: c }: { config: QueueConfig }) {
+  const g = c.groupPolicy;
+  const d = (ms: number) => (ms === 0 ? "server default" : duration(ms));
+  return (
+    <dl class="kv config">
+      <div>
+        <dt>Concurrency per key</dt>
+        <dd>{orDefault(c.concurrencyLimit, "1 (default)")}</dd>
+      </div>
+      <div>
+        <dt>Max active</dt>
+        <dd>{orDefault(c.maxActive, "no limit")}</dd>
+      </div>
+      <div>
+        <dt>Rate limit</dt>
+        <dd>
+          {c.rateLimit && c.rateLimit.perSecond > 0
+            ? `${c.rateLimit.perSecond}/s, burst ${c.rateLimit.burst || c.rateLimit.perSecond}`
+            : "no limit"}
+        </dd>
+      </div>
+      <div>
+        <dt>Group max size</dt>
+        <dd>{g && g.maxSize > 0 ? g.maxSize : "server default"}</dd>
+      </div>
+      <div>
+        <dt>Group max delay</dt>
+        <dd>{d(durationMs(g?.maxDelay))}</dd>
+      </div>
+      <div>
+        <dt>Group grace period</dt>
+        <dd>{d(durationMs(g?.gracePeriod))}</dd>
+      </div>
+    </dl>
+  );
+}
+
+interface Draft {
+  concurrencyLimit: string;
+  maxActive: string;
+  perSecond: string;
+  burst: string;
+  maxSize: string;
+  maxDelay: string;
+  gracePeriod: string;
+}
+
+function draftOf(c: QueueConfig): Draft {
+  const dur = (ms: number) => (ms === 0 ? "" : duration(ms));
+  return {
+    concurrencyLimit: c.concurrencyLimit ? String(c.concurrencyLimit) : "",
+    maxActive: c.maxActive ? String(c.maxActive) : "",
+    perSecond: c.rateLimit?.perSecond ? String(c.rateLimit.perSecond) : "",
+    burst: c.rateLimit?.burst ? String(c.rateLimit.burst) : "",
+    maxSize: c.groupPolicy?.maxSize ? String(c.groupPolicy.maxSize) : "",
+    maxDelay: dur(durationMs(c.groupPolicy?.maxDelay)),
+    gracePeriod: dur(durationMs(c.groupPolicy?.gracePeriod)),
+  };
+}
+
+// parse turns the form into a QueueConfig, or names the fields that are wrong.
+function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Partial<Record<keyof Draft, string>> } {
+  const problems: Partial<Record<keyof Draft, string>> = {};
+  const n = (k: keyof Draft): number => {
+    const s = d[k].trim();
+    if (s === "") return 0;
+    if (!/^\d+$/.test(s) || Number(s) > 2_147_483_647) {
+      problems[k] = "a whole number, 0 or more";
+      return 0;
+    }
+    return Number(s);
+  };
+  const t = (k: keyof Draft): number => {
+    const ms = parseDuration(d[k]);
+    if (ms === undefined) {
+      problems[k] = "a duration such as 30s, 1m30s or 250ms";
+      return 0;
+    }
+    return ms;
+  };
+  const config = create(QueueConfigSchema, {
+    queue,
+    concurrencyLimit: n("concurrencyLimit"),
+    maxActive: n("maxActive"),
+    rateLimit: { perSecond: n("perSecond"), burst: n("burst") },
+    groupPolicy: {
+      maxSize: n("maxSize"),
+      maxDelay: durationFromMs(t("maxDelay")),
+      gracePeriod: durationFromMs(t("gracePeriod")),
+    },
+  });
+  return Object.keys(problems).length ? { problems } : { config, problems };
+}
+
+const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "dur" }[] = [
+  { key: "concurrencyLimit", label: "Concurrency per key", help: "Tasks sharing one concurrency key that may run at once. Empty or 0: 1.", kind: "int" },
+  { key: "maxActive", label: "Max active", help: "Tasks of the queue that may run at once. Empty or 0: no limit.", kind: "int" },
+  { key: "perSecond", label: "Rate (per second)", help: "Dispatches per second. Empty or 0: no limit.", kind: "int" },
+  { key: "burst", label: "Burst", help: "Dispatches allowed at once above the rate. Empty or 0: the rate.", kind: "int" },
+  { key: "maxSize", label: "Group max size", help: "A group fires once it holds this many tasks. Empty: the server default.", kind: "int" },
+  { key: "maxDelay", label: "Group max delay", help: "A group fires this long after its first task. Empty: the server default.", kind: "dur" },
+  { key: "gracePeriod", label: "Group grace period", help: "A group fires this long after its latest task. Empty: the server default.", kind: "dur" },
+];
+
+function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCancel: () => void; onSaved: (c: QueueConfig) => void }) {
+  const [draft, setDraft] = useState<Draft>(() => draftOf(config));
+  const [problems, setProblems] = useState<Partial<Record<keyof Draft, string>>>({});
+  const [error, setError] = useState<ConnectError | undefined>();
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const p = parse(config.queue, draft);
+    setProblems(p.problems);
+    if (!p.config) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      onSaved(await admin.updateQueueConfig({ config: p.config }));
+    } catch (err) {
+      setError(asError(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="form grid-form" onSubmit={submit} noValidate aria-label="Queue configuration">
+      {FIELDS.map((f) => (
+        <div class="field" key={f.key}>
+          <label for={`qc-${f.key}`}>{f.label}</label>
+          <input
+            id={`qc-${f.key}`}
+            inputMode={f.kind === "int" ? "numeric" : "text"}
+            value={draft[f.key]}
+            placeholder={f.kind === "int" ? "0" : "e.g. 30s"}
+            onInput={(e) => setDraft({ ...draft, [f.key]: e.currentTarget.value })}
+            aria-describedby={`qc-${f.key}-help`}
+            aria-invalid={problems[f.key] ? "true" : undefined}
+          />
+          <small id={`qc-${f.key}-help`} class={problems[f.key] ? "error-inline" : "muted"}>
+            {problems[f.key] ? `Enter ${problems[f.key]}.` : f.help}
+          </small>
+        </div>
+      ))}
+      {error && <ErrorBox error={error} what="The configuration was not saved" />}
+      <div class="form-actions">
+        <button type="submit" class="primary" disabled={busy}>
+          {busy ? "Saving…" : "Save"}
+        </button>
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,118 @@
+import type { WorkerInfo } from "../gen/conveyor/v1/admin_pb";
+import { admin } from "../lib/api";
+import { usePoll } from "../lib/poll";
+import { seg } from "../lib/router";
+import { useTitle } from "../lib/title";
+import { Chips } from "../components/KeyValues";
+import { Link } from "../components/Link";
+import { Empty, ErrorBox, Loading } from "../components/Status";
+import { Time } from "../components/Time";
+
+/** SHOWN_TASKS is how many in-flight task links a worker shows before "more". */
+const SHOWN_TASKS = 5;
+
+/**
+ * WorkersPage lists the live worker sessions: the queues each serves and
+ * their weights, labels, the tasks in flight and the latest heartbeat.
+ */
+export function WorkersPage() {
+  useTitle("Workers");
+  const w = usePoll((signal) => admin.listWorkers({}, { signal }), 2000, []);
+  const workers = w.data?.workers ?? [];
+  return (
+    <>
+      <div class="page-head">
+        <h1>Workers</h1>
+        {w.data && <span class="muted">{workers.length} connected</span>}
+      </div>
+      {w.error && <ErrorBox error={w.error} what="Could not list the workers" retry={w.reload} />}
+      {!w.data ? (
+        w.error ? null : <Loading />
+      ) : workers.length === 0 ? (
+        <Empty>No worker is connected. A worker appears here when it opens a session.</Empty>
+      ) : (
+        <div class="table-wrap panel">
+          <table class="responsive workers">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">Queues (weight)</th>
+                <th scope="col">Labels</th>
+                <th scope="col" class="num">
+                  In flight
+                </th>
+                <th scope="col">Tasks</th>
+                <th scope="col">Last heartbeat</th>
+                <th scope="col">Connected</th>
+                <th scope="col">SDK</th>
+              </tr>
+            </thead>
+            <tbody>
+              {workers.map((x) => (
+                <WorkerRow key={x.sessionId} w={x} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </>
+  );
+}
+
+function TaskLinks({ ids }: { ids: string[] }) {
+  return (
+    <ul class="links">
+      {ids.map((id) => (
+        <li key={id}>
+          <Link to={`/tasks/${seg(id)}`} class="mono">
+            {id}
+          </Link>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function WorkerRow({ w }: { w: WorkerInfo }) {
+  const first = w.taskIds.slice(0, SHOWN_TASKS);
+  const rest = w.taskIds.slice(SHOWN_TASKS);
+  return (
+    <tr data-session={w.sessionId}>
+      <th scope="row" data-label="Session" class="mono">
+        {w.sessionId}
+      </th>
+      <td data-label="Queues (weight)">
+        <Chips map={w.queues} />
+        {w.batchTypes.length > 0 && <p class="muted">batches: {w.batchTypes.join(", ")}</p>}
+      </td>
+      <td data-label="Labels">
+        <Chips map={w.labels} />
+      </td>
+      <td data-label="In flight" class="num">
+        {w.inFlight}/{w.concurrency}
+      </td>
+      <td data-label="Tasks">
+        {w.taskIds.length === 0 ? (
+          <span class="muted">idle</span>
+        ) : (
+          <>
+            <TaskLinks ids={first} />
+            {rest.length > 0 && (
+              <details>
+                <summary>{rest.length} more</summary>
+                <TaskLinks ids={rest} />
+              </details>
+            )}
+          </>
+        )}
+      </td>
+      <td data-label="Last heartbeat">
+        <Time ts={w.lastHeartbeatAt} empty="none yet" />
+      </td>
+      <td data-label="Connected">
+        <Time ts={w.connectedAt} />
+      </td>
+      <td data-label="SDK">{w.sdkVersion || <span class="muted">—</span>}</td>
+    </tr>
+  );
+}

@@ -88,7 +88,7 @@ ui-check: ui ## Fail if admin/dist or admin/web/src/gen are not what admin/web b
 
 .PHONY: screenshots
 screenshots: ## Retake docs/screenshots with the dashboard's browser test (needs Chromium).
-	CONVEYOR_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run '^TestDashboard$$' ./admin/
+	CONVEYOR_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run '^TestDashboard(TaskBrowser)?$$' ./admin/
 
 .PHONY: lint
 lint: $(BIN)/buf $(BIN)/golangci-lint ## Lint the protos (buf) and the Go code (golangci-lint).

@@ -926,7 +926,7 @@ type ListTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// queue is the queue to list; required.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	// state filters by state; required.
+	// state filters by state; TASK_STATE_UNSPECIFIED lists every state.
 	State TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=conveyor.v1.TaskState" json:"state,omitempty"`
 	// page_size is 1..1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -1016,7 +1016,9 @@ func (x *ListTasksRequest) GetSearch() string {
 // ListTasksResponse is one page of tasks.
 type ListTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tasks are ordered by id.
+	// tasks are grouped by state, then by type, and ordered by id within a
+	// type. The order is stable: paging while tasks are enqueued never skips
+	// nor repeats a task that is present throughout.
 	Tasks []*TaskInfo `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// next_page_token continues the listing; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`

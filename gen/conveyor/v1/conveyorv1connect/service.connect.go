@@ -359,7 +359,7 @@ type AdminServiceClient interface {
 	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
-	// ListTasks pages through a queue's tasks in one state.
+	// ListTasks pages through a queue's tasks, in one state or all.
 	ListTasks(context.Context, *connect.Request[v1.ListTasksRequest]) (*connect.Response[v1.ListTasksResponse], error)
 	// CancelTask cancels a waiting task, or asks the worker to stop a running one.
 	CancelTask(context.Context, *connect.Request[v1.CancelTaskRequest]) (*connect.Response[v1.TaskInfo], error)
@@ -756,7 +756,7 @@ type AdminServiceHandler interface {
 	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
-	// ListTasks pages through a queue's tasks in one state.
+	// ListTasks pages through a queue's tasks, in one state or all.
 	ListTasks(context.Context, *connect.Request[v1.ListTasksRequest]) (*connect.Response[v1.ListTasksResponse], error)
 	// CancelTask cancels a waiting task, or asks the worker to stop a running one.
 	CancelTask(context.Context, *connect.Request[v1.CancelTaskRequest]) (*connect.Response[v1.TaskInfo], error)

@@ -491,7 +491,7 @@ export type ListTasksRequest = Message<"conveyor.v1.ListTasksRequest"> & {
   queue: string;
 
   /**
-   * state filters by state; required.
+   * state filters by state; TASK_STATE_UNSPECIFIED lists every state.
    *
    * @generated from field: conveyor.v1.TaskState state = 2;
    */
@@ -541,7 +541,9 @@ export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*
  */
 export type ListTasksResponse = Message<"conveyor.v1.ListTasksResponse"> & {
   /**
-   * tasks are ordered by id.
+   * tasks are grouped by state, then by type, and ordered by id within a
+   * type. The order is stable: paging while tasks are enqueued never skips
+   * nor repeats a task that is present throughout.
    *
    * @generated from field: repeated conveyor.v1.TaskInfo tasks = 1;
    */

@@ -154,7 +154,7 @@ export const AdminService: GenService<{
     output: typeof ListGroupsResponseSchema;
   },
   /**
-   * ListTasks pages through a queue's tasks in one state.
+   * ListTasks pages through a queue's tasks, in one state or all.
    *
    * @generated from rpc conveyor.v1.AdminService.ListTasks
    */

@@ -581,7 +581,7 @@ export type EnqueueBatchRequest = Message<"conveyor.v1.EnqueueBatchRequest"> & {
 
   /**
    * brief asks for short results: each TaskInfo then leaves out what the
-   * producer sent and already has (payload, metadata, options, depends_on).
+   * producer sent and already has (payload, metadata, options).
    *
    * @generated from field: bool brief = 2;
    */

@@ -7,6 +7,10 @@
 //     waiting tasks whose expiry passed are archived;
 //   - purger.go: how long terminal tasks are kept (Retention), and the
 //     loop that deletes them once it passed;
+//   - aggregator.go: the default policy of aggregation groups (the engine
+//     fires them on the promoter's rounds);
+//   - cron.go: cron specs (ParseCronSpec) and the scheduler that applies
+//     each entry's fires (Cron), woken by broker.Notifier.CronsChanged;
 //   - loop.go: the timer loop every role runs on.
 //
 // Nothing here scans or polls. Each role is a Loop: it runs once at

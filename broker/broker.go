@@ -38,7 +38,11 @@ type Broker interface {
 	// Lease leases up to pick.N ready tasks from each picked queue to a
 	// session, highest priority first and FIFO within a priority. It may
 	// return fewer than asked when another session got there first. A task
-	// whose deadline has passed is archived instead of leased.
+	// whose deadline has passed is archived instead of leased. A task's
+	// StartedAt is p.Now, or the time it became pending if that is later
+	// (p.Now is read before calls are serialized, so it may be older than
+	// the completion of the dependency that released the task): a
+	// dependent never starts before its dependencies completed.
 	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
 	// ReadyGroups reports, for each named queue, how many fired groups of
 	// the given types wait to be leased (0 for a paused or unknown queue).

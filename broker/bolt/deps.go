@@ -29,6 +29,7 @@ type depStart struct {
 	waitingOn []*storagev1.DependencyRecord // still to finish
 	failed    string                        // a dependency failed under BLOCK: why
 	cancel    string                        // a dependency failed under CASCADE_CANCEL: why
+	endedAt   int64                         // when the last of those already ended ended (Unix ns)
 }
 
 // checkDepsLocked resolves a new task's dependencies: each must exist (in
@@ -48,6 +49,7 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 			continue
 		} else if s, ok := e.settling[k]; ok {
 			state = s.state
+			ds.endedAt = max(ds.endedAt, s.at)
 		} else {
 			st, err := done.status(k)
 			if err != nil {
@@ -57,6 +59,7 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 				return ds, fmt.Errorf("depends_on[%d]: task %s does not exist: %w", i, d.TaskID, broker.ErrInvalidArgument)
 			}
 			state = stateOf(st)
+			ds.endedAt = max(ds.endedAt, st.GetCompletedAt())
 		}
 		ds.states = append(ds.states, state)
 		if state == stateCompleted || d.OnFailure == broker.OnFailureContinue {

@@ -40,6 +40,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	}
 	var out []broker.Lease
 	var keys []key
+	var starts []int64
 	for _, pick := range p.Picks {
 		q := e.byName[pick.Queue]
 		if q == nil || q.paused {
@@ -57,6 +58,11 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 				e.expiredLocked(k, m, now)
 				continue // past its expiry or deadline: archived, never run
 			}
+			// p.Now was read before this call took the lock, so it may be a
+			// little older than the change that made the task pending (a
+			// dependency's completion, its enqueue): the start is not
+			// stamped before that.
+			start := max(now, m.due)
 			e.setStateLocked(k, &m, stateActive)
 			e.nextToken++
 			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
@@ -65,12 +71,13 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 				e.note.TimersChanged()
 			}
 			keys = append(keys, k)
+			starts = append(starts, start)
 			out = append(out, broker.Lease{
 				Token:  e.nextToken,
 				Expiry: time.Unix(0, expiry).UTC(),
 				Task: &broker.Task{
 					ID: k.String(), State: stateActive, Priority: int32(m.prio),
-					Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(),
+					Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, start).UTC(),
 					NextProcessAt: fromNanos(m.due), SessionID: p.SessionID, LeaseToken: e.nextToken,
 				},
 			})
@@ -80,10 +87,10 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	}
 	if len(keys) > 0 {
 		e.commit.appendLocked(func(w *txw) error {
-			for _, k := range keys {
+			for i, k := range keys {
 				if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
 					st.State = int32(stateActive)
-					st.StartedAt = now
+					st.StartedAt = starts[i]
 				}); err != nil {
 					return err
 				}

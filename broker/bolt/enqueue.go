@@ -367,6 +367,9 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 		m.flags |= flagDepFailed
 		pt.status.DependencyFailed, pt.status.LastError = true, ds.failed
 	} else if len(ds.waitingOn) == 0 && ds.cancel == "" {
+		// The caller's Now was read before the engine lock, so it may
+		// be older than a dependency's end: pending no earlier than that.
+		m.due = max(m.due, ds.endedAt)
 		q.counts[m.state]--
 		m.state, pt.state = statePending, statePending
 		q.counts[m.state]++

@@ -10,7 +10,11 @@ import (
 // to decide every state change without reading the file. It is 24 bytes
 // and holds no pointers (see table).
 type meta struct {
-	due      int64 // next_process_at of a SCHEDULED or RETRY task; when a PENDING one became ready (Unix ns)
+	// due is the next_process_at of a SCHEDULED or RETRY task, and when a
+	// PENDING task became pending (0: not known, after a restart); Unix ns.
+	// A lease never stamps a start before a task became pending, and
+	// reports due as when the task became ready (the wait metric).
+	due      int64
 	retried  int32
 	maxRetry int32
 	state    broker.State
@@ -24,6 +28,7 @@ type meta struct {
 type settled struct {
 	n     int          // changes in flight
 	state broker.State // the terminal state it took
+	at    int64        // when it took it (Unix ns)
 }
 
 // maxQueues bounds how many queues the engine knows (meta.queue is 16 bits).

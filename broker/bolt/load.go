@@ -198,6 +198,8 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 	switch m.state {
 	case stateScheduled, stateRetry:
 		e.dueHeap.add(timed{at: m.due, k: k})
+	case statePending:
+		m.due = 0 // when it became pending is not stored; next_process_at may be later (RunTask)
 	}
 	if uk := st.GetUniqueKey(); uk != "" {
 		// Several live tasks may name one key when earlier claims ran out

@@ -192,7 +192,7 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	from := stateOf(st)
 	q.counts[from]--
 	q.counts[statePending]++
-	m := meta{queue: q.index, retried: st.GetRetried(), maxRetry: st.GetMaxRetry(), state: statePending,
+	m := meta{due: now, queue: q.index, retried: st.GetRetried(), maxRetry: st.GetMaxRetry(), state: statePending,
 		prio: uint8(st.GetPriority()), flags: flagCommitted}
 	revived := proto.CloneOf(st)
 	revived.State = int32(statePending)

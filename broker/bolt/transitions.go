@@ -126,7 +126,7 @@ func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1
 	if e.expiredLocked(k, m, now) {
 		return
 	}
-	m.due = now // a PENDING task's due is when it became ready (dispatch reports it)
+	m.due = now
 	e.setStateLocked(k, &m, statePending)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {
@@ -198,7 +198,7 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 		e.endedFirst[c] = now
 		e.note.TimersChanged()
 	}
-	e.settling[k] = settled{n: e.settling[k].n + 1, state: to}
+	e.settling[k] = settled{n: e.settling[k].n + 1, state: to, at: now}
 	e.resolveDependentsLocked(k, to, now)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {

@@ -21,6 +21,7 @@ func depCases() []testCase {
 		{name: "Links", fn: testDepsLinks},
 		{name: "DeletedDependency", fn: testDepsDeleted},
 		{name: "SurviveRestart", env: testDepsRestart},
+		{name: "StartedNotBeforeRelease", fn: testDepsStartedAfterRelease},
 	}
 }
 
@@ -210,4 +211,31 @@ func testDepsRestart(t *testing.T, e *Env) {
 	b = e.Reopen()
 	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps2", T0), T0)
 	RequireState(t, b, stuck.ID, blocked)
+}
+
+// testDepsStartedAfterRelease: a dependent's started_at is never before
+// its dependency's completed_at. Callers read their clock before the
+// engine serializes their calls, so a lease may carry a Now a little
+// older than the completion that released the task it leases, and an
+// enqueue a Now older than the completion of a dependency it finds done;
+// the start recorded must still follow the completion.
+func testDepsStartedAfterRelease(t *testing.T, b broker.Broker) {
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	released := EnqueueOne(t, b, T0, dependent("q", dep(a.ID, 0)))
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), at(2*time.Second))
+	done := GetTask(t, b, a.ID).CompletedAt
+	late := EnqueueOne(t, b, at(time.Second), dependent("q", dep(a.ID, 0))) // its Now read before the completion
+	ls := Lease(t, b, "s2", "q", 2, at(time.Second), TTL)                   // and this one's too
+	if len(ls) != 2 {
+		t.Fatalf("leased %d tasks, want both dependents", len(ls))
+	}
+	for _, l := range ls {
+		if l.Task.StartedAt.Before(done) {
+			t.Fatalf("dependent %s (released %s, enqueued late %s) started at %s, before its dependency completed, %s",
+				l.Task.ID, released.ID, late.ID, l.Task.StartedAt, done)
+		}
+		if got := GetTask(t, b, l.Task.ID); got.StartedAt.Before(done) {
+			t.Fatalf("dependent %s: stored started_at %s is before its dependency completed, %s", l.Task.ID, got.StartedAt, done)
+		}
+	}
 }

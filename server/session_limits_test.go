@@ -14,12 +14,12 @@ import (
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
-func adminClient(t *testing.T, s *servertest.Server) conveyorv1connect.AdminServiceClient {
+func adminClient(t testing.TB, s *servertest.Server) conveyorv1connect.AdminServiceClient {
 	t.Helper()
 	return conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 }
 
-func queueCounts(t *testing.T, s *servertest.Server, name string) *conveyorv1.QueueInfo {
+func queueCounts(t testing.TB, s *servertest.Server, name string) *conveyorv1.QueueInfo {
 	t.Helper()
 	res, err := adminClient(t, s).ListQueues(context.Background(), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
 	if err != nil {

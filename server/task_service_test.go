@@ -18,7 +18,7 @@ import (
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
-func taskClient(t *testing.T, s *servertest.Server, p servertest.Protocol, opts ...connect.ClientOption) conveyorv1connect.TaskServiceClient {
+func taskClient(t testing.TB, s *servertest.Server, p servertest.Protocol, opts ...connect.ClientOption) conveyorv1connect.TaskServiceClient {
 	t.Helper()
 	hc := servertest.HTTPClient()
 	if p == servertest.Connect {

@@ -27,6 +27,9 @@ type benchCmd struct {
 	Duration    time.Duration `default:"10s" help:"W4 enqueue duration."`
 	Protocol    string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
 	Unbatched   bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
+	Shape       string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
+	Keys        int           `default:"1000" help:"Concurrency keys of --shape keys."`
+	GroupSize   int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 }
 
@@ -56,6 +59,7 @@ func (c *benchCmd) Run() error {
 			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, Run: run,
+			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
 		})
 		if err := bench.WriteJSON(os.Stdout, res); err != nil {
 			return err

@@ -45,6 +45,14 @@ type Config struct {
 	// Unbatched turns the SDK's enqueue batching off: every Enqueue call is
 	// one RPC, the path of every client but the Go SDK (W2, W4).
 	Unbatched bool
+	// Shape is what the tasks are besides plain (shapes.go): keys, groups
+	// or blocked. Empty: plain.
+	Shape string
+	// Keys is the number of concurrency keys of shape keys. Defaults to
+	// 1,000.
+	Keys int
+	// GroupSize is the members per group of shape groups. Defaults to 100.
+	GroupSize int
 	// Run is the run index recorded in the result.
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.
@@ -71,6 +79,12 @@ func (c *Config) setDefaults() error {
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
 	}
+	if c.Keys <= 0 {
+		c.Keys = 1000
+	}
+	if c.GroupSize <= 0 {
+		c.GroupSize = 100
+	}
 	if c.Binary == "" && c.Addr == "" {
 		bin, err := os.Executable()
 		if err != nil {
@@ -92,7 +106,7 @@ func (c *Config) setDefaults() error {
 	}
 	switch c.Workload {
 	case "W1", "W2", "W3", "W4", "MEM":
-		return nil
+		return checkShape(c)
 	}
 	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4 or MEM", c.Workload)
 }
@@ -148,6 +162,14 @@ func Run(ctx context.Context, cfg Config) Result {
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
 	}
+	switch cfg.Shape {
+	case ShapeKeys:
+		res.Settings["shape"] = fmt.Sprintf("keys: %d concurrency keys, limit 1", cfg.Keys)
+	case ShapeGroups:
+		res.Settings["shape"] = fmt.Sprintf("groups of %d", cfg.GroupSize)
+	case ShapeBlocked:
+		res.Settings["shape"] = "blocked on one parent"
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
@@ -179,6 +201,8 @@ type runner struct {
 	client *conveyor.Client
 	// taskID is some enqueued task's id, for GetTask.
 	taskID atomic.Pointer[string]
+	// parent is the task the blocked shape's tasks depend on.
+	parent string
 }
 
 func (r *runner) run(ctx context.Context) error {

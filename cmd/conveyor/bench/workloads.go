@@ -67,7 +67,7 @@ func (r *runner) enqueueBulk(ctx context.Context, n int) error {
 				}
 				tasks = tasks[:0]
 				for seq := first; seq < min(first+batchSize, n); seq++ {
-					tasks = append(tasks, conveyor.NewTask(benchType, payload(seq, 0), conveyor.Queue(benchQueue)))
+					tasks = append(tasks, conveyor.NewTask(benchType, payload(seq, 0), r.shapeOptions(seq)...))
 				}
 				res, err := r.client.EnqueueBatch(ctx, tasks)
 				if err == nil {
@@ -144,10 +144,19 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 	if err != nil {
 		return nil, err
 	}
-	w.HandleFunc(benchType, func(_ context.Context, d *conveyor.Delivery) error {
-		onStart(payloadSeq(d.Payload))
-		return nil
-	})
+	if r.cfg.Shape == ShapeGroups {
+		w.HandleBatch(benchType, conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+			for _, d := range b.Tasks {
+				onStart(payloadSeq(d.Payload))
+			}
+			return nil
+		}))
+	} else {
+		w.HandleFunc(benchType, func(_ context.Context, d *conveyor.Delivery) error {
+			onStart(payloadSeq(d.Payload))
+			return nil
+		})
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
@@ -206,6 +215,9 @@ func adminOptions(token string) []connect.ClientOption {
 }
 
 func (r *runner) w3(ctx context.Context) (measured, error) {
+	if err := r.prepareShape(ctx); err != nil {
+		return measured{}, err
+	}
 	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
 		return measured{}, fmt.Errorf("prefill: %w", err)
 	}
@@ -330,6 +342,10 @@ func (r *runner) runMEM(ctx context.Context) error {
 	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
 		return err
 	}
+	if err := r.prepareShape(ctx); err != nil {
+		_ = r.srv.stop()
+		return err
+	}
 	cpu := markCPU(r.srv.pid())
 	t0 := time.Now()
 	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
@@ -353,6 +369,9 @@ func (r *runner) runMEM(ctx context.Context) error {
 	r.res.ReopenS = r.srv.ready.Seconds()
 	r.res.ReopenedRSSAnonMB = kbToMB(procStatusKB(r.srv.pid(), "RssAnon"))
 	r.addr = r.srv.url
+	if r.cfg.Shape != ShapePlain {
+		return nil // its tasks wait (AGGREGATING, BLOCKED): nothing to dispatch
+	}
 	first := make(chan struct{})
 	var once sync.Once
 	stop, err := r.startWorker(ctx, func(int) { once.Do(func() { close(first) }) })

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -10,9 +11,9 @@ import (
 	"connectrpc.com/connect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
-	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
 // BenchmarkBulkArchiveDuringDrain archives 100,000 pending tasks of one
@@ -94,7 +95,9 @@ func drainWithBulk(b *testing.B, n int, withBulk bool) (maxGap, bulkTook time.Du
 	<-done
 	b.StopTimer()
 	cancel()
-	<-ran
+	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatalf("worker: %v", err)
+	}
 	defer b.StartTimer()
 	mu.Lock()
 	defer mu.Unlock()

@@ -10,15 +10,19 @@ import (
 const firstPaintBudgetMs = 1000
 
 // TestOverviewFirstPaint loads the overview in a fresh browser against a
-// server holding many tasks and checks that both the first paint and the
-// first counts come within a second of the navigation. The server holds
-// 20,000 tasks here; CONVEYOR_UI_PERF_TASKS=1000000 makes it the issue's
-// million (2.5 minutes to enqueue under -race, so not in CI). The overview reads
-// only ListQueues, whose counts are kept incrementally, so the number of
-// tasks should not matter.
+// server holding many tasks, checks that it paints and shows the counts,
+// and logs when each happened. The server holds 20,000 tasks here.
+//
+// The 1-second budget is a measurement, not a CI check (a wall-clock bound
+// in a test would flake on a loaded machine): CONVEYOR_UI_PERF_TASKS=1000000
+// runs it with the issue's million tasks and then also checks the budget;
+// docs/benchmarks.md records the figures. The overview reads only
+// ListQueues, whose counts are kept incrementally, so the number of tasks
+// should not matter.
 func TestOverviewFirstPaint(t *testing.T) {
-	n := 20_000
+	n, measure := 20_000, false
 	if s := os.Getenv("CONVEYOR_UI_PERF_TASKS"); s != "" {
+		measure = true
 		var err error
 		if n, err = strconv.Atoi(s); err != nil || n < 0 {
 			t.Fatalf("CONVEYOR_UI_PERF_TASKS=%q: want a number of tasks", s)
@@ -34,11 +38,11 @@ func TestOverviewFirstPaint(t *testing.T) {
 	counts := eval[float64](b, "read when the counts showed",
 		`performance.getEntriesByName("conveyor-overview")[0]?.startTime ?? -1`)
 	t.Logf("%d tasks: first contentful paint %.0f ms, counts shown %.0f ms after navigation", n, fcp, counts)
-	if fcp < 0 || fcp > firstPaintBudgetMs {
-		t.Errorf("first contentful paint at %.0f ms, want within %d ms", fcp, firstPaintBudgetMs)
+	if fcp < 0 || counts < 0 {
+		t.Fatalf("no first contentful paint (%.0f) or no overview mark (%.0f) recorded", fcp, counts)
 	}
-	if counts < 0 || counts > firstPaintBudgetMs {
-		t.Errorf("the counts showed at %.0f ms, want within %d ms", counts, firstPaintBudgetMs)
+	if measure && (fcp > firstPaintBudgetMs || counts > firstPaintBudgetMs) {
+		t.Errorf("first paint at %.0f ms, counts at %.0f ms; the budget is %d ms", fcp, counts, firstPaintBudgetMs)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,5 +276,76 @@ func TestBulkTasks(t *testing.T) {
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("BulkTasks(%v): %v, want invalid_argument", bad, err)
 		}
+	}
+}
+
+// TestBulkTasksOnAHundredThousand archives 100,000 pending tasks, then runs
+// them all again, with BulkTasks, while a worker keeps taking tasks of
+// another queue: every task is acted on once, progress only grows and
+// ends done, and the other queue's dispatch goes on meanwhile.
+func TestBulkTasksOnAHundredThousand(t *testing.T) {
+	t.Parallel()
+	const n = 100_000
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueueN(t, tasks, "mass", "t", n)
+	enqueueN(t, tasks, "live", "t", 2000)
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"live": 1}, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answered atomic.Int64
+	stop := make(chan struct{})
+	go func() { // a worker answering SUCCESS as fast as it is sent tasks
+		for {
+			select {
+			case <-stop:
+				return
+			case m, ok := <-w.frames:
+				if !ok {
+					return
+				}
+				if d := m.GetDispatch(); d != nil {
+					_ = w.stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+						TaskId: d.GetTask().GetId(), AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}}})
+					answered.Add(1)
+				}
+			}
+		}
+	}()
+	defer close(stop)
+	admin := adminClient(t, s)
+	bulk := func(action conveyorv1.TaskAction, from conveyorv1.TaskState) (done int64) {
+		t.Helper()
+		before := answered.Load()
+		stream, err := admin.BulkTasks(context.Background(), connect.NewRequest(&conveyorv1.BulkTasksRequest{Action: action, Queue: "mass", State: from}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last *conveyorv1.BulkTasksProgress
+		for stream.Receive() {
+			if last != nil && stream.Msg().GetSucceeded() < last.GetSucceeded() {
+				t.Fatalf("progress went backwards: %v then %v", last, stream.Msg())
+			}
+			last = stream.Msg()
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !last.GetDone() || last.GetSucceeded() != n || last.GetFailed() != 0 {
+			t.Fatalf("%v of %v ended %v; want done with %d succeeded", action, from, last, n)
+		}
+		return answered.Load() - before
+	}
+	during := bulk(conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, conveyorv1.TaskState_TASK_STATE_PENDING)
+	if q := queueCounts(t, s, "mass"); q.GetArchived() != n || q.GetPending() != 0 {
+		t.Fatalf("after the bulk archive: %v", q)
+	}
+	during += bulk(conveyorv1.TaskAction_TASK_ACTION_RUN, conveyorv1.TaskState_TASK_STATE_ARCHIVED)
+	if q := queueCounts(t, s, "mass"); q.GetPending() != n || q.GetArchived() != 0 {
+		t.Fatalf("after the bulk run: %v", q)
+	}
+	if during == 0 {
+		t.Fatal("the other queue got no dispatch while the bulk actions ran")
 	}
 }

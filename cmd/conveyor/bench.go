@@ -15,22 +15,24 @@ import (
 )
 
 type benchCmd struct {
-	Workload    string        `required:"" enum:"W1,W2,W3,W4,MEM,w1,w2,w3,w4,mem" help:"Workload: W1 enqueue-bulk, W2 enqueue-unary, W3 drain, W4 latency, MEM one million pending tasks."`
-	N           int           `help:"Task count (default: the workload's)."`
-	Runs        int           `default:"1" help:"How many runs; each prints one JSON line."`
-	Addr        string        `env:"CONVEYOR_BENCH_ADDR" help:"Use this running server instead of starting a fresh one per run."`
-	Token       string        `env:"CONVEYOR_TOKEN" help:"Bearer token for --addr."`
-	Callers     int           `default:"2" help:"Concurrent EnqueueBatch calls (W1 and prefills)."`
-	Producers   int           `default:"32" help:"Concurrent producers (W2, W4)."`
-	Concurrency int           `default:"64" help:"Worker concurrency (W3, W4)."`
-	Rate        int           `default:"2000" help:"W4 enqueue rate, tasks/s."`
-	Duration    time.Duration `default:"10s" help:"W4 enqueue duration."`
-	Protocol    string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
-	Unbatched   bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
-	Shape       string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
-	Keys        int           `default:"1000" help:"Concurrency keys of --shape keys."`
-	GroupSize   int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
-	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
+	Workload     string        `required:"" enum:"W1,W2,W3,W4,MEM,SOAK,w1,w2,w3,w4,mem,soak" help:"Workload: W1 enqueue-bulk, W2 enqueue-unary, W3 drain, W4 latency, MEM one million pending tasks, SOAK a long mixed run sampling the server."`
+	N            int           `help:"Task count (default: the workload's)."`
+	Runs         int           `default:"1" help:"How many runs; each prints one JSON line."`
+	Addr         string        `env:"CONVEYOR_BENCH_ADDR" help:"Use this running server instead of starting a fresh one per run."`
+	Token        string        `env:"CONVEYOR_TOKEN" help:"Bearer token for --addr."`
+	Callers      int           `default:"2" help:"Concurrent EnqueueBatch calls (W1 and prefills)."`
+	Producers    int           `default:"32" help:"Concurrent producers (W2, W4)."`
+	Concurrency  int           `default:"64" help:"Worker concurrency (W3, W4)."`
+	Rate         int           `help:"Enqueue rate of W4 (default 2000) and SOAK (default 500), tasks/s."`
+	Duration     time.Duration `help:"How long W4 (default 10s) and SOAK (default 30m) enqueue."`
+	SampleEvery  time.Duration `name:"sample-every" help:"How often SOAK samples the server (default 10s)."`
+	PrefillOther int           `name:"prefill-other" help:"Put this many pending tasks on another queue (no worker serves it) before W1-W4 start, to measure against a deep store."`
+	Protocol     string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
+	Unbatched    bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
+	Shape        string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
+	Keys         int           `default:"1000" help:"Concurrency keys of --shape keys."`
+	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
+	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 }
 
 func (c *benchCmd) Run() error {
@@ -60,6 +62,7 @@ func (c *benchCmd) Run() error {
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, Run: run,
 			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
+			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery,
 		})
 		if err := bench.WriteJSON(os.Stdout, res); err != nil {
 			return err

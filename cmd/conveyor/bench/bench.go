@@ -17,7 +17,7 @@ import (
 
 // Config selects one benchmark run.
 type Config struct {
-	// Workload is W1, W2, W3, W4 or MEM.
+	// Workload is W1, W2, W3, W4, MEM or SOAK.
 	Workload string
 	// N is the task count. Defaults: W1, W3 100,000; W2 20,000; W4
 	// Rate*Duration; MEM 1,000,000.
@@ -36,10 +36,18 @@ type Config struct {
 	Producers int
 	// Concurrency is the worker's concurrency (W3, W4). Defaults to 64.
 	Concurrency int
-	// Rate is W4's open-loop enqueue rate, tasks/s. Defaults to 2000.
+	// Rate is the open-loop enqueue rate of W4 and SOAK, tasks/s. Defaults
+	// to 2000 (W4) and 500 (SOAK).
 	Rate int
-	// Duration is how long W4 enqueues. Defaults to 10s.
+	// Duration is how long W4 and SOAK enqueue. Defaults to 10s (W4) and
+	// 30 minutes (SOAK).
 	Duration time.Duration
+	// PrefillOther is how many pending tasks are put on another queue
+	// (no worker serves it) before W1-W4 start: the workload then runs
+	// against a store that already holds them.
+	PrefillOther int
+	// SampleEvery is how often SOAK samples the server. Defaults to 10s.
+	SampleEvery time.Duration
 	// Protocol is the SDK's wire format. Defaults to gRPC.
 	Protocol conveyor.Protocol
 	// Unbatched turns the SDK's enqueue batching off: every Enqueue call is
@@ -72,12 +80,24 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Rate <= 0 {
 		c.Rate = 2000
+		if c.Workload == "SOAK" {
+			c.Rate = 500
+		}
 	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
+		if c.Workload == "SOAK" {
+			c.Duration = 30 * time.Minute
+		}
+	}
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = 10 * time.Second
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
+		if c.Workload == "SOAK" {
+			c.Timeout = c.Duration + 10*time.Minute
+		}
 	}
 	if c.Keys <= 0 {
 		c.Keys = 1000
@@ -98,17 +118,25 @@ func (c *Config) setDefaults() error {
 			c.N = 100_000
 		case "W2":
 			c.N = 20_000
-		case "W4":
+		case "W4", "SOAK":
 			c.N = int(float64(c.Rate) * c.Duration.Seconds())
 		case "MEM":
 			c.N = 1_000_000
 		}
 	}
+	if c.PrefillOther > 0 && (c.Workload == "MEM" || c.Workload == "SOAK") {
+		return fmt.Errorf("--prefill-other applies to W1, W2, W3 and W4, not %s", c.Workload)
+	}
 	switch c.Workload {
 	case "W1", "W2", "W3", "W4", "MEM":
 		return checkShape(c)
+	case "SOAK":
+		if c.Shape != ShapePlain {
+			return fmt.Errorf("SOAK runs its own mix of tasks; --shape does not apply")
+		}
+		return nil
 	}
-	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4 or MEM", c.Workload)
+	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4, MEM or SOAK", c.Workload)
 }
 
 // Result is one run's JSON line. The field names are the shared harness's.
@@ -143,6 +171,14 @@ type Result struct {
 	ReopenedRSSAnonMB     float64 `json:"reopened_rss_anon_mb,omitempty"`
 	ReopenFirstDispatchMs float64 `json:"reopen_first_dispatch_ms,omitempty"`
 
+	// --prefill-other: how long putting the other queue's tasks took, and
+	// the server's anonymous memory holding them before the workload.
+	PrefillOtherS    float64 `json:"prefill_other_s,omitempty"`
+	PrefillRSSAnonMB float64 `json:"prefill_rss_anon_mb,omitempty"`
+
+	// SOAK only: the server sampled over the run, and the verdict.
+	Soak *SoakReport `json:"soak,omitempty"`
+
 	Settings map[string]string `json:"settings"`
 	Started  string            `json:"started"`
 }
@@ -161,6 +197,9 @@ func Run(ctx context.Context, cfg Config) Result {
 		"protocol": cfg.Protocol.String(), "callers": fmt.Sprint(cfg.Callers),
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
+	}
+	if cfg.PrefillOther > 0 {
+		res.Settings["prefill_other"] = fmt.Sprintf("%d pending tasks on queue %s", cfg.PrefillOther, otherQueue)
 	}
 	switch cfg.Shape {
 	case ShapeKeys:
@@ -209,6 +248,9 @@ func (r *runner) run(ctx context.Context) error {
 	if r.cfg.Workload == "MEM" {
 		return r.runMEM(ctx)
 	}
+	if r.cfg.Workload == "SOAK" {
+		return r.runSOAK(ctx)
+	}
 	r.addr = r.cfg.Addr
 	if r.addr == "" {
 		dir, err := os.MkdirTemp("", "conveyor-bench-")
@@ -224,6 +266,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	var err error
 	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+		return err
+	}
+	if err := r.prefillOther(ctx); err != nil {
 		return err
 	}
 	var m measured

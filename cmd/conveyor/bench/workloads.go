@@ -49,9 +49,18 @@ var monoBase = time.Now()
 
 func mono() int64 { return int64(time.Since(monoBase)) }
 
-// enqueueBulk enqueues seq [0, n) in batches of 1000 with cfg.Callers
-// concurrent EnqueueBatch calls.
+// enqueueBulk enqueues seq [0, n) of the bench queue's tasks (shaped by
+// cfg.Shape) in batches of 1000 with cfg.Callers concurrent EnqueueBatch
+// calls.
 func (r *runner) enqueueBulk(ctx context.Context, n int) error {
+	return r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
+		return conveyor.NewTask(benchType, payload(seq, 0), r.shapeOptions(seq)...)
+	})
+}
+
+// enqueueMany enqueues the tasks newTask makes of seq [0, n) in batches of
+// 1000 with cfg.Callers concurrent EnqueueBatch calls.
+func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *conveyor.Task) error {
 	var next atomic.Int64
 	errs := make(chan error, r.cfg.Callers)
 	var wg sync.WaitGroup
@@ -67,7 +76,7 @@ func (r *runner) enqueueBulk(ctx context.Context, n int) error {
 				}
 				tasks = tasks[:0]
 				for seq := first; seq < min(first+batchSize, n); seq++ {
-					tasks = append(tasks, conveyor.NewTask(benchType, payload(seq, 0), r.shapeOptions(seq)...))
+					tasks = append(tasks, newTask(seq))
 				}
 				res, err := r.client.EnqueueBatch(ctx, tasks)
 				if err == nil {
@@ -91,6 +100,32 @@ func (r *runner) enqueueBulk(ctx context.Context, n int) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// otherQueue holds --prefill-other's tasks. No worker of the bench serves
+// it: they stay PENDING for the whole run, the backlog of another
+// application sharing the server.
+const otherQueue = "bench-other"
+
+// prefillOther enqueues cfg.PrefillOther pending tasks on otherQueue before
+// the workload, so that it runs against a store that already holds them.
+func (r *runner) prefillOther(ctx context.Context) error {
+	n := r.cfg.PrefillOther
+	if n <= 0 {
+		return nil
+	}
+	t0 := time.Now()
+	err := r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
+		return conveyor.NewTask(benchType, payload(seq, 0), conveyor.Queue(otherQueue))
+	})
+	if err != nil {
+		return fmt.Errorf("prefill %d tasks on %s: %w", n, otherQueue, err)
+	}
+	r.res.PrefillOtherS = time.Since(t0).Seconds()
+	if r.srv != nil {
+		r.res.PrefillRSSAnonMB = kbToMB(procStatusKB(r.srv.pid(), "RssAnon"))
+	}
+	return nil
 }
 
 func (r *runner) w1(ctx context.Context) (measured, error) {

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/cmd/conveyor/bench"
+)
+
+// TestBenchSoak runs a short SOAK against a real server process: every
+// acknowledged task completes, each kind of the mix happens, workers
+// reconnect, and the server is sampled throughout.
+func TestBenchSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process and runs for several seconds")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := bench.Run(context.Background(), bench.Config{
+		Workload: "SOAK", Binary: bin, Duration: 6 * time.Second, Rate: 300, Producers: 4,
+		Concurrency: 8, SampleEvery: 500 * time.Millisecond, Timeout: 3 * time.Minute,
+	})
+	if !res.OK {
+		t.Fatalf("soak failed: %s", res.Err)
+	}
+	rep := res.Soak
+	if rep == nil {
+		t.Fatal("no soak report")
+	}
+	if rep.Enqueued != int64(res.N) || rep.Completed != rep.Enqueued {
+		t.Errorf("enqueued %d, completed %d; want both %d", rep.Enqueued, rep.Completed, res.N)
+	}
+	if want := int64(res.N / 10); rep.Retried != want || rep.Scheduled != want {
+		t.Errorf("retried %d, scheduled %d; want %d each (a tenth of the mix)", rep.Retried, rep.Scheduled, want)
+	}
+	if rep.CronFires == 0 || rep.Reconnects == 0 {
+		t.Errorf("cron fires %d, reconnects %d; want some of each", rep.CronFires, rep.Reconnects)
+	}
+	if len(rep.Samples) < 6 {
+		t.Fatalf("%d samples, want one every 500 ms of the run", len(rep.Samples))
+	}
+	for _, sm := range rep.Samples {
+		if sm.RSSMB <= 0 || sm.Goroutines <= 0 || sm.FDs <= 0 {
+			t.Fatalf("sample %+v misses a figure", sm)
+		}
+	}
+	if rep.Goroutines.AfterWarmup == 0 {
+		t.Errorf("no verdict: %+v", rep)
+	}
+}
+
+// TestBenchPrefillOther runs W1 against a server that first got other
+// pending tasks on another queue.
+func TestBenchPrefillOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := bench.Run(context.Background(), bench.Config{Workload: "W1", Binary: bin, N: 2000, PrefillOther: 3000})
+	if !res.OK {
+		t.Fatalf("W1 with a prefill failed: %s", res.Err)
+	}
+	if res.PrefillOtherS <= 0 || res.PrefillRSSAnonMB <= 0 || res.Settings["prefill_other"] == "" {
+		t.Errorf("the prefill is not reported: %+v", res)
+	}
+	for _, bad := range []bench.Config{
+		{Workload: "MEM", Binary: bin, PrefillOther: 10},
+		{Workload: "SOAK", Binary: bin, Shape: "keys"},
+	} {
+		if res := bench.Run(context.Background(), bad); res.OK || res.Err == "" {
+			t.Errorf("%+v was accepted", bad)
+		}
+	}
+}

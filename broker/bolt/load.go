@@ -103,15 +103,7 @@ func (e *Engine) reloadLocked() error {
 		// Size the table once, instead of growing it through the scan.
 		e.tasks.free()
 		e.tasks = newTable(live.Stats().KeyN)
-		st := &storagev1.TaskStatus{}
-		c := live.Cursor()
-		for kb, v := c.First(); kb != nil; kb, v = c.Next() {
-			var k key
-			copy(k[:], kb)
-			st.Reset()
-			if err := proto.Unmarshal(v, st); err != nil {
-				return fmt.Errorf("status of %s: %w", k, err)
-			}
+		err := scanLive(live, func(k key, st *storagev1.TaskStatus) error {
 			if err := checkLiveStatus(st); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
@@ -119,13 +111,17 @@ func (e *Engine) reloadLocked() error {
 				// Canceled while it ran, and its worker is gone: canceled.
 				wasCanceled = append(wasCanceled, k)
 				canceledIn = append(canceledIn, st.GetQueue())
-				continue
+				return nil
 			}
 			if stateOf(st) == stateActive {
 				wasActive = append(wasActive, k)
 				st.State = int32(statePending)
 			}
 			e.indexLiveLocked(k, st)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		e.purgeNext, e.endedFirst = firstEnded(tx)
 		return nil
@@ -161,6 +157,75 @@ func (e *Engine) reloadLocked() error {
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
 	}
 	return nil
+}
+
+// scanChunk is how many live records the decoder hands over at a time.
+const scanChunk = 1024
+
+// liveChunk is a run of decoded live records, in key order.
+type liveChunk struct {
+	keys []key
+	sts  []storagev1.TaskStatus
+	err  error // the decoder's error; the chunk's records precede it
+}
+
+// scanLive calls fn with every record of the live bucket, in key order.
+// Decoding takes about half of a reopen's time, so a second goroutine
+// decodes the next chunks while fn indexes this one: on two cores a large
+// file opens in about half the time. fn may keep nothing of st.
+func scanLive(live *bbolt.Bucket, fn func(k key, st *storagev1.TaskStatus) error) error {
+	full := make(chan *liveChunk, 2)
+	free := make(chan *liveChunk, 3)
+	for range cap(free) {
+		free <- &liveChunk{keys: make([]key, 0, scanChunk), sts: make([]storagev1.TaskStatus, scanChunk)}
+	}
+	stop := make(chan struct{})
+	go decodeLive(live, full, free, stop)
+	defer close(stop)
+	for ch := range full {
+		for i, k := range ch.keys {
+			if err := fn(k, &ch.sts[i]); err != nil {
+				return err
+			}
+		}
+		if ch.err != nil {
+			return ch.err
+		}
+		ch.keys = ch.keys[:0]
+		free <- ch
+	}
+	return nil
+}
+
+// decodeLive walks the live bucket and sends its records, decoded, in
+// chunks on full until the end (then closes full) or until stop.
+func decodeLive(live *bbolt.Bucket, full chan<- *liveChunk, free <-chan *liveChunk, stop <-chan struct{}) {
+	defer close(full)
+	c := live.Cursor()
+	kb, v := c.First()
+	for kb != nil {
+		var ch *liveChunk
+		select {
+		case ch = <-free:
+		case <-stop:
+			return
+		}
+		for ; kb != nil && len(ch.keys) < scanChunk; kb, v = c.Next() {
+			var k key
+			copy(k[:], kb)
+			if err := proto.Unmarshal(v, &ch.sts[len(ch.keys)]); err != nil {
+				ch.err = fmt.Errorf("status of %s: %w", k, err)
+				kb = nil
+				break
+			}
+			ch.keys = append(ch.keys, k)
+		}
+		select {
+		case full <- ch:
+		case <-stop:
+			return
+		}
+	}
 }
 
 // checkLiveStatus refuses a live record the indexes cannot hold: a file

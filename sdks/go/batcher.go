@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,6 +23,10 @@ const (
 	batchMaxBytes = 4 << 20
 )
 
+// maxEnqueueLinger bounds how long calls gather after a shared RPC
+// returned (see enqueueBatcher).
+const maxEnqueueLinger = time.Millisecond
+
 // An enqueueBatcher lets concurrent Client.Enqueue calls share RPCs. While
 // fewer than maxInFlight enqueue RPCs are out, a call goes out at once, on
 // its own (a plain Enqueue with the caller's context): an idle producer
@@ -34,6 +39,15 @@ const (
 // would add latency and win nothing, since no more calls fit in it. So
 // maxInFlight bounds the RPCs of a light load; under a heavy one each RPC
 // carries up to batchMaxItems calls.
+//
+// When a batch of several calls returns, its callers usually come back
+// with their next calls a moment later. Sending the gathering batch at
+// once would catch only the calls made while the RPC was out, and the
+// early and late callers would keep alternating in small batches, each
+// paying a round trip and a commit of its own. So the batcher lingers:
+// for at most half that RPC's round trip (and maxEnqueueLinger), new calls
+// gather until there are as many as the returned batch served, then leave
+// together. A call served alone never makes the next ones linger.
 //
 // Each caller waits for its own outcome. A caller whose context ends while
 // its batch is still gathering is taken out of it and its task is never
@@ -48,7 +62,19 @@ type enqueueBatcher struct {
 	mu        sync.Mutex
 	inFlight  int
 	gathering *enqueueBatch // nil when no call waits
+	// lingerTarget is, while the batcher lingers, how many gathered calls
+	// end the linger (0: not lingering). lingerGen tells a linger's timer
+	// whether its linger is still the current one.
+	lingerTarget int
+	lingerGen    uint64
+	// lingerFor is how long to linger after an RPC that took that long;
+	// tests replace it.
+	lingerFor func(took time.Duration) time.Duration
 }
+
+// lingerBound is the default enqueueBatcher.lingerFor: half the round
+// trip, at most maxEnqueueLinger.
+func lingerBound(took time.Duration) time.Duration { return min(took/2, maxEnqueueLinger) }
 
 // enqueueBatch is the calls of one batch.
 type enqueueBatch struct {
@@ -85,11 +111,11 @@ func (b *enqueueBatcher) enqueue(ctx context.Context, req *conveyorv1.EnqueueReq
 		return nil, ctxError(ctx)
 	}
 	b.mu.Lock()
-	if b.gathering == nil && b.inFlight < b.maxInFlight {
+	if b.gathering == nil && b.inFlight < b.maxInFlight && b.lingerTarget == 0 {
 		b.inFlight++
 		b.mu.Unlock()
 		info, err := unaryEnqueue(ctx, b.tasks, req)
-		b.returned()
+		b.returned(1, 0)
 		return info, err
 	}
 	call := &enqueueCall{ctx: ctx, req: req, done: make(chan struct{}),
@@ -104,8 +130,14 @@ func (b *enqueueBatcher) enqueue(ctx context.Context, req *conveyorv1.EnqueueReq
 	g.calls = append(g.calls, call)
 	g.live++
 	g.bytes += call.size
-	if g.live >= batchMaxItems || g.bytes >= batchMaxBytes {
+	switch {
+	case g.live >= batchMaxItems || g.bytes >= batchMaxBytes:
 		b.leaveLocked()
+	case b.lingerTarget > 0 && g.live >= b.lingerTarget:
+		b.lingerTarget = 0
+		if b.inFlight < b.maxInFlight {
+			b.leaveLocked()
+		}
 	}
 	b.mu.Unlock()
 
@@ -137,15 +169,43 @@ func (b *enqueueBatcher) enqueue(ctx context.Context, req *conveyorv1.EnqueueReq
 	return nil, ctxError(ctx)
 }
 
-// returned accounts for an RPC that returned and sends the gathering batch,
-// if any, in its place.
-func (b *enqueueBatcher) returned() {
+// returned accounts for an RPC that returned after took, having served
+// that many calls, and sends the gathering batch, if any, in its place,
+// or lingers first for the served callers to come back.
+func (b *enqueueBatcher) returned(served int, took time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inFlight--
-	if b.gathering != nil && b.inFlight < b.maxInFlight {
+	if b.inFlight >= b.maxInFlight {
+		return
+	}
+	wait := b.lingerFor(took)
+	if served > 1 && wait > 0 && (b.gathering == nil || b.gathering.live < served) {
+		b.lingerLocked(served, wait)
+		return
+	}
+	if b.gathering != nil {
 		b.leaveLocked()
 	}
+}
+
+// lingerLocked lets calls gather until target of them wait or wait has
+// passed, whichever comes first. Call with b.mu.
+func (b *enqueueBatcher) lingerLocked(target int, wait time.Duration) {
+	b.lingerTarget = target
+	b.lingerGen++
+	gen := b.lingerGen
+	time.AfterFunc(wait, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.lingerGen != gen || b.lingerTarget == 0 {
+			return // ended by its target, or a newer linger took over
+		}
+		b.lingerTarget = 0
+		if b.gathering != nil && b.inFlight < b.maxInFlight {
+			b.leaveLocked()
+		}
+	})
 }
 
 // leaveLocked sends the gathering batch. Call with b.mu.
@@ -174,7 +234,7 @@ func (b *enqueueBatcher) send(ctx context.Context, cancel context.CancelFunc, ca
 		// A batch of one is a plain Enqueue, on its caller's context.
 		c := calls[0]
 		info, err := unaryEnqueue(c.ctx, b.tasks, c.req)
-		b.returned()
+		b.returned(1, 0)
 		c.finish(info, err)
 		return
 	}
@@ -182,8 +242,9 @@ func (b *enqueueBatcher) send(ctx context.Context, cancel context.CancelFunc, ca
 	for i, c := range calls {
 		items[i] = c.req
 	}
+	start := time.Now()
 	res, err := b.tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items, Brief: true}))
-	b.returned()
+	b.returned(len(calls), time.Since(start))
 	if err == nil && len(res.Msg.GetResults()) != len(calls) {
 		err = fmt.Errorf("conveyor: the server's EnqueueBatch response holds %d results for %d items", len(res.Msg.GetResults()), len(calls))
 	}

@@ -41,7 +41,7 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
 		hooks: cfg.enqueueHooks}
 	if !cfg.noEnqueueBatching {
-		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight}
+		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight, lingerFor: lingerBound}
 	}
 	return c, nil
 }

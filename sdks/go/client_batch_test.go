@@ -544,3 +544,69 @@ func TestEnqueueBatchingUncodedServer(t *testing.T) {
 		t.Errorf("%d EnqueueBatch and %d Enqueue RPCs, want 1 and 2 (the first, and the duplicate again)", stub.batches, stub.unary)
 	}
 }
+
+// shareCohort makes n calls gather behind a held Enqueue, releases it, and
+// returns the n outcomes' channels once their shared EnqueueBatch left.
+func (e *batchEnv) shareCohort(n int) []<-chan enqueued {
+	e.t.Helper()
+	release := e.holdFirst()
+	outs := make([]<-chan enqueued, n)
+	for i := range outs {
+		outs[i] = e.go_(context.Background(), "cohort", nil)
+	}
+	e.waitGathered(n)
+	if r := release(); r.err != nil {
+		e.t.Fatalf("the first Enqueue: %v", r.err)
+	}
+	return outs
+}
+
+// TestEnqueueBatchingLingersForTheCohort: when a shared batch returns, the
+// calls its callers make next gather into one batch, instead of the first
+// of them leaving alone and the rest alternating behind it.
+func TestEnqueueBatchingLingersForTheCohort(t *testing.T) {
+	t.Parallel()
+	e := batchSetup(t, conveyor.WithEnqueueInFlight(1))
+	conveyor.SetEnqueueLingerForTest(e.c, time.Minute) // only the cohort ends it
+	const n = 40
+	outs := e.shareCohort(n)
+	again := make([]<-chan enqueued, n)
+	for i, ch := range outs {
+		if r := wtRecv(t, ch, 10*time.Second, "a cohort call's outcome"); r.err != nil {
+			t.Fatal(r.err)
+		}
+		again[i] = e.go_(context.Background(), "again", nil)
+	}
+	for _, ch := range again {
+		if r := wtRecv(t, ch, 10*time.Second, "a second call's outcome"); r.err != nil || r.info.Type != "again" {
+			t.Fatalf("second call: %v", r.err)
+		}
+	}
+	// The held Enqueue, the cohort's batch, and the cohort's next calls in
+	// one more batch.
+	eq(t, "Enqueue RPCs", e.gate.count("Enqueue"), 1)
+	eq(t, "EnqueueBatch RPCs", e.gate.count("EnqueueBatch"), 2)
+}
+
+// TestEnqueueBatchingLingerIsBounded: when fewer callers come back than
+// the returned batch served, the gathered calls leave once the linger's
+// bound has passed; a call made after that goes out at once, on its own.
+func TestEnqueueBatchingLingerIsBounded(t *testing.T) {
+	t.Parallel()
+	e := batchSetup(t, conveyor.WithEnqueueInFlight(1))
+	conveyor.SetEnqueueLingerForTest(e.c, 50*time.Millisecond)
+	for _, ch := range e.shareCohort(10) {
+		if r := wtRecv(t, ch, 10*time.Second, "a cohort call's outcome"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	// One caller of ten comes back: its call leaves when the linger ends.
+	if r := wtRecv(t, e.go_(context.Background(), "late", nil), 10*time.Second, "the lone call"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := wtRecv(t, e.go_(context.Background(), "idle", nil), 10*time.Second, "an idle call"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	eq(t, "EnqueueBatch RPCs", e.gate.count("EnqueueBatch"), 1)
+	eq(t, "Enqueue RPCs", e.gate.count("Enqueue"), 3) // held, lone, idle
+}

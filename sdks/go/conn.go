@@ -125,13 +125,17 @@ const DefaultEnqueueInFlight = 2
 // once, on its own, so an idle producer gets no added latency; calls made
 // while that many are out gather and leave together, as one EnqueueBatch,
 // when one of those returns (or at once when 1000 calls, or about 4 MiB of
-// requests, have gathered). Each call still gets its own task or its own
-// error, exactly as a call of its own would, and a call whose context ends
-// before its batch leaves is taken out of it (its task is not sent). A
-// shared EnqueueBatch serves many callers, so it carries none of their
-// contexts' values or deadlines; it is canceled once every caller in it
-// has given up. Off, every call is one Enqueue RPC on its caller's
-// context. A Worker ignores this option.
+// requests, have gathered). After a shared batch returns, the calls made
+// next gather for a moment (at most half its round trip, and 1 ms) until
+// as many as it served are back, so that busy producers keep sharing RPCs
+// instead of splitting into small ones; a call sent on its own never holds
+// the next ones. Each call still gets its own task or its own error,
+// exactly as a call of its own would, and a call whose context ends before
+// its batch leaves is taken out of it (its task is not sent). A shared
+// EnqueueBatch serves many callers, so it carries none of their contexts'
+// values or deadlines; it is canceled once every caller in it has given
+// up. Off, every call is one Enqueue RPC on its caller's context. A Worker
+// ignores this option.
 func WithEnqueueBatching(on bool) Option {
 	return optionFunc(func(c *connConfig) { c.noEnqueueBatching = !on })
 }

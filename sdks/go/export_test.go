@@ -1,5 +1,7 @@
 package conveyor
 
+import "time"
+
 // GatheredForTest reports how many Enqueue calls of c wait in its gathering
 // batch, so that tests can wait for calls to gather instead of sleeping.
 func GatheredForTest(c *Client) int {
@@ -12,4 +14,13 @@ func GatheredForTest(c *Client) int {
 		return g.live
 	}
 	return 0
+}
+
+// SetEnqueueLingerForTest makes c's batcher linger for d after every
+// shared RPC, whatever its round trip, so that tests do not depend on how
+// fast goroutines come back.
+func SetEnqueueLingerForTest(c *Client, d time.Duration) {
+	c.batcher.mu.Lock()
+	defer c.batcher.mu.Unlock()
+	c.batcher.lingerFor = func(time.Duration) time.Duration { return d }
 }

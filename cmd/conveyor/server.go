@@ -76,6 +76,7 @@ func (c *serverCmd) Run() error {
 			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
 		}
 	}
+	tuneGC()
 	log := newLogger(c.LogFormat, c.LogLevel)
 	token := c.Token
 	if c.TokenFile != "" {

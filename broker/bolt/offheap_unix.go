@@ -26,5 +26,6 @@ func allocOffHeap[T any](n int) ([]T, func()) {
 	if err != nil {
 		panic(fmt.Sprintf("bolt: map %d bytes for an index: %v", size, err))
 	}
+	prepareMapping(mem)
 	return unsafe.Slice((*T)(unsafe.Pointer(&mem[0])), n), func() { _ = syscall.Munmap(mem) }
 }

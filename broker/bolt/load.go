@@ -181,7 +181,13 @@ func scanLive(live *bbolt.Bucket, fn func(k key, st *storagev1.TaskStatus) error
 	}
 	stop := make(chan struct{})
 	go decodeLive(live, full, free, stop)
-	defer close(stop)
+	defer func() {
+		// Wait for the decoder to be done with the transaction: after an
+		// error the caller closes it, and the file may then be unmapped.
+		close(stop)
+		for range full {
+		}
+	}()
 	for ch := range full {
 		for i, k := range ch.keys {
 			if err := fn(k, &ch.sts[i]); err != nil {
@@ -205,6 +211,11 @@ func decodeLive(live *bbolt.Bucket, full chan<- *liveChunk, free <-chan *liveChu
 	kb, v := c.First()
 	for kb != nil {
 		var ch *liveChunk
+		select {
+		case <-stop:
+			return
+		default:
+		}
 		select {
 		case ch = <-free:
 		case <-stop:

@@ -63,41 +63,14 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			// dependency's completion, its enqueue): the start is not
 			// stamped before that.
 			start := max(now, m.due)
-			e.setStateLocked(k, &m, stateActive)
-			e.nextToken++
-			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
-			e.leases[k] = l
-			if e.leaseHeap.add(l) {
-				e.note.TimersChanged()
-			}
 			keys = append(keys, k)
 			starts = append(starts, start)
-			out = append(out, broker.Lease{
-				Token:  e.nextToken,
-				Expiry: time.Unix(0, expiry).UTC(),
-				Task: &broker.Task{
-					ID: k.String(), State: stateActive, Priority: int32(m.prio),
-					Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, start).UTC(),
-					NextProcessAt: fromNanos(m.due), SessionID: p.SessionID, LeaseToken: e.nextToken,
-				},
-			})
+			out = append(out, e.grantLocked(k, &m, p.SessionID, start, expiry))
 			n++
 		}
 		e.tookLocked(q, n, p.Now)
 	}
-	if len(keys) > 0 {
-		e.commit.appendLocked(func(w *txw) error {
-			for i, k := range keys {
-				if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
-					st.State = int32(stateActive)
-					st.StartedAt = starts[i]
-				}); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, nil)
-	}
+	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	if len(out) == 0 {
 		return nil, nil
@@ -164,4 +137,48 @@ func (e *Engine) limitLeases(out []broker.Lease, limit func(*broker.Task) time.T
 			}
 		}
 	}
+}
+
+// grantLocked makes task k (m is its meta) ACTIVE under a new lease of
+// session until expiry, started at start, and returns the lease to hand
+// out (its spec not filled in yet). The change reaches the file through
+// persistStartsLocked.
+func (e *Engine) grantLocked(k key, m *meta, session string, start, expiry int64) broker.Lease {
+	e.setStateLocked(k, m, stateActive)
+	e.nextToken++
+	l := &lease{k: k, session: session, token: e.nextToken, expiry: expiry}
+	e.leases[k] = l
+	if e.leaseHeap.add(l) {
+		e.note.TimersChanged()
+	}
+	return broker.Lease{
+		Token:  l.token,
+		Expiry: time.Unix(0, expiry).UTC(),
+		Task: &broker.Task{
+			ID: k.String(), State: stateActive, Priority: int32(m.prio),
+			Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, start).UTC(),
+			NextProcessAt: fromNanos(m.due), SessionID: session, LeaseToken: l.token,
+		},
+	}
+}
+
+// persistStartsLocked queues the ACTIVE writes of the tasks just granted
+// (keys[i] started at starts[i]) into the next group commit, which no
+// caller waits for: a lease lost in a crash leaves its task PENDING, as a
+// restart would make it anyway.
+func (e *Engine) persistStartsLocked(keys []key, starts []int64) {
+	if len(keys) == 0 {
+		return
+	}
+	e.commit.appendLocked(func(w *txw) error {
+		for i, k := range keys {
+			if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
+				st.State = int32(stateActive)
+				st.StartedAt = starts[i]
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil)
 }

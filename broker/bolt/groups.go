@@ -4,10 +4,8 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
 // This file is aggregation groups (protocol §5.11). An AGGREGATING task
@@ -142,6 +140,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	}
 	var out []broker.GroupLease
 	var keys []key
+	var starts []int64
 	kept := q.fired[:0]
 	for _, g := range q.fired {
 		if len(out) == p.N || !slices.Contains(p.Types, g.id.typ) {
@@ -158,18 +157,9 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			if !live || m.state != stateAggr {
 				continue // left the group meanwhile
 			}
-			e.setStateLocked(k, &m, stateActive)
-			e.nextToken++
-			l := &lease{k: k, session: p.SessionID, token: e.nextToken, expiry: expiry}
-			e.leases[k] = l
-			if e.leaseHeap.add(l) {
-				e.note.TimersChanged()
-			}
 			keys = append(keys, k)
-			gl.Leases = append(gl.Leases, broker.Lease{Token: l.token, Expiry: time.Unix(0, expiry).UTC(),
-				Task: &broker.Task{ID: k.String(), State: stateActive, Priority: int32(m.prio), Retried: m.retried,
-					MaxRetry: m.maxRetry, StartedAt: time.Unix(0, now).UTC(), NextProcessAt: fromNanos(m.due),
-					SessionID: p.SessionID, LeaseToken: l.token}})
+			starts = append(starts, now)
+			gl.Leases = append(gl.Leases, e.grantLocked(k, &m, p.SessionID, now, expiry))
 		}
 		if len(gl.Leases) > 0 {
 			out = append(out, gl)
@@ -177,19 +167,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	}
 	clear(q.fired[len(kept):])
 	q.fired = kept
-	if len(keys) > 0 {
-		e.commit.appendLocked(func(w *txw) error {
-			for _, k := range keys {
-				if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
-					st.State = int32(stateActive)
-					st.StartedAt = now
-				}); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, nil)
-	}
+	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	for i := range out {
 		if err := e.fillSpecs(out[i].Leases); err != nil {

@@ -251,23 +251,11 @@ func (r *runner) run(ctx context.Context) error {
 	if r.cfg.Workload == "SOAK" {
 		return r.runSOAK(ctx)
 	}
-	r.addr = r.cfg.Addr
-	if r.addr == "" {
-		dir, err := os.MkdirTemp("", "conveyor-bench-")
-		if err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
-			return err
-		}
-		defer func() { _ = r.srv.stop() }()
-		r.addr = r.srv.url
-	}
-	var err error
-	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+	done, err := r.connect()
+	if err != nil {
 		return err
 	}
+	defer done()
 	if err := r.prefillOther(ctx); err != nil {
 		return err
 	}
@@ -292,6 +280,34 @@ func (r *runner) run(ctx context.Context) error {
 	r.res.TPS = float64(m.count) / m.wall.Seconds()
 	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = m.cpu.machinePct, m.cpu.benchPct, m.cpu.serverPct
 	return nil
+}
+
+// connect points the runner at cfg.Addr, or at a fresh server process on
+// a temp data dir, and makes its client. done stops that server and
+// removes its data.
+func (r *runner) connect() (done func(), err error) {
+	done = func() {}
+	r.addr = r.cfg.Addr
+	if r.addr == "" {
+		dir, err := os.MkdirTemp("", "conveyor-bench-")
+		if err != nil {
+			return done, err
+		}
+		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return done, err
+		}
+		done = func() {
+			_ = r.srv.stop()
+			_ = os.RemoveAll(dir)
+		}
+		r.addr = r.srv.url
+	}
+	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+		done()
+		return func() {}, err
+	}
+	return done, nil
 }
 
 func (r *runner) connOptions() []conveyor.Option {

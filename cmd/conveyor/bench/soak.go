@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,23 +111,11 @@ type soak struct {
 }
 
 func (r *runner) runSOAK(ctx context.Context) error {
-	r.addr = r.cfg.Addr
-	if r.addr == "" {
-		dir, err := os.MkdirTemp("", "conveyor-bench-soak-")
-		if err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
-			return err
-		}
-		defer func() { _ = r.srv.stop() }()
-		r.addr = r.srv.url
-	}
-	var err error
-	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
+	done, err := r.connect()
+	if err != nil {
 		return err
 	}
+	defer done()
 	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16)}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep
@@ -215,7 +202,7 @@ func (s *soak) produce(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
-	if rest := s.takeBatch(0); len(rest) > 0 {
+	if rest := s.takeRest(); len(rest) > 0 {
 		if err := s.enqueueBatch(ctx, rest); err != nil {
 			s.fail(err)
 		}
@@ -223,17 +210,26 @@ func (s *soak) produce(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// takeBatch adds seq (if > 0) to the batch being collected and returns the
-// batch once it is full (always, when seq is 0: the rest at the end).
+// takeBatch adds seq to the batch being collected and returns the batch
+// once it is full.
 func (s *soak) takeBatch(seq int) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq > 0 {
-		s.batched = append(s.batched, seq)
-		if len(s.batched) < soakBatch {
-			return nil
-		}
+	s.batched = append(s.batched, seq)
+	if len(s.batched) < soakBatch {
+		return nil
 	}
+	return s.takeLocked()
+}
+
+// takeRest returns the batch being collected, full or not.
+func (s *soak) takeRest() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeLocked()
+}
+
+func (s *soak) takeLocked() []int {
 	b := s.batched
 	s.batched = nil
 	return b

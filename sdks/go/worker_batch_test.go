@@ -86,15 +86,7 @@ func TestHandleBatchEveryTrigger(t *testing.T) {
 // waitQueueDone waits for every task of queue to complete.
 func waitQueueDone(t *testing.T, queue string, e *wtEnv) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		q := e.queue(queue)
-		if q.GetPending()+q.GetActive()+q.GetRetry()+q.GetAggregating() == 0 && q.GetCompleted() > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s did not finish: %v", queue, q)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	e.waitQueue(queue, 10*time.Second, "every task done", func(q *conveyorv1.QueueInfo) bool {
+		return q.GetPending()+q.GetActive()+q.GetRetry()+q.GetAggregating() == 0 && q.GetCompleted() > 0
+	})
 }

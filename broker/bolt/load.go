@@ -298,17 +298,13 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 			m.flags |= flagDepFailed
 		}
 	}
-	if m.state == statePending && e.keyOf[k] == nil && m.flags&(flagInReady|flagHeld) == 0 {
-		// The common case, in one table insert instead of the three of
-		// put and pushReadyLocked: at ten million tasks each is a cache miss.
-		e.enterReadyLocked(k, m)
+	// One table insert per task (at ten million tasks each is a cache
+	// miss): a pending task's goes with its offer to the ready FIFO.
+	if m.state == statePending && e.offerReadyLocked(k, m) {
 		return
 	}
 	e.tasks.put(k, m)
-	switch m.state {
-	case statePending:
-		e.pushReadyLocked(k)
-	case stateAggr:
+	if m.state == stateAggr {
 		e.joinGroupLocked(k, q, st.GetGroup(), st.GetType(), st.GetEnqueuedAt(), nanos(e.cfg.Now()))
 	}
 }

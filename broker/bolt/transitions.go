@@ -15,16 +15,22 @@ import (
 // pushReadyLocked makes a pending, durable task dispatchable, unless its
 // concurrency key holds it back (limits.go), and signals the queue's
 // sessions when the queue had nothing ready.
-func (e *Engine) pushReadyLocked(k key) {
-	m := e.tasks.getOrZero(k)
+func (e *Engine) pushReadyLocked(k key) { e.offerReadyLocked(k, e.tasks.getOrZero(k)) }
+
+// offerReadyLocked is pushReadyLocked for a task whose meta m the caller
+// holds (the table may not have it yet). It reports whether it wrote m to
+// the table: it does unless m is not a committed PENDING task waiting for
+// neither the ready FIFO nor its concurrency key.
+func (e *Engine) offerReadyLocked(k key, m meta) bool {
 	if m.state != statePending || m.flags&flagCommitted == 0 || m.flags&(flagInReady|flagHeld) != 0 {
-		return
+		return false
 	}
 	if c := e.keyOf[k]; c != nil && !e.admitLocked(k, &m, c) {
 		e.tasks.put(k, m)
-		return
+		return true
 	}
 	e.enterReadyLocked(k, m)
+	return true
 }
 
 // enterReadyLocked puts an admitted task in its queue's ready FIFO.

@@ -78,11 +78,17 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 // linkDepsLocked records a new BLOCKED task's edges.
 func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord) {
 	for _, d := range waitingOn {
-		var dk key
-		copy(dk[:], d.GetTaskId())
-		e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(d.GetOnFailure())})
+		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure())
 	}
 	m.waiting = uint16(len(waitingOn))
+}
+
+// addDepEdgeLocked records that task k waits for the task whose binary id
+// is on.
+func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32) {
+	var dk key
+	copy(dk[:], on)
+	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure)})
 }
 
 // resolveDependentsLocked tells the dependents of task k, which ended in

@@ -347,7 +347,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 	if ck := pt.nt.ConcurrencyKey; ck != "" {
 		e.keyOf[pt.k] = e.ckeyLocked(q, ck)
 	}
-	e.indexExpiryLocked(pt.k, &m, pt.status)
+	e.indexExpiryLocked(pt.k, &m, pt.status.GetExpiresAt(), pt.status.GetDeadline())
 	if m.state == stateBlocked {
 		e.startBlockedLocked(pt, &m, q)
 	}

@@ -103,21 +103,21 @@ func (e *Engine) reloadLocked() error {
 		// Size the table once, instead of growing it through the scan.
 		e.tasks.free()
 		e.tasks = newTable(live.Stats().KeyN)
-		err := scanLive(live, func(k key, st *storagev1.TaskStatus) error {
-			if err := checkLiveStatus(st); err != nil {
+		err := scanLive(live, e.tasks.touch, func(k key, r *liveRecord) error {
+			if err := checkLiveStatus(r); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
-			if stateOf(st) == stateActive && st.GetCancelRequested() {
+			if r.State() == stateActive && r.cancelRequested {
 				// Canceled while it ran, and its worker is gone: canceled.
 				wasCanceled = append(wasCanceled, k)
-				canceledIn = append(canceledIn, st.GetQueue())
+				canceledIn = append(canceledIn, string(r.queue))
 				return nil
 			}
-			if stateOf(st) == stateActive {
+			if r.State() == stateActive {
 				wasActive = append(wasActive, k)
-				st.State = int32(statePending)
+				r.state = int32(statePending)
 			}
-			e.indexLiveLocked(k, st)
+			e.indexLiveLocked(k, r)
 			return nil
 		})
 		if err != nil {
@@ -159,144 +159,46 @@ func (e *Engine) reloadLocked() error {
 	return nil
 }
 
-// scanChunk is how many live records the decoder hands over at a time.
-const scanChunk = 1024
-
-// liveChunk is a run of decoded live records, in key order.
-type liveChunk struct {
-	keys []key
-	sts  []storagev1.TaskStatus
-	err  error // the decoder's error; the chunk's records precede it
-}
-
-// scanLive calls fn with every record of the live bucket, in key order.
-// Decoding takes about half of a reopen's time, so a second goroutine
-// decodes the next chunks while fn indexes this one: on two cores a large
-// file opens in about half the time. fn may keep nothing of st.
-func scanLive(live *bbolt.Bucket, fn func(k key, st *storagev1.TaskStatus) error) error {
-	full := make(chan *liveChunk, 2)
-	free := make(chan *liveChunk, 3)
-	for range cap(free) {
-		free <- &liveChunk{keys: make([]key, 0, scanChunk), sts: make([]storagev1.TaskStatus, scanChunk)}
-	}
-	stop := make(chan struct{})
-	go decodeLive(live, full, free, stop)
-	defer func() {
-		// Wait for the decoder to be done with the transaction: after an
-		// error the caller closes it, and the file may then be unmapped.
-		close(stop)
-		for range full {
-		}
-	}()
-	for ch := range full {
-		for i, k := range ch.keys {
-			if err := fn(k, &ch.sts[i]); err != nil {
-				return err
-			}
-		}
-		if ch.err != nil {
-			return ch.err
-		}
-		ch.keys = ch.keys[:0]
-		free <- ch
-	}
-	return nil
-}
-
-// decodeLive walks the live bucket and sends its records, decoded, in
-// chunks on full until the end (then closes full) or until stop.
-func decodeLive(live *bbolt.Bucket, full chan<- *liveChunk, free <-chan *liveChunk, stop <-chan struct{}) {
-	defer close(full)
-	c := live.Cursor()
-	kb, v := c.First()
-	for kb != nil {
-		var ch *liveChunk
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		select {
-		case ch = <-free:
-		case <-stop:
-			return
-		}
-		for ; kb != nil && len(ch.keys) < scanChunk; kb, v = c.Next() {
-			var k key
-			copy(k[:], kb)
-			if err := proto.Unmarshal(v, &ch.sts[len(ch.keys)]); err != nil {
-				ch.err = fmt.Errorf("status of %s: %w", k, err)
-				kb = nil
-				break
-			}
-			ch.keys = append(ch.keys, k)
-		}
-		select {
-		case full <- ch:
-		case <-stop:
-			return
-		}
-	}
-}
-
 // checkLiveStatus refuses a live record the indexes cannot hold: a file
 // damaged or written by something else than this engine. Open then fails,
 // naming the task, rather than indexing out of range or losing the task.
-func checkLiveStatus(st *storagev1.TaskStatus) error {
-	if s := stateOf(st); !s.Waiting() && s != stateActive {
+func checkLiveStatus(r *liveRecord) error {
+	if s := r.State(); !s.Waiting() && s != stateActive {
 		return fmt.Errorf("state %d is not a live state", s)
 	}
-	if p := st.GetPriority(); p < 1 || p > 9 {
+	if p := r.priority; p < 1 || p > 9 {
 		return fmt.Errorf("priority %d is not 1..9", p)
 	}
-	if st.GetQueue() == "" {
+	if len(r.queue) == 0 {
 		return errors.New("no queue")
 	}
 	return nil
 }
 
 // indexLiveLocked adds one durable live task to the in-memory indexes.
-func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
-	q := e.queueLocked(st.GetQueue())
+func (e *Engine) indexLiveLocked(k key, r *liveRecord) {
+	q := e.byName[string(r.queue)] // no copy of the name for the lookup
+	if q == nil {
+		q = e.queueLocked(string(r.queue))
+	}
 	m := meta{
-		due:      st.GetNextProcessAt(),
+		due:      r.nextProcessAt,
 		queue:    q.index,
-		retried:  st.GetRetried(),
-		maxRetry: st.GetMaxRetry(),
-		state:    stateOf(st),
-		prio:     uint8(st.GetPriority()),
+		retried:  r.retried,
+		maxRetry: r.maxRetry,
+		state:    r.State(),
+		prio:     uint8(r.priority),
 		flags:    flagCommitted,
 	}
 	q.counts[m.state]++
-	if ck := st.GetConcurrencyKey(); ck != "" {
-		e.keyOf[k] = e.ckeyLocked(q, ck)
-	}
 	switch m.state {
 	case stateScheduled, stateRetry:
 		e.dueHeap.add(timed{at: m.due, k: k})
 	case statePending:
 		m.due = 0 // when it became pending is not stored; next_process_at may be later (RunTask)
 	}
-	if uk := st.GetUniqueKey(); uk != "" {
-		// Several live tasks may name one key when earlier claims ran out
-		// of TTL. A claim is granted only once the one before it ran out,
-		// so the holder is the task that claimed last, whatever order the
-		// scan (by id, which a producer may choose) meets them in.
-		c := uniqueClaim{k: k, until: st.GetUniqueUntil(), since: st.GetEnqueuedAt()}
-		if old, ok := e.unique[uk]; !ok || c.since > old.since || c.since == old.since && c.k.Compare(old.k) > 0 {
-			e.unique[uk] = c
-		}
-		e.uniqOf[k] = uk
-	}
-	if st.Retention != nil {
-		e.retention[k] = st.GetRetention()
-	}
-	e.indexExpiryLocked(k, &m, st)
-	if m.state == stateBlocked {
-		e.linkDepsLocked(k, &m, st.GetWaitingOn())
-		if st.GetDependencyFailed() {
-			m.flags |= flagDepFailed
-		}
+	if r.rare {
+		e.indexRareLocked(k, q, &m, r)
 	}
 	// One table insert per task (at ten million tasks each is a cache
 	// miss): a pending task's goes with its offer to the ready FIFO.
@@ -305,6 +207,39 @@ func (e *Engine) indexLiveLocked(k key, st *storagev1.TaskStatus) {
 	}
 	e.tasks.put(k, m)
 	if m.state == stateAggr {
-		e.joinGroupLocked(k, q, st.GetGroup(), st.GetType(), st.GetEnqueuedAt(), nanos(e.cfg.Now()))
+		e.joinGroupLocked(k, q, string(r.group), string(r.typ), r.enqueuedAt, nanos(e.cfg.Now()))
+	}
+}
+
+// indexRareLocked indexes what only some tasks have: a concurrency key, a
+// unique key, a retention, an expiry or deadline, dependencies.
+func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
+	if len(r.concurrencyKey) > 0 {
+		e.keyOf[k] = e.ckeyLocked(q, string(r.concurrencyKey))
+	}
+	if len(r.uniqueKey) > 0 {
+		uk := string(r.uniqueKey)
+		// Several live tasks may name one key when earlier claims ran out
+		// of TTL. A claim is granted only once the one before it ran out,
+		// so the holder is the task that claimed last, whatever order the
+		// scan (by id, which a producer may choose) meets them in.
+		c := uniqueClaim{k: k, until: r.uniqueUntil, since: r.enqueuedAt}
+		if old, ok := e.unique[uk]; !ok || c.since > old.since || c.since == old.since && c.k.Compare(old.k) > 0 {
+			e.unique[uk] = c
+		}
+		e.uniqOf[k] = uk
+	}
+	if r.hasRetention {
+		e.retention[k] = r.retention
+	}
+	e.indexExpiryLocked(k, m, r.expiresAt, r.deadline)
+	if m.state == stateBlocked {
+		for _, d := range r.waitingOn {
+			e.addDepEdgeLocked(k, d.taskID, d.onFailure)
+		}
+		m.waiting = uint16(len(r.waitingOn))
+		if r.dependencyFailed {
+			m.flags |= flagDepFailed
+		}
 	}
 }

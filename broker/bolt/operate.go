@@ -207,7 +207,7 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	if ck := st.GetConcurrencyKey(); ck != "" {
 		e.keyOf[k] = e.ckeyLocked(q, ck)
 	}
-	e.indexExpiryLocked(k, &m, revived)
+	e.indexExpiryLocked(k, &m, revived.GetExpiresAt(), revived.GetDeadline())
 	e.tasks.put(k, m)
 	e.commit.appendLocked(func(w *txw) error {
 		if err := w.done.Delete(k[:]); err != nil {

@@ -13,7 +13,10 @@ import (
 
 // BenchmarkReopen measures opening a file that holds pending tasks, ready
 // to dispatch: the rebuild of every in-memory index. CONVEYOR_BENCH_TASKS
-// sets how many (default 200,000).
+// sets how many (default 200,000). CONVEYOR_BENCH_FILE names a file to
+// keep: filled on the first run, reopened as it is by later ones (with the
+// same CONVEYOR_BENCH_TASKS), so that builds can be compared on one file
+// without filling ten million tasks each time.
 func BenchmarkReopen(b *testing.B) {
 	n := 200_000
 	if s := os.Getenv("CONVEYOR_BENCH_TASKS"); s != "" {
@@ -22,13 +25,19 @@ func BenchmarkReopen(b *testing.B) {
 			b.Fatalf("CONVEYOR_BENCH_TASKS: %v", err)
 		}
 	}
-	path := filepath.Join(b.TempDir(), "conveyor.db")
+	path := os.Getenv("CONVEYOR_BENCH_FILE")
+	fill := n
+	if path == "" {
+		path = filepath.Join(b.TempDir(), "conveyor.db")
+	} else if _, err := os.Stat(path); err == nil {
+		fill = 0
+	}
 	e, err := bolt.Open(bolt.Config{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}
 	batch := make([]broker.NewTask, 1000)
-	for left := n; left > 0; left -= len(batch) {
+	for left := fill; left > 0; left -= len(batch) {
 		for i := range batch {
 			batch[i] = bt.NewTask("q")
 		}

@@ -94,8 +94,7 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 // indexExpiryLocked indexes a live task's expiry or its deadline,
 // whichever is earlier: a task still waiting then is archived (the flag
 // says which of the two it was, for the message).
-func (e *Engine) indexExpiryLocked(k key, m *meta, st *storagev1.TaskStatus) {
-	at, dl := st.GetExpiresAt(), st.GetDeadline()
+func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 	if dl != 0 && (at == 0 || dl < at) {
 		at = dl
 		m.flags |= flagDeadlineFirst

@@ -23,12 +23,16 @@ import (
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
+// binDir holds the binary buildBinary compiled; TestMain removes it.
+var binDir string
+
 // buildBinary compiles the conveyor command once per test binary.
 var buildBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "conveyor-bin-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "conveyor")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

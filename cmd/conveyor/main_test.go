@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -9,8 +10,23 @@ import (
 
 // TestMain fails the run when a goroutine outlives the tests. It prints
 // times in UTC, whatever the machine's zone, so that golden files match
-// everywhere.
+// everywhere, and removes the binary buildBinary compiled.
 func TestMain(m *testing.M) {
 	time.Local = time.UTC
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(cleanupM{m, func() {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+	}})
+}
+
+// cleanupM runs the tests, then cleanup.
+type cleanupM struct {
+	m       *testing.M
+	cleanup func()
+}
+
+func (c cleanupM) Run() int {
+	defer c.cleanup()
+	return c.m.Run()
 }

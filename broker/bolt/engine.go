@@ -51,6 +51,9 @@ type Config struct {
 	// commitFault, set by tests, runs before each commit; an error it
 	// returns stands for the storage refusing the commit.
 	commitFault func() error
+	// afterOpenFile, set by tests, runs once the file is open, before its
+	// lock is taken.
+	afterOpenFile func()
 }
 
 func (c *Config) setDefaults() {
@@ -138,18 +141,9 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	db, err := bbolt.Open(cfg.Path, 0o600, &bbolt.Options{
-		Timeout: 2 * time.Second,
-		// The freelist is written with every commit (a page or two) rather
-		// than rebuilt on open: rebuilding walks every page of the file,
-		// over a second for a million tasks.
-		FreelistType: bbolt.FreelistMapType,
-		// Reserve address space up front so that growing the file rarely
-		// remaps (a remap waits for every reader).
-		InitialMmapSize: 1 << 30,
-	})
+	db, err := openFile(cfg.Path, cfg.afterOpenFile)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
+		return nil, err
 	}
 	e := &Engine{
 		cfg:     cfg,
@@ -164,6 +158,63 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.commit.start(e)
 	return e, nil
+}
+
+// openFile opens the bbolt file at path and holds its lock. A file put in
+// place of path while this process waited for the lock (conveyor compact
+// renames its copy over the file while it still holds the old one's lock)
+// would leave the engine on the replaced file, where every later write is
+// lost: so once the lock is held, path must still name the file locked, or
+// the open starts over on the new one.
+func openFile(path string, afterOpen func()) (*bbolt.DB, error) {
+	for attempt := 1; ; attempt++ {
+		var opened *os.File
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{
+			Timeout: 2 * time.Second,
+			// The freelist is written with every commit (a page or two)
+			// rather than rebuilt on open: rebuilding walks every page of
+			// the file, over a second for a million tasks.
+			FreelistType: bbolt.FreelistMapType,
+			// Reserve address space up front so that growing the file
+			// rarely remaps (a remap waits for every reader).
+			InitialMmapSize: 1 << 30,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				opened = f
+				if afterOpen != nil {
+					afterOpen()
+				}
+				return f, err
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		same, err := namesFile(path, opened)
+		if err == nil && same {
+			return db, nil
+		}
+		_ = db.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		if attempt == 3 {
+			return nil, fmt.Errorf("open %s: the file was replaced while this process waited for its lock, %d times", path, attempt)
+		}
+	}
+}
+
+// namesFile reports whether path is the file f has open.
+func namesFile(path string, f *os.File) (bool, error) {
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	now, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(held, now), nil
 }
 
 // Close flushes pending writes, stops the committer and closes the file.

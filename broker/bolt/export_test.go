@@ -11,3 +11,7 @@ func LeaseHeapSize(e *Engine) (n, capacity int) {
 // SetCommitFault makes every commit first call fault; an error it returns
 // stands for the storage refusing the commit (a full disk).
 func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }
+
+// SetAfterOpenFile makes Open call fn once it has opened the file, before
+// it takes the file's lock.
+func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }

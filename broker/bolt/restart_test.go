@@ -1,6 +1,9 @@
 package bolt_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,5 +52,43 @@ func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := bolt.Open(bolt.Config{Path: dir}); err == nil {
 		t.Fatalf("Open of a directory succeeded")
+	}
+}
+
+// TestOpenFollowsAFileReplacedBeforeTheLock: a file renamed over the path
+// after Open opened the old one but before it held its lock (what conveyor
+// compact does while a server starts) must not leave the engine on the
+// replaced file, where its writes would be lost: it opens the new one.
+func TestOpenFollowsAFileReplacedBeforeTheLock(t *testing.T) {
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "conveyor.db"), filepath.Join(dir, "new.db")
+	withTask := func(path string) string {
+		e, err := bolt.Open(bolt.Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := bt.EnqueueOne(t, e, bt.T0, bt.NewTask("q")).ID
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	oldID, newID := withTask(path), withTask(other)
+	replaced := 0
+	cfg := bolt.Config{Path: path}
+	bolt.SetAfterOpenFile(&cfg, func() {
+		if replaced++; replaced == 1 {
+			if err := os.Rename(other, path); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	e := openEngine(t, cfg)
+	if replaced != 2 {
+		t.Fatalf("the file was opened %d times, want 2 (the replaced one, then the new one)", replaced)
+	}
+	bt.RequireState(t, e, newID, broker.StatePending)
+	if _, err := e.GetTask(t.Context(), oldID); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("GetTask of the replaced file's task: %v, want not found", err)
 	}
 }

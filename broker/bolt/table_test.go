@@ -1,7 +1,10 @@
 package bolt
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -61,5 +64,39 @@ func TestTableAgainstMap(t *testing.T) {
 	absent[0] = 0xff
 	if _, ok := tab.get(absent); ok {
 		t.Fatal("found a key never put")
+	}
+}
+
+// BenchmarkTableGrow measures the one-step growth of a table holding
+// CONVEYOR_BENCH_TASKS keys (default 1,000,000), the pause every engine
+// operation waits out when the live task count crosses 70% of the table.
+func BenchmarkTableGrow(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("CONVEYOR_BENCH_TASKS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("CONVEYOR_BENCH_TASKS: %v", err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	keys := make([]key, n)
+	for i := range keys {
+		binary.BigEndian.PutUint64(keys[i][:8], rng.Uint64())
+		binary.BigEndian.PutUint64(keys[i][8:], rng.Uint64())
+	}
+	for b.Loop() {
+		b.StopTimer()
+		tab := newTable(n) // sized so that the keys fit without growing
+		for _, k := range keys {
+			tab.put(k, meta{prio: 1})
+		}
+		b.StartTimer()
+		tab.resize(len(tab.slots) + len(tab.slots)/2)
+		b.StopTimer()
+		if tab.len() != n {
+			b.Fatalf("%d keys after the growth, want %d", tab.len(), n)
+		}
+		tab.free()
+		b.StartTimer()
 	}
 }

@@ -12,13 +12,7 @@ import (
 // acknowledged task completes, each kind of the mix happens, workers
 // reconnect, and the server is sampled throughout.
 func TestBenchSoak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server process and runs for several seconds")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := conveyorBinary(t)
 	res := bench.Run(context.Background(), bench.Config{
 		Workload: "SOAK", Binary: bin, Duration: 6 * time.Second, Rate: 300, Producers: 4,
 		Concurrency: 8, SampleEvery: 500 * time.Millisecond, Timeout: 3 * time.Minute,
@@ -55,13 +49,7 @@ func TestBenchSoak(t *testing.T) {
 // TestBenchPrefillOther runs W1 against a server that first got other
 // pending tasks on another queue.
 func TestBenchPrefillOther(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server process")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := conveyorBinary(t)
 	res := bench.Run(context.Background(), bench.Config{Workload: "W1", Binary: bin, N: 2000, PrefillOther: 3000})
 	if !res.OK {
 		t.Fatalf("W1 with a prefill failed: %s", res.Err)

@@ -58,10 +58,7 @@ func TestCompletionScripts(t *testing.T) {
 // as a shell does when Tab is pressed.
 func TestBashCompletion(t *testing.T) {
 	t.Parallel()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := conveyorBinary(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "conveyor.bash")
 	if err := os.WriteFile(script, []byte(completionScripts["bash"]), 0o600); err != nil {

@@ -41,6 +41,20 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// conveyorBinary returns the conveyor command built for the tests. Tests
+// that run it are skipped under -short (the build takes a while).
+func conveyorBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the conveyor binary")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // childServer is a `conveyor server` process.
 type childServer struct {
 	cmd *exec.Cmd
@@ -49,11 +63,7 @@ type childServer struct {
 
 func startChild(t *testing.T, dataDir string) *childServer {
 	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd := exec.Command(conveyorBinary(t), "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -90,9 +100,6 @@ func startChild(t *testing.T, dataDir string) *childServer {
 // child server, kills it with SIGKILL mid-stream, restarts it on the same
 // data directory and checks that every acknowledged task is there, intact.
 func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the server binary")
-	}
 	dataDir := t.TempDir()
 	child := startChild(t, dataDir)
 	client := conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())
@@ -166,9 +173,6 @@ func TestAcknowledgedEnqueuesSurviveSIGKILL(t *testing.T) {
 // process exits with status 0, and after a restart the task is pending
 // again with no retry counted.
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the server binary")
-	}
 	dataDir := t.TempDir()
 	child := startChild(t, dataDir)
 	tasks := conveyorv1connect.NewTaskServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())

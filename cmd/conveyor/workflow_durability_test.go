@@ -80,9 +80,6 @@ func (c clients) fireTimes(t *testing.T, queue string) []time.Time {
 // and the cron entry neither fired a second twice nor replayed the
 // seconds it was down.
 func TestWorkflowStateSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the server binary")
-	}
 	ctx := context.Background()
 	dataDir := t.TempDir()
 	child := startChild(t, dataDir)

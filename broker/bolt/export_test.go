@@ -1,5 +1,7 @@
 package bolt
 
+import "testing"
+
 // LeaseHeapSize reports how many entries the lease heap holds and the
 // capacity of its array, for tests of its memory.
 func LeaseHeapSize(e *Engine) (n, capacity int) {
@@ -15,3 +17,7 @@ func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }
 // SetAfterOpenFile makes Open call fn once it has opened the file, before
 // it takes the file's lock.
 func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
+
+// BenchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
+// def when it is unset.
+func BenchTasks(b *testing.B, def int) int { return benchTasks(b, def) }

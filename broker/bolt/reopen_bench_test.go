@@ -3,7 +3,6 @@ package bolt_test
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -18,13 +17,7 @@ import (
 // same CONVEYOR_BENCH_TASKS), so that builds can be compared on one file
 // without filling ten million tasks each time.
 func BenchmarkReopen(b *testing.B) {
-	n := 200_000
-	if s := os.Getenv("CONVEYOR_BENCH_TASKS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			b.Fatalf("CONVEYOR_BENCH_TASKS: %v", err)
-		}
-	}
+	n := bolt.BenchTasks(b, 200_000)
 	path := os.Getenv("CONVEYOR_BENCH_FILE")
 	fill := n
 	if path == "" {

@@ -71,13 +71,7 @@ func TestTableAgainstMap(t *testing.T) {
 // CONVEYOR_BENCH_TASKS keys (default 1,000,000), the pause every engine
 // operation waits out when the live task count crosses 70% of the table.
 func BenchmarkTableGrow(b *testing.B) {
-	n := 1_000_000
-	if s := os.Getenv("CONVEYOR_BENCH_TASKS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			b.Fatalf("CONVEYOR_BENCH_TASKS: %v", err)
-		}
-	}
+	n := benchTasks(b, 1_000_000)
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := make([]key, n)
 	for i := range keys {
@@ -99,4 +93,18 @@ func BenchmarkTableGrow(b *testing.B) {
 		tab.free()
 		b.StartTimer()
 	}
+}
+
+// benchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
+// def when it is unset.
+func benchTasks(b *testing.B, def int) int {
+	s := os.Getenv("CONVEYOR_BENCH_TASKS")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		b.Fatalf("CONVEYOR_BENCH_TASKS: %v", err)
+	}
+	return n
 }

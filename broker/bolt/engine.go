@@ -127,6 +127,7 @@ type Engine struct {
 	lastID     ulid.ULID
 
 	commit committer
+	grower tableGrower
 }
 
 // Open opens (creating if needed) the bbolt file and rebuilds the in-memory
@@ -152,11 +153,13 @@ func Open(cfg Config) (*Engine, error) {
 		note:    cfg.Notifier,
 		entropy: ulid.Monotonic(cryptorand.Reader, 0),
 	}
+	e.grower.init(e)
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	e.commit.start(e)
+	e.grower.start()
 	return e, nil
 }
 
@@ -227,6 +230,7 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.commit.stop()
+	e.grower.stop()
 	e.mu.Lock()
 	e.freeIndexesLocked()
 	e.mu.Unlock()

@@ -21,3 +21,11 @@ func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
 // BenchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
 // def when it is unset.
 func BenchTasks(b *testing.B, def int) int { return benchTasks(b, def) }
+
+// TaskTable reports the live-task table's size in slots, the keys it
+// holds, and whether a growth is under way.
+func TaskTable(e *Engine) (slots, keys int, growing bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.tasks.slots), e.tasks.len(), e.tasks.old != nil
+}

@@ -53,6 +53,9 @@ const (
 	flagDepFailed
 	// flagUsed marks an occupied table slot.
 	flagUsed
+	// flagGone marks a slot of an array a growing table moves out of
+	// whose key left it early (see table).
+	flagGone
 )
 
 const (

@@ -52,7 +52,7 @@ func (e *Engine) load() error {
 // one transaction, before anything is dispatched.
 func (e *Engine) reloadLocked() error {
 	e.freeIndexesLocked()
-	e.tasks = newTable(0)
+	e.tasks = e.newTasksTable(0)
 	e.queues = nil
 	e.byName = make(map[string]*queue)
 	e.leases = make(map[key]*lease)
@@ -102,7 +102,7 @@ func (e *Engine) reloadLocked() error {
 		live := tx.Bucket(bucketLive)
 		// Size the table once, instead of growing it through the scan.
 		e.tasks.free()
-		e.tasks = newTable(live.Stats().KeyN)
+		e.tasks = e.newTasksTable(live.Stats().KeyN)
 		err := scanLive(live, e.tasks.touch, func(k key, r *liveRecord) error {
 			if err := checkLiveStatus(r); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)

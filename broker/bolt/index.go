@@ -96,62 +96,6 @@ func (q *queue) info() broker.QueueInfo {
 		Processed: q.processed, Failed: q.failed, Enqueued: q.enqueued, Config: q.cfg}
 }
 
-// fifo is a queue of task keys: a ring buffer outside the Go heap (see
-// allocOffHeap) that doubles when full, halves when a quarter full, and is
-// released when it drains.
-type fifo struct {
-	buf     []key
-	release func()
-	head, n int
-}
-
-const fifoMinCap = 256
-
-func (f *fifo) push(k key) {
-	if f.n == len(f.buf) {
-		f.resize(max(fifoMinCap, 2*len(f.buf)))
-	}
-	f.buf[(f.head+f.n)%len(f.buf)] = k
-	f.n++
-}
-
-func (f *fifo) len() int { return f.n }
-
-func (f *fifo) pop() (key, bool) {
-	if f.n == 0 {
-		return key{}, false
-	}
-	k := f.buf[f.head]
-	f.head = (f.head + 1) % len(f.buf)
-	f.n--
-	switch {
-	case f.n == 0:
-		f.free()
-	case len(f.buf) > fifoMinCap && f.n < len(f.buf)/4:
-		f.resize(len(f.buf) / 2)
-	}
-	return k, true
-}
-
-func (f *fifo) resize(size int) {
-	buf, release := allocOffHeap[key](size)
-	for i := 0; i < f.n; i++ {
-		buf[i] = f.buf[(f.head+i)%len(f.buf)]
-	}
-	if f.release != nil {
-		f.release()
-	}
-	f.buf, f.release, f.head = buf, release, 0
-}
-
-// free releases the buffer; the fifo is empty and usable after.
-func (f *fifo) free() {
-	if f.release != nil {
-		f.release()
-	}
-	f.buf, f.release, f.head, f.n = nil, nil, 0, 0
-}
-
 // timed is an entry of a time-ordered index. Entries are never removed out
 // of order: an entry that no longer matches its task is skipped when it
 // reaches the top (lazy deletion), so every update is O(log n).

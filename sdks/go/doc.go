@@ -40,7 +40,10 @@
 // that one task cannot cost the session: a result over MaxResultBytes
 // (1 MiB) fails that attempt (RETRY) instead of being sent, and error and
 // progress messages longer than MaxErrorMessageBytes (16 KiB) and
-// MaxProgressMessageBytes (1 KiB) are cut, marked " … [truncated]".
+// MaxProgressMessageBytes (1 KiB) are cut, marked " … [truncated]". A
+// batch's results that together pass the 32 MiB a frame may carry are
+// sent while they fit; each member after that fails its attempt (RETRY)
+// and comes back alone.
 //
 // # Tracing
 //

@@ -279,6 +279,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 	for _, r := range rs {
 		boundResult(r)
 	}
+	if ex.batchFrame {
+		boundBatch(rs)
+	}
 	queued := false
 	if len(rs) > 0 && !s.ended && !s.closeRequested {
 		if ex.prog.dirty {

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
@@ -26,6 +29,12 @@ const (
 	// MaxProgressMessageBytes bounds the message of Delivery.Progress
 	// (1 KiB), truncated as error messages are.
 	MaxProgressMessageBytes = 1 << 10
+	// maxFrameBytes bounds one frame the Worker sends (32 MiB), as the
+	// server bounds every frame it reads; see boundBatch.
+	maxFrameBytes = 32 << 20
+	// frameSlack is left of maxFrameBytes for the frame's own fields
+	// around a BatchResult's results.
+	frameSlack = 64
 )
 
 // truncatedSuffix ends a message cut to fit its bound.
@@ -59,3 +68,46 @@ func boundResult(r *conveyorv1.Result) {
 	}
 	r.ErrorMsg = boundText(r.ErrorMsg, MaxErrorMessageBytes)
 }
+
+// boundBatch keeps a BatchResult's results within one frame: 10,000
+// members of up to 1 MiB each would far pass the bound, and the server
+// would refuse the frame and end the session. The results are taken in
+// order while they fit, with room kept for the rest; each one after that
+// loses its result bytes and message, and a success among them becomes a
+// failed attempt (RETRY) whose error names the bound: the member comes
+// back alone, where its result fits.
+func boundBatch(rs []*conveyorv1.Result) {
+	rest := make([]int, len(rs)+1) // rest[i]: the room results i.. take shrunk
+	for i := len(rs) - 1; i >= 0; i-- {
+		rest[i] = rest[i+1] + framedSize(shrunk(rs[i]))
+	}
+	room := maxFrameBytes - frameSlack
+	for i, r := range rs {
+		n := framedSize(r)
+		if n+rest[i+1] > room {
+			for j, r := range rs[i:] {
+				rs[i+j] = shrunk(r)
+			}
+			return
+		}
+		room -= n
+	}
+}
+
+// framedSize is what r takes in a BatchResult: its tag, length and bytes.
+func framedSize(r *conveyorv1.Result) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r))
+}
+
+// shrunk is r without its result bytes and message, for a batch frame it
+// did not fit in.
+func shrunk(r *conveyorv1.Result) *conveyorv1.Result {
+	outcome := r.GetOutcome()
+	if outcome == conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY
+	}
+	return &conveyorv1.Result{TaskId: r.GetTaskId(), AttemptId: r.GetAttemptId(), Outcome: outcome, ErrorMsg: batchOverflowMessage}
+}
+
+// batchOverflowMessage is the error of a member whose result did not fit.
+const batchOverflowMessage = "the batch's results pass the 32 MiB a frame may carry: this task's did not fit, and it runs again alone"

@@ -1,9 +1,14 @@
 package conveyor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 func TestBoundText(t *testing.T) {
@@ -28,5 +33,48 @@ func TestBoundText(t *testing.T) {
 		if len(got) > tc.max || !utf8.ValidString(got) {
 			t.Errorf("%s: %q is %d bytes or invalid UTF-8", tc.name, got, len(got))
 		}
+	}
+}
+
+// TestBoundBatch: a batch of results whose messages and results pass one
+// frame keeps those that fit as they are; each after them loses its bytes,
+// a success among them becomes a failed attempt, and other outcomes stay.
+// The encoded frame then fits.
+func TestBoundBatch(t *testing.T) {
+	t.Parallel()
+	msg := strings.Repeat("m", MaxErrorMessageBytes)
+	var rs []*conveyorv1.Result
+	for i := range 3000 { // 3,000 messages of 16 KiB: 48 MiB
+		r := &conveyorv1.Result{TaskId: fmt.Sprint(i), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY, ErrorMsg: msg}
+		if i%2 == 0 {
+			r = &conveyorv1.Result{TaskId: fmt.Sprint(i), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, Result: []byte(msg)}
+		}
+		rs = append(rs, r)
+	}
+	boundBatch(rs)
+	frame := &conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_BatchResult{BatchResult: &conveyorv1.BatchResult{Results: rs}}}
+	if n := proto.Size(frame); n > maxFrameBytes {
+		t.Fatalf("the frame is %d bytes, past %d", n, maxFrameBytes)
+	}
+	kept := 0
+	for i, r := range rs {
+		whole := len(r.Result) == len(msg) || r.ErrorMsg == msg
+		if whole {
+			if kept != i {
+				t.Fatalf("result %d kept whole after %d shrunk ones", i, i-kept)
+			}
+			kept++
+			continue
+		}
+		want := conveyorv1.TaskOutcome_TASK_OUTCOME_SKIP_RETRY
+		if i%2 == 0 {
+			want = conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY
+		}
+		if r.Outcome != want || len(r.Result) != 0 || !strings.Contains(r.ErrorMsg, "32 MiB") {
+			t.Fatalf("result %d after the bound: %v, %d result bytes, %q", i, r.Outcome, len(r.Result), r.ErrorMsg)
+		}
+	}
+	if kept < 2000 || kept == len(rs) {
+		t.Fatalf("%d of %d results kept whole, want all that fit in 32 MiB (about 2,040)", kept, len(rs))
 	}
 }

@@ -3,6 +3,7 @@ package conveyor_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,4 +90,58 @@ func waitQueueDone(t *testing.T, queue string, e *wtEnv) {
 	e.waitQueue(queue, 10*time.Second, "every task done", func(q *conveyorv1.QueueInfo) bool {
 		return q.GetPending()+q.GetActive()+q.GetRetry()+q.GetAggregating() == 0 && q.GetCompleted() > 0
 	})
+}
+
+// TestHandleBatchResultsOverTheFrameBound runs a batch whose members'
+// results together pass the 32 MiB a worker frame may carry (40 members
+// of 1 MiB each). The BatchResult carries the members that fit; the rest
+// fail their attempt with an error naming the bound, come back alone and
+// complete then. Without the bound the server would refuse the frame and
+// end the session.
+func TestHandleBatchResultsOverTheFrameBound(t *testing.T) {
+	t.Parallel()
+	const members = 40
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: members, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	var batches atomic.Int32
+	w := e.newWorker(conveyor.WithQueue("big", 1), conveyor.WithConcurrency(1))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+		batches.Add(1)
+		for _, d := range b.Tasks {
+			d.SetResult(make([]byte, conveyor.MaxResultBytes))
+		}
+		return nil
+	}))
+	r := wtRun(t, w)
+	reqs := make([]*conveyorv1.EnqueueRequest, members)
+	for i := range reqs {
+		reqs[i] = wtReq("big", "agg", fmt.Sprint(i), &conveyorv1.TaskOptions{Group: "g",
+			RetryPolicy: &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(10 * time.Millisecond)}})
+	}
+	ids := e.enqueueAll(reqs)
+	var retried int
+	for _, id := range ids {
+		info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 30*time.Second)
+		if len(info.GetResult()) != conveyor.MaxResultBytes {
+			t.Errorf("task %s: a result of %d bytes, want %d", id, len(info.GetResult()), conveyor.MaxResultBytes)
+		}
+		if info.GetRetried() == 0 {
+			continue
+		}
+		retried++
+		if !strings.Contains(info.GetLastError(), "32 MiB") {
+			t.Errorf("task %s retried with last_error %q, want one naming the 32 MiB frame bound", id, info.GetLastError())
+		}
+	}
+	// 31 results of 1 MiB and their framing fit in 32 MiB.
+	if retried != members-31 {
+		t.Errorf("%d members retried, want the %d that did not fit", retried, members-31)
+	}
+	if got := batches.Load(); got != 1+int32(retried) {
+		t.Errorf("%d batch handler calls, want 1 and one per retried member (%d)", got, retried)
+	}
+	select {
+	case <-r.done:
+		t.Fatalf("Run returned %v", r.err)
+	default:
+	}
 }

@@ -114,8 +114,16 @@ type QueueConfig struct {
 	Group            GroupPolicy
 }
 
+// MaxGroupBytes is a trigger every group has besides its policy's: a group
+// fires once its members' stored specs (payloads, metadata, names) reach
+// 16 MiB, so that its BatchDispatch, one frame, stays well within the
+// 32 MiB a frame may carry, and the server never builds one of gigabytes
+// (10,000 members of 1 MiB).
+const MaxGroupBytes = 16 << 20
+
 // GroupPolicy says when an aggregation group fires: at whichever trigger
-// comes first. A zero field means the server's default.
+// comes first (MaxGroupBytes is one too). A zero field means the server's
+// default.
 type GroupPolicy struct {
 	MaxSize     int32
 	MaxDelay    time.Duration

@@ -484,7 +484,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 		}
 		for _, pt := range grouped {
 			if m, ok := e.tasks.get(pt.k); ok && m.state == stateAggr {
-				e.joinGroupLocked(pt.k, e.queues[m.queue], pt.nt.Group, pt.nt.Type, pt.status.GetEnqueuedAt(), pt.status.GetEnqueuedAt())
+				e.joinGroupLocked(pt.k, e.queues[m.queue], pt.nt.Group, pt.nt.Type, len(pt.spec), pt.status.GetEnqueuedAt(), pt.status.GetEnqueuedAt())
 			}
 		}
 	}

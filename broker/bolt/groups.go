@@ -10,7 +10,8 @@ import (
 
 // This file is aggregation groups (protocol §5.11). An AGGREGATING task
 // joins the open group of its (queue, group, type) once its enqueue is
-// durable. A group fires when it reaches its policy's size, or when its
+// durable. A group fires when it reaches its policy's size (or
+// broker.MaxGroupBytes of specs), or when its
 // time (GroupPolicy.FiresAt) comes, from a time-ordered heap that
 // PromoteDue drains; a fired group waits, closed, until a session that
 // handles its type leases it as one batch. Members stay AGGREGATING until
@@ -28,6 +29,7 @@ type groupID struct {
 type group struct {
 	id          groupID
 	members     []key
+	bytes       int // the members' specs, as stored (members that left still count)
 	first, last int64
 	firesAt     int64 // by time; when it fired, once fired
 	fired       bool
@@ -46,8 +48,9 @@ func (e *Engine) policyLocked(q *queue) broker.GroupPolicy {
 	return q.cfg.Group.WithDefaults(e.cfg.GroupDefaults)
 }
 
-// joinGroupLocked adds a durable AGGREGATING task to its open group.
-func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, enqueued, now int64) {
+// joinGroupLocked adds a durable AGGREGATING task, whose stored spec takes
+// size bytes, to its open group.
+func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, enqueued, now int64) {
 	id := groupID{queue: q.index, name: name, typ: typ}
 	g := e.openGroups[id]
 	if g == nil {
@@ -55,10 +58,11 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, enqueued, no
 		e.openGroups[id] = g
 	}
 	g.members = append(g.members, k)
+	g.bytes += size
 	g.last = max(g.last, enqueued)
 	g.first = min(g.first, enqueued)
 	p := e.policyLocked(q)
-	if len(g.members) >= int(p.MaxSize) && p.MaxSize > 0 {
+	if len(g.members) >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
 		e.fireLocked(g, now)
 		return
 	}

@@ -99,7 +99,7 @@ func (e *Engine) reloadLocked() error {
 		}); err != nil {
 			return err
 		}
-		live := tx.Bucket(bucketLive)
+		live, specs := tx.Bucket(bucketLive), tx.Bucket(bucketTasks)
 		// Size the table once, instead of growing it through the scan.
 		e.tasks.free()
 		e.tasks = e.newTasksTable(live.Stats().KeyN)
@@ -117,7 +117,7 @@ func (e *Engine) reloadLocked() error {
 				wasActive = append(wasActive, k)
 				r.state = int32(statePending)
 			}
-			e.indexLiveLocked(k, r)
+			e.indexLiveLocked(k, r, specs)
 			return nil
 		})
 		if err != nil {
@@ -175,8 +175,10 @@ func checkLiveStatus(r *liveRecord) error {
 	return nil
 }
 
-// indexLiveLocked adds one durable live task to the in-memory indexes.
-func (e *Engine) indexLiveLocked(k key, r *liveRecord) {
+// indexLiveLocked adds one durable live task to the in-memory indexes
+// (specs is the bucket of stored specs, read for the size of a group's
+// members only).
+func (e *Engine) indexLiveLocked(k key, r *liveRecord, specs *bbolt.Bucket) {
 	q := e.byName[string(r.queue)] // no copy of the name for the lookup
 	if q == nil {
 		q = e.queueLocked(string(r.queue))
@@ -207,7 +209,7 @@ func (e *Engine) indexLiveLocked(k key, r *liveRecord) {
 	}
 	e.tasks.put(k, m)
 	if m.state == stateAggr {
-		e.joinGroupLocked(k, q, string(r.group), string(r.typ), r.enqueuedAt, nanos(e.cfg.Now()))
+		e.joinGroupLocked(k, q, string(r.group), string(r.typ), len(specs.Get(k[:])), r.enqueuedAt, nanos(e.cfg.Now()))
 	}
 }
 

@@ -16,6 +16,7 @@ func groupCases() []testCase {
 		{name: "MembersAnswerAlone", fn: testGroupMembers},
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
 		{name: "SurviveRestart", env: testGroupRestart},
+		{name: "FireByBytes", env: testGroupByBytes},
 	}
 }
 
@@ -185,5 +186,39 @@ func testGroupRestart(t *testing.T, e *Env) {
 	gl := leaseGroups(t, b, "q", 1, at(time.Minute), "t")
 	if len(gl) != 1 || len(gl[0].Leases) != 2 || gl[0].Leases[0].Task.ID != ts[0].ID {
 		t.Fatalf("LeaseGroups after a restart = %+v", gl)
+	}
+}
+
+// testGroupByBytes fills a group with members of 1 MiB under a policy
+// that would let it gather a hundred: it fires at broker.MaxGroupBytes (16
+// members), the next member starts a new group, and a group's bytes are
+// counted again after a restart.
+func testGroupByBytes(t *testing.T, e *Env) {
+	policy(t, e.B, "q", 100, time.Hour, time.Hour)
+	member := func() broker.NewTask {
+		nt := grouped("q", "g", "t")
+		nt.Payload = make([]byte, 1<<20)
+		return nt
+	}
+	perGroup := broker.MaxGroupBytes >> 20
+	for range perGroup - 1 {
+		EnqueueOne(t, e.B, T0, member())
+	}
+	if n := readyGroups(e.B, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d with %d MiB of members", n, perGroup-1)
+	}
+	b := e.Reopen()
+	EnqueueOne(t, b, T0, member())
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d once the members reach %d MiB, want 1", n, perGroup)
+	}
+	EnqueueOne(t, b, T0, member())
+	gl := leaseGroups(t, b, "q", 5, T0, "t")
+	if len(gl) != 1 || len(gl[0].Leases) != perGroup {
+		t.Fatalf("LeaseGroups = %d batches (the first of %d), want one of %d", len(gl), len(gl[0].Leases), perGroup)
+	}
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {
+		t.Fatalf("Groups after the batch left = %+v, %v; want the last member gathering alone", gs, err)
 	}
 }

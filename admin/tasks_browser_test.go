@@ -182,8 +182,8 @@ func taskBrowserFlows(t *testing.T, b *browser, adm conveyorv1connect.AdminServi
 		b.t = t
 		b.open("/ui/queues/notify")
 		b.do("edit", chromedp.Click(`#config-h + button`))
-		// The form starts with the queue's current values (the group
-		// policy's defaults): replace them, do not type after them.
+		// The form starts with the queue's stored values (the group
+		// policy's fields empty: they follow the server's defaults).
 		for field, v := range map[string]string{"#qc-maxActive": "5", "#qc-perSecond": "10", "#qc-maxDelay": "45s"} {
 			eval[bool](b, "set "+field, fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q;
 				e.dispatchEvent(new Event("input", {bubbles: true})); return true })()`, field, v))
@@ -199,6 +199,15 @@ func taskBrowserFlows(t *testing.T, b *browser, adm conveyorv1connect.AdminServi
 		if c := res.Msg; c.GetMaxActive() != 5 || c.GetRateLimit().GetPerSecond() != 10 || c.GetGroupPolicy().GetMaxDelay().AsDuration() != 45*time.Second {
 			t.Errorf("the server stored %v", c)
 		}
+		// What the form did not change still follows the defaults.
+		res, err = adm.GetQueueConfig(call(), connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: "notify", Stored: true}))
+		if err != nil {
+			t.Fatalf("GetQueueConfig(stored): %v", err)
+		}
+		if g := res.Msg.GetGroupPolicy(); g.GetMaxSize() != 0 || g.GetGracePeriod() != nil {
+			t.Errorf("the form stored the server's group defaults as the queue's own: %v", g)
+		}
+		b.waitText("dl.config", "(server default)")
 	})
 
 	t.Run("a group waiting", func(t *testing.T) {

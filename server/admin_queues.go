@@ -65,6 +65,9 @@ func (a *adminService) GetQueueConfig(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
+	if req.Msg.GetStored() {
+		return connect.NewResponse(storedConfig(name, q.Config)), nil
+	}
 	return connect.NewResponse(a.effectiveConfig(name, q.Config)), nil
 }
 
@@ -99,6 +102,25 @@ func (a *adminService) effectiveConfig(name string, c broker.QueueConfig) *conve
 	g := c.Group.WithDefaults(a.server.cfg.GroupPolicy)
 	out.GroupPolicy = &conveyorv1.GroupPolicy{MaxSize: g.MaxSize,
 		MaxDelay: durationpb.New(g.MaxDelay), GracePeriod: durationpb.New(g.GracePeriod)}
+	return out
+}
+
+// storedConfig is c as the queue stores it: a zero field where the queue
+// follows the default, so that writing it back changes nothing.
+func storedConfig(name string, c broker.QueueConfig) *conveyorv1.QueueConfig {
+	out := &conveyorv1.QueueConfig{
+		Queue:            name,
+		ConcurrencyLimit: c.ConcurrencyLimit,
+		MaxActive:        c.MaxActive,
+		RateLimit:        &conveyorv1.RateLimit{PerSecond: c.RatePerSecond, Burst: c.RateBurst},
+		GroupPolicy:      &conveyorv1.GroupPolicy{MaxSize: c.Group.MaxSize},
+	}
+	if c.Group.MaxDelay > 0 {
+		out.GroupPolicy.MaxDelay = durationpb.New(c.Group.MaxDelay)
+	}
+	if c.Group.GracePeriod > 0 {
+		out.GroupPolicy.GracePeriod = durationpb.New(c.Group.GracePeriod)
+	}
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -44,6 +45,17 @@ func TestQueueConfig(t *testing.T) {
 	q := queueCounts(t, s, "q")
 	if q.GetConfig().GetMaxActive() != 10 || q.GetConfig().GetRateLimit().GetPerSecond() != 20 {
 		t.Fatalf("config after a restart, in ListQueues: %v", q.GetConfig())
+	}
+	// As stored: only what was set, the defaults left zero (so that a
+	// read-modify-write does not pin them).
+	for queue, want := range map[string]*conveyorv1.QueueConfig{
+		"q":     want,
+		"fresh": {Queue: "fresh", RateLimit: &conveyorv1.RateLimit{}, GroupPolicy: &conveyorv1.GroupPolicy{}},
+	} {
+		got, err := admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: queue, Stored: true}))
+		if err != nil || !proto.Equal(got.Msg, want) {
+			t.Errorf("GetQueueConfig(%s, stored) = %v, %v; want %v", queue, got.Msg, err, want)
+		}
 	}
 	for _, bad := range []*conveyorv1.QueueConfig{
 		{Queue: ""}, {Queue: "q", ConcurrencyLimit: -1}, {Queue: "q", MaxActive: server.MaxQueueLimit + 1},

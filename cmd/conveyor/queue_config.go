@@ -40,7 +40,10 @@ func (c *queueConfigCmd) Run(k *kong.Context) error {
 	}
 	ctx, cancel := callContext()
 	defer cancel()
-	res, err := cn.admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: c.Queue}))
+	// A change reads the configuration as stored, so that the settings it
+	// does not name keep following their defaults; a plain show reads the
+	// effective one.
+	res, err := cn.admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: c.Queue, Stored: c.changes()}))
 	if err != nil {
 		return err
 	}
@@ -61,7 +64,7 @@ func (c *queueConfigCmd) changes() bool {
 		c.GroupMaxSize != nil || c.GroupMaxDelay != nil || c.GroupGracePeriod != nil
 }
 
-// apply sets the flags given on cfg, the configuration as read.
+// apply sets the flags given on cfg, the configuration as stored.
 func (c *queueConfigCmd) apply(cfg *conveyorv1.QueueConfig) {
 	set := func(dst *int32, v *int32) {
 		if v != nil {
@@ -78,12 +81,6 @@ func (c *queueConfigCmd) apply(cfg *conveyorv1.QueueConfig) {
 	}
 	if cfg.GroupPolicy == nil {
 		cfg.GroupPolicy = &conveyorv1.GroupPolicy{}
-	}
-	// The server answers the effective burst, which is the rate when none
-	// was set. Written back as read it would stop following a new --rate;
-	// a burst equal to the old rate is taken as that default.
-	if c.Rate != nil && c.Burst == nil && cfg.RateLimit.GetBurst() == cfg.RateLimit.GetPerSecond() {
-		cfg.RateLimit.Burst = 0
 	}
 	set(&cfg.ConcurrencyLimit, c.ConcurrencyLimit)
 	set(&cfg.MaxActive, c.MaxActive)

@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -61,6 +66,19 @@ func TestQueueConfig(t *testing.T) {
 		t.Errorf("0 did not restore the defaults: %v", kv)
 	}
 	golden(t, "queue_config_json", mustRun(t, "queue", "config", addr, "--json", "alpha"))
+
+	// A change stores only what it names: the group policy of a queue
+	// whose limits were set keeps following the server's defaults.
+	mustRun(t, "queue", "config", addr, "beta", "--max-active", "4")
+	admin := conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), s.URL())
+	stored, err := admin.GetQueueConfig(t.Context(), connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: "beta", Stored: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &conveyorv1.QueueConfig{Queue: "beta", MaxActive: 4, RateLimit: &conveyorv1.RateLimit{}, GroupPolicy: &conveyorv1.GroupPolicy{}}
+	if !proto.Equal(stored.Msg, want) {
+		t.Errorf("stored after --max-active 4: %v, want %v", stored.Msg, want)
+	}
 
 	for _, tc := range []struct {
 		name string

@@ -465,7 +465,14 @@ func (x *GroupPolicy) GetGracePeriod() *durationpb.Duration {
 type GetQueueConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// queue is the queue's name.
-	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// stored asks for the configuration as stored: a zero field wherever the
+	// queue follows the default (the server's, for the group policy), which
+	// is what UpdateQueueConfig takes back unchanged. A read-modify-write
+	// should read it this way, or it stores today's defaults in the queue's
+	// own configuration. False (the default) answers the effective
+	// configuration, defaults filled in.
+	Stored        bool `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +512,13 @@ func (x *GetQueueConfigRequest) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *GetQueueConfigRequest) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
 }
 
 // UpdateQueueConfigRequest replaces a queue's configuration.
@@ -2833,9 +2847,10 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\vGroupPolicy\x12\x19\n" +
 	"\bmax_size\x18\x01 \x01(\x05R\amaxSize\x126\n" +
 	"\tmax_delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12<\n" +
-	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\"-\n" +
+	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\"E\n" +
 	"\x15GetQueueConfigRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"L\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"L\n" +
 	"\x18UpdateQueueConfigRequest\x120\n" +
 	"\x06config\x18\x01 \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\")\n" +
 	"\x11ListGroupsRequest\x12\x14\n" +

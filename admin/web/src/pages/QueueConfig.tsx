@@ -10,17 +10,24 @@ import { ErrorBox, Loading, Notice } from "../components/Status";
 
 /**
  * QueueConfigPanel shows a queue's limits, rate and group policy, and
- * edits them (UpdateQueueConfig replaces the whole configuration and
- * answers what was stored).
+ * edits them. It reads the configuration twice: effective (the defaults
+ * filled in) to show, and as stored (a zero where the queue follows the
+ * default) to edit, because UpdateQueueConfig replaces the whole stored
+ * configuration: a form filled from the effective one would store today's
+ * defaults as the queue's own.
  */
 export function QueueConfigPanel({ queue, fromList }: { queue: string; fromList: QueueConfig | undefined }) {
   const [config, setConfig] = useState<QueueConfig | undefined>();
+  const [stored, setStored] = useState<QueueConfig | undefined>();
   const [error, setError] = useState<ConnectError | undefined>();
   const [editing, setEditing] = useState(false);
   const [saved, setSaved] = useState(false);
   const load = () => {
     setError(undefined);
-    admin.getQueueConfig({ queue }).then(setConfig, (e: unknown) => setError(asError(e)));
+    Promise.all([admin.getQueueConfig({ queue }), admin.getQueueConfig({ queue, stored: true })]).then(
+      ([effective, own]) => (setConfig(effective), setStored(own)),
+      (e: unknown) => setError(asError(e)),
+    );
   };
   useEffect(load, [queue]);
   const shown = config ?? fromList;
@@ -28,7 +35,7 @@ export function QueueConfigPanel({ queue, fromList }: { queue: string; fromList:
     <section class="panel" aria-labelledby="config-h">
       <div class="panel-head">
         <h2 id="config-h">Configuration</h2>
-        {shown && !editing && (
+        {stored && !editing && (
           <button type="button" onClick={() => (setEditing(true), setSaved(false))}>
             Edit configuration
           </button>
@@ -42,40 +49,40 @@ export function QueueConfigPanel({ queue, fromList }: { queue: string; fromList:
       {error && !config && <ErrorBox error={error} what="Could not load the configuration" retry={load} />}
       {!shown ? (
         error ? null : <Loading />
-      ) : editing ? (
+      ) : editing && stored ? (
         <ConfigForm
-          config={shown}
+          config={stored}
           onCancel={() => setEditing(false)}
-          onSaved={(c) => {
-            setConfig(c);
+          onSaved={() => {
             setEditing(false);
             setSaved(true);
+            load();
             refreshQueues();
           }}
         />
       ) : (
-        <ConfigView config={shown} />
+        <ConfigView config={shown} stored={stored} />
       )}
     </section>
   );
 }
 
-function orDefault(v: number, zero: string): string {
-  return v === 0 ? zero : String(v);
-}
-
-function ConfigView({ config: c }: { config: QueueConfig }) {
+/** ConfigView shows the effective configuration, marking what follows a default. */
+function ConfigView({ config: c, stored: s }: { config: QueueConfig; stored: QueueConfig | undefined }) {
   const g = c.groupPolicy;
-  const d = (ms: number) => (ms === 0 ? "server default" : duration(ms));
+  const sg = s?.groupPolicy;
+  // Whether the queue follows the server's default for a group setting
+  // (unknown until the stored configuration is read).
+  const byDefault = (own: number) => (s !== undefined && own === 0 ? " (server default)" : "");
   return (
     <dl class="kv config">
       <div>
         <dt>Concurrency per key</dt>
-        <dd>{orDefault(c.concurrencyLimit, "1 (default)")}</dd>
+        <dd>{c.concurrencyLimit > 1 ? String(c.concurrencyLimit) : "1 (default)"}</dd>
       </div>
       <div>
         <dt>Max active</dt>
-        <dd>{orDefault(c.maxActive, "no limit")}</dd>
+        <dd>{c.maxActive === 0 ? "no limit" : String(c.maxActive)}</dd>
       </div>
       <div>
         <dt>Rate limit</dt>
@@ -87,18 +94,22 @@ function ConfigView({ config: c }: { config: QueueConfig }) {
       </div>
       <div>
         <dt>Group max size</dt>
-        <dd>{g && g.maxSize > 0 ? g.maxSize : "server default"}</dd>
+        <dd>{g && g.maxSize > 0 ? `${g.maxSize}${byDefault(sg?.maxSize ?? 0)}` : "server default"}</dd>
       </div>
       <div>
         <dt>Group max delay</dt>
-        <dd>{d(durationMs(g?.maxDelay))}</dd>
+        <dd>{shownDuration(durationMs(g?.maxDelay), durationMs(sg?.maxDelay), byDefault)}</dd>
       </div>
       <div>
         <dt>Group grace period</dt>
-        <dd>{d(durationMs(g?.gracePeriod))}</dd>
+        <dd>{shownDuration(durationMs(g?.gracePeriod), durationMs(sg?.gracePeriod), byDefault)}</dd>
       </div>
     </dl>
   );
+}
+
+function shownDuration(ms: number, ownMs: number, byDefault: (own: number) => string): string {
+  return ms === 0 ? "server default" : duration(ms) + byDefault(ownMs);
 }
 
 interface Draft {
@@ -168,7 +179,7 @@ const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "du
   { key: "gracePeriod", label: "Group grace period", help: "A group fires this long after its latest task. Empty: the server default.", kind: "dur" },
 ];
 
-function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCancel: () => void; onSaved: (c: QueueConfig) => void }) {
+function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCancel: () => void; onSaved: () => void }) {
   const [draft, setDraft] = useState<Draft>(() => draftOf(config));
   const [problems, setProblems] = useState<Partial<Record<keyof Draft, string>>>({});
   const [error, setError] = useState<ConnectError | undefined>();
@@ -181,7 +192,8 @@ function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCanc
     setBusy(true);
     setError(undefined);
     try {
-      onSaved(await admin.updateQueueConfig({ config: p.config }));
+      await admin.updateQueueConfig({ config: p.config });
+      onSaved();
     } catch (err) {
       setError(asError(err));
     } finally {

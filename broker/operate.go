@@ -94,9 +94,9 @@ type ListParams struct {
 	Limit int
 }
 
-// ListPage is one page of a listing. Tasks are ordered by state, type and
-// id; a task present throughout a listing is never skipped and none is
-// returned twice.
+// ListPage is one page of a listing. Tasks are ordered by state, then id
+// (whatever their types); a task present throughout a listing is never
+// skipped and none is returned twice.
 type ListPage struct {
 	Tasks []*Task
 	// Next continues the listing; empty on the last page.

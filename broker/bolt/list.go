@@ -2,9 +2,9 @@ package bolt
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -24,9 +24,12 @@ const (
 )
 
 // ListTasks returns a page of a queue's tasks from the listing index; see
-// broker.Broker. A page costs what it returns (plus, with a search, what
-// it examines), whatever the queue holds: the index keeps each (queue,
-// state, type) range contiguous and in id order.
+// broker.Broker. Within a state, tasks come in id order (enqueue order,
+// for server-made ids), whatever their types: the index keeps each
+// (queue, state, type) range contiguous and in id order, and a listing of
+// every type merges those ranges. A page costs what it returns (plus, with
+// a search, what it examines, and a seek per type in the state), whatever
+// the queue holds.
 func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.ListPage, error) {
 	from, err := decodeCursor(p.Cursor)
 	if err != nil {
@@ -45,12 +48,16 @@ func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.Lis
 	}
 	var page broker.ListPage
 	err = e.view(func(tx *bbolt.Tx) error {
-		l := lister{tx: tx, p: p, limit: limit, queuePrefix: indexPrefix(p.Queue, 0)[:2+len(p.Queue)]}
+		l := lister{tx: tx, index: tx.Bucket(bucketIndex), p: p, limit: limit}
 		for _, s := range states {
-			if from != nil && s < broker.State(from[0]) {
+			if from != nil && s < from.state {
 				continue
 			}
-			done, err := l.scan(s, from)
+			at := position{state: s}
+			if from != nil && from.state == s {
+				at = *from
+			}
+			done, err := l.scan(at)
 			if err != nil || done {
 				page = l.page
 				return err
@@ -64,40 +71,31 @@ func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.Lis
 
 // lister is one ListTasks call's scan.
 type lister struct {
-	tx          *bbolt.Tx
-	p           broker.ListParams
-	limit       int
-	queuePrefix []byte
-	page        broker.ListPage
-	bytes       int
-	examined    int
+	tx       *bbolt.Tx
+	index    *bbolt.Bucket
+	p        broker.ListParams
+	limit    int
+	page     broker.ListPage
+	bytes    int
+	examined int
 }
 
-// scan lists state s's range from the cursor (when it is in this state),
-// and reports whether the page is full (page.Next then set).
-func (l *lister) scan(s broker.State, from []byte) (bool, error) {
-	prefix := indexPrefix(l.p.Queue, s)
-	if l.p.Type != "" {
-		prefix = indexPrefix(l.p.Queue, s, l.p.Type)
-	}
-	c := l.tx.Bucket(bucketIndex).Cursor()
-	k, _ := c.Seek(prefix)
-	if from != nil && broker.State(from[0]) == s {
-		start := append(append([]byte(nil), l.queuePrefix...), from...)
-		if bytes.Compare(start, prefix) > 0 {
-			k, _ = c.Seek(start)
-			if bytes.Equal(k, start) {
-				k, _ = c.Next() // the cursor names the last task returned
-			}
-		}
-	}
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+// scan lists the tasks of at.state from at's id on, in id order, and
+// reports whether the page is full (page.Next then set).
+func (l *lister) scan(at position) (bool, error) {
+	runs := l.runs(at)
+	for runs.Len() > 0 {
+		r := runs[0]
+		id := r.id()
 		if len(l.page.Tasks) == l.limit || l.bytes >= listMaxBytes || l.examined >= listMaxExamined {
-			l.page.Next = encodeCursor(l.lastKey(k, c))
+			l.page.Next = encodeCursor(position{state: at.state, id: id})
 			return true, nil
 		}
-		var id key
-		copy(id[:], k[len(k)-len(id):])
+		if r.next() {
+			heap.Fix(&runs, 0)
+		} else {
+			heap.Pop(&runs)
+		}
 		task, err := l.load(id)
 		if err != nil {
 			return false, err
@@ -115,16 +113,79 @@ func (l *lister) scan(s broker.State, from []byte) (bool, error) {
 	return false, nil
 }
 
-// lastKey is the cursor for a page that stops before entry k: the entry
-// before it (c is positioned at k).
-func (l *lister) lastKey(k []byte, c *bbolt.Cursor) []byte {
-	prev, _ := c.Prev()
-	if prev == nil || !bytes.HasPrefix(prev, l.queuePrefix) {
-		// Nothing before k in this queue: start again at k itself, which
-		// the next call seeks to (and, being no returned task, keeps).
-		return bytes.Clone(k[len(l.queuePrefix):])
+// runs positions a cursor on each (queue, state, type) range of at.state
+// (only the listing's type, when it names one), at its first task at or
+// after at.id, and returns those that have one, as a heap by id.
+func (l *lister) runs(at position) runHeap {
+	var prefixes [][]byte
+	if l.p.Type != "" {
+		prefixes = append(prefixes, indexPrefix(l.p.Queue, at.state, l.p.Type))
+	} else {
+		prefixes = l.typePrefixes(indexPrefix(l.p.Queue, at.state))
 	}
-	return bytes.Clone(prev[len(l.queuePrefix):])
+	var h runHeap
+	for _, prefix := range prefixes {
+		r := &run{c: l.index.Cursor(), prefix: prefix}
+		r.k, _ = r.c.Seek(append(bytes.Clone(prefix), at.id[:]...))
+		if r.valid() {
+			h = append(h, r)
+		}
+	}
+	heap.Init(&h)
+	return h
+}
+
+// typePrefixes returns the prefix of each type's range within the
+// (queue, state) range that prefix names: one seek per type.
+func (l *lister) typePrefixes(prefix []byte) [][]byte {
+	var out [][]byte
+	c := l.index.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+len(key{}); {
+		typ := bytes.Clone(k[:len(k)-len(key{})])
+		out = append(out, typ)
+		// Past every id of this type: the range's keys are typ + 16 bytes.
+		k, _ = c.Seek(append(append(bytes.Clone(typ), bytes.Repeat([]byte{0xff}, len(key{}))...), 0))
+	}
+	return out
+}
+
+// run is a cursor over one (queue, state, type) range of the index.
+type run struct {
+	c      *bbolt.Cursor
+	prefix []byte
+	k      []byte // the current entry
+}
+
+func (r *run) valid() bool {
+	return r.k != nil && bytes.HasPrefix(r.k, r.prefix) && len(r.k) == len(r.prefix)+len(key{})
+}
+
+func (r *run) id() key {
+	var id key
+	copy(id[:], r.k[len(r.prefix):])
+	return id
+}
+
+// next moves to the range's next entry and reports whether there is one.
+func (r *run) next() bool {
+	r.k, _ = r.c.Next()
+	return r.valid()
+}
+
+// runHeap orders runs by their current id.
+type runHeap []*run
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	return bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]) < 0
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*run)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
 }
 
 // load reads a task's records (nil when the index is ahead of them, which
@@ -163,21 +224,28 @@ func matches(t *broker.Task, s string) bool {
 	return false
 }
 
-// A cursor is the listing-index key of the last task returned, without
-// its queue: state (1 byte), type (length-prefixed), id.
-func encodeCursor(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+// position is where a listing goes on: the first task of state at or
+// after id.
+type position struct {
+	state broker.State
+	id    key
+}
 
-func decodeCursor(s string) ([]byte, error) {
+// A cursor is a position: the state (1 byte) and the id (16 bytes) of the
+// next task to examine.
+func encodeCursor(p position) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(p.state)}, p.id[:]...))
+}
+
+func decodeCursor(s string) (*position, error) {
 	if s == "" {
 		return nil, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	bad := fmt.Errorf("page token %q was not issued by this listing: %w", s, broker.ErrInvalidArgument)
-	if err != nil || len(b) < 1+2+16 || !broker.State(b[0]).Valid() {
-		return nil, bad
+	if err != nil || len(b) != 1+len(key{}) || !broker.State(b[0]).Valid() {
+		return nil, fmt.Errorf("page token %q was not issued by this listing: %w", s, broker.ErrInvalidArgument)
 	}
-	if n := int(binary.BigEndian.Uint16(b[1:3])); len(b) != 1+2+n+16 {
-		return nil, bad
-	}
-	return b, nil
+	p := &position{state: broker.State(b[0])}
+	copy(p.id[:], b[1:])
+	return p, nil
 }

@@ -9,8 +9,10 @@ package bolt
 // keys while the broker's lock is held and keeps up to twice the room.
 //
 // Small blocks are on the Go heap: a queue dispatched as fast as it is fed
-// empties at every pop, and its one small block is kept for the next push
-// rather than mapped and unmapped each time (three system calls a task).
+// empties at every pop, and mapping and unmapping a block each time would
+// cost three system calls a task. A drained queue keeps its block for the
+// next push if it is of the smallest size (256 bytes: bounded memory for
+// the 655,350 queue priorities a server can hold), and drops any other.
 // Blocks from fifoMapBlock keys on are mapped outside the heap (see
 // allocOffHeap), so that the collector's heap goal does not count them.
 type fifo struct {
@@ -25,7 +27,7 @@ type fifoBlock struct {
 }
 
 const (
-	fifoMinBlock = 256     // 4 KiB
+	fifoMinBlock = 16      // 256 bytes
 	fifoMapBlock = 4096    // 64 KiB
 	fifoMaxBlock = 1 << 16 // 1 MiB
 )
@@ -71,10 +73,10 @@ func (f *fifo) pop() (key, bool) {
 	return k, true
 }
 
-// emptied keeps the one block of a queue just emptied if it is small and
-// on the heap, ready for the next push, and releases it otherwise.
+// emptied keeps the one block of a queue just emptied if it is of the
+// smallest size, ready for the next push, and releases it otherwise.
 func (f *fifo) emptied() {
-	if len(f.blocks) == 1 && f.blocks[0].release == nil {
+	if len(f.blocks) == 1 && len(f.blocks[0].keys) == fifoMinBlock {
 		f.head, f.tail = 0, 0
 		return
 	}

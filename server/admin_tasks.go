@@ -69,27 +69,46 @@ func listParams(queue string, state conveyorv1.TaskState, typ, search string) (b
 // act applies an action to ids and tells the sessions of canceled running
 // tasks to stop them.
 func (a *adminService) act(ctx context.Context, action broker.Action, ids []string) ([]broker.ActResult, error) {
+	res, err := a.apply(ctx, action, ids)
+	if err != nil {
+		return nil, err
+	}
+	a.tellWorkers(res)
+	return res, nil
+}
+
+func (a *adminService) apply(ctx context.Context, action broker.Action, ids []string) ([]broker.ActResult, error) {
 	res, err := a.broker.Act(ctx, broker.ActParams{Action: action, IDs: ids, Now: a.server.now()})
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
+	return res, nil
+}
+
+// tellWorkers sends Cancel to the sessions of the running tasks res
+// canceled.
+func (a *adminService) tellWorkers(res []broker.ActResult) {
 	for _, r := range res {
 		if r.Running != nil {
 			a.server.hub.cancelRunning(*r.Running)
 		}
 	}
-	return res, nil
 }
 
-// actOne applies an action to one task and answers with the task after.
+// actOne applies an action to one task and answers with the task as the
+// action left it: a running task's worker is told to stop only once the
+// answer is read, or its Result could overtake the read (a canceled
+// running task answers ACTIVE, as the contract says, not what its worker
+// made of the Cancel).
 func (a *adminService) actOne(ctx context.Context, action broker.Action, id string) (*conveyorv1.TaskInfo, error) {
 	if id == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
 	}
-	res, err := a.act(ctx, action, []string{id})
+	res, err := a.apply(ctx, action, []string{id})
 	if err != nil {
 		return nil, err
 	}
+	defer a.tellWorkers(res)
 	if err := res[0].Err; err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}

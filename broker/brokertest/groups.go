@@ -215,7 +215,7 @@ func testGroupByBytes(t *testing.T, e *Env) {
 	EnqueueOne(t, b, T0, member())
 	gl := leaseGroups(t, b, "q", 5, T0, "t")
 	if len(gl) != 1 || len(gl[0].Leases) != perGroup {
-		t.Fatalf("LeaseGroups = %d batches (the first of %d), want one of %d", len(gl), len(gl[0].Leases), perGroup)
+		t.Fatalf("LeaseGroups = %+v, want one batch of %d", gl, perGroup)
 	}
 	gs, err := b.Groups(t.Context(), "q")
 	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {

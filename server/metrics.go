@@ -42,12 +42,25 @@ type metrics struct {
 	commitSeconds                          prometheus.Histogram
 	cronFires                              *prometheus.CounterVec
 
+	// typesMu guards types, the (queue, type) pairs given a type label of
+	// their own, and series, every per-type series resolved so far: a
+	// vec's WithLabelValues checks and hashes the labels and takes the
+	// vec's lock, five times a task otherwise.
 	typesMu sync.Mutex
 	types   map[[2]string]struct{}
+	series  map[seriesKey]prometheus.Metric
+	waits   map[string]prometheus.Observer // the wait histogram's series, by queue
+}
+
+// seriesKey names one series of a per-type vec: the vec, the queue and
+// the pair's type label.
+type seriesKey struct {
+	vec        any
+	queue, typ string
 }
 
 func newMetrics() *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{}}
+	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{}, series: map[seriesKey]prometheus.Metric{}, waits: map[string]prometheus.Observer{}}
 	perType := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_tasks_" + name + "_total", Help: help}, []string{"queue", "type"})
 	}
@@ -82,12 +95,10 @@ func newMetrics() *metrics {
 	return m
 }
 
-// typeLabel is the type label of a (queue, type) pair: the type itself
-// for the first maxTypeLabels pairs seen, otherType after.
-func (m *metrics) typeLabel(queue, typ string) string {
+// typeLabelLocked is the type label of a (queue, type) pair: the type
+// itself for the first maxTypeLabels pairs seen, otherType after.
+func (m *metrics) typeLabelLocked(queue, typ string) string {
 	k := [2]string{queue, typ}
-	m.typesMu.Lock()
-	defer m.typesMu.Unlock()
 	if _, ok := m.types[k]; ok {
 		return typ
 	}
@@ -98,8 +109,47 @@ func (m *metrics) typeLabel(queue, typ string) string {
 	return typ
 }
 
-func (m *metrics) count(c *prometheus.CounterVec, queue, typ string) {
-	c.WithLabelValues(queue, m.typeLabel(queue, typ)).Inc()
+// counter is c's series for (queue, typ), resolved once.
+func (m *metrics) counter(c *prometheus.CounterVec, queue, typ string) prometheus.Counter {
+	return resolve(m, c, queue, typ, func(label string) prometheus.Metric { return c.WithLabelValues(queue, label) }).(prometheus.Counter)
+}
+
+// observer is h's series for (queue, typ), resolved once.
+func (m *metrics) observer(h *prometheus.HistogramVec, queue, typ string) prometheus.Observer {
+	return resolve(m, h, queue, typ, func(label string) prometheus.Metric {
+		return h.WithLabelValues(queue, label).(prometheus.Metric)
+	}).(prometheus.Observer)
+}
+
+// resolve returns vec's series for (queue, typ) from the cache, making it
+// with newSeries (given the pair's type label) the first time.
+func resolve(m *metrics, vec any, queue, typ string, newSeries func(label string) prometheus.Metric) prometheus.Metric {
+	m.typesMu.Lock()
+	defer m.typesMu.Unlock()
+	k := seriesKey{vec: vec, queue: queue, typ: typ}
+	if s, ok := m.series[k]; ok {
+		return s
+	}
+	label := m.typeLabelLocked(queue, typ)
+	s := newSeries(label)
+	if label == typ {
+		m.series[k] = s // a pair under otherType is not kept: there is no end to them
+	}
+	return s
+}
+
+func (m *metrics) count(c *prometheus.CounterVec, queue, typ string) { m.counter(c, queue, typ).Inc() }
+
+// waitOf is the wait histogram's series for queue, resolved once.
+func (m *metrics) waitOf(queue string) prometheus.Observer {
+	m.typesMu.Lock()
+	defer m.typesMu.Unlock()
+	o, ok := m.waits[queue]
+	if !ok {
+		o = m.wait.WithLabelValues(queue)
+		m.waits[queue] = o
+	}
+	return o
 }
 
 // enqueuedTask counts one accepted task.
@@ -113,7 +163,7 @@ func (m *metrics) dispatchedTask(t *broker.Task, now time.Time) {
 		due = t.EnqueuedAt
 	}
 	if !due.IsZero() && now.After(due) {
-		m.wait.WithLabelValues(t.Queue).Observe(now.Sub(due).Seconds())
+		m.waitOf(t.Queue).Observe(now.Sub(due).Seconds())
 	}
 }
 
@@ -135,10 +185,9 @@ func (m *metrics) attemptEnded(queue, typ string, to broker.State, ran time.Dura
 	default:
 		return
 	}
-	label := m.typeLabel(queue, typ)
-	c.WithLabelValues(queue, label).Inc()
+	m.count(c, queue, typ)
 	if to != broker.StatePending {
-		m.run.WithLabelValues(queue, label).Observe(ran.Seconds())
+		m.observer(m.run, queue, typ).Observe(ran.Seconds())
 	}
 }
 

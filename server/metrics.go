@@ -53,14 +53,15 @@ type metrics struct {
 }
 
 // seriesKey names one series of a per-type vec: the vec, the queue and
-// the pair's type label.
+// the type (a pair with a type label of its own: the label is the type).
 type seriesKey struct {
 	vec        any
 	queue, typ string
 }
 
 func newMetrics() *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{}, series: map[seriesKey]prometheus.Metric{}, waits: map[string]prometheus.Observer{}}
+	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{},
+		series: map[seriesKey]prometheus.Metric{}, waits: map[string]prometheus.Observer{}}
 	perType := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_tasks_" + name + "_total", Help: help}, []string{"queue", "type"})
 	}

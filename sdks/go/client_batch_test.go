@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path"
 	"slices"
 	"sync"
@@ -513,15 +512,7 @@ func (s *uncodedTaskService) EnqueueBatch(_ context.Context, req *connect.Reques
 func TestEnqueueBatchingUncodedServer(t *testing.T) {
 	t.Parallel()
 	stub := &uncodedTaskService{first: make(chan struct{}), release: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewTaskServiceHandler(stub))
-	hs := httptest.NewUnstartedServer(mux)
-	hs.Config.Protocols = new(http.Protocols)
-	hs.Config.Protocols.SetHTTP1(true)
-	hs.Config.Protocols.SetUnencryptedHTTP2(true)
-	hs.Start()
-	t.Cleanup(hs.Close)
-	c := newClient(t, hs.URL, conveyor.WithEnqueueInFlight(1))
+	c := newClient(t, serveStub(t)(conveyorv1connect.NewTaskServiceHandler(stub)), conveyor.WithEnqueueInFlight(1))
 	e := &batchEnv{t: t, c: c}
 	first := e.go_(context.Background(), "first", nil)
 	wtRecv(t, stub.first, 10*time.Second, "the first Enqueue")

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -33,6 +35,25 @@ func newClient(t *testing.T, url string, opts ...conveyor.Option) *conveyor.Clie
 		t.Fatalf("NewClient: %v", err)
 	}
 	return c
+}
+
+// serveStub returns a function that serves a stub service (what a
+// generated New...Handler returns) on loopback over HTTP/1.1 and
+// cleartext HTTP/2, as the server does, and returns its URL:
+// serveStub(t)(conveyorv1connect.NewTaskServiceHandler(stub)).
+func serveStub(t *testing.T) func(path string, h http.Handler) string {
+	return func(path string, h http.Handler) string {
+		t.Helper()
+		mux := http.NewServeMux()
+		mux.Handle(path, h)
+		hs := httptest.NewUnstartedServer(mux)
+		hs.Config.Protocols = new(http.Protocols)
+		hs.Config.Protocols.SetHTTP1(true)
+		hs.Config.Protocols.SetUnencryptedHTTP2(true)
+		hs.Start()
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
 }
 
 // forEachProtocol runs fn in a parallel subtest per wire format, with a

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"strings"
@@ -156,14 +155,7 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 	fixture := fullTaskInfo()
 	requirePopulated(t, fixture.ProtoReflect(), "TaskInfo.")
 
-	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&stubTaskService{info: fixture}))
-	hs := httptest.NewUnstartedServer(mux)
-	hs.Config.Protocols = new(http.Protocols)
-	hs.Config.Protocols.SetHTTP1(true)
-	hs.Config.Protocols.SetUnencryptedHTTP2(true)
-	hs.Start()
-	t.Cleanup(hs.Close)
+	url := serveStub(t)(conveyorv1connect.NewTaskServiceHandler(&stubTaskService{info: fixture}))
 
 	day := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
 	retention := 48 * time.Hour
@@ -195,7 +187,7 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 		AttemptID: "01J0000000000000000000000A",
 	}
 	for _, p := range protocols {
-		c := newClient(t, hs.URL, conveyor.WithProtocol(p))
+		c := newClient(t, url, conveyor.WithProtocol(p))
 		got, err := c.GetTask(context.Background(), "any")
 		if err != nil {
 			t.Fatalf("%s: GetTask: %v", p, err)

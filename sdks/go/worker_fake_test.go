@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -105,19 +103,7 @@ func wtStartFake(t *testing.T, f *wtFake) string {
 		f.heartbeat = 50 * time.Millisecond
 	}
 	f.sessions = make(chan *wtFakeSession, 4)
-	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewWorkerServiceHandler(f))
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: protocols, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String()
+	return serveStub(t)(conveyorv1connect.NewWorkerServiceHandler(f))
 }
 
 func (f *wtFake) session(t *testing.T) *wtFakeSession {

@@ -29,6 +29,7 @@ type benchCmd struct {
 	PrefillOther int           `name:"prefill-other" help:"Put this many pending tasks on another queue (no worker serves it) before W1-W4 start, to measure against a deep store."`
 	Protocol     string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
 	Unbatched    bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
+	HTTP1        bool          `name:"http1" help:"Producers call over HTTP/1.1 keep-alive connections, as curl does (needs --protocol connect; workers keep HTTP/2)."`
 	Shape        string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
 	Keys         int           `default:"1000" help:"Concurrency keys of --shape keys."`
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
@@ -60,7 +61,7 @@ func (c *benchCmd) Run() error {
 		res := bench.Run(ctx, bench.Config{
 			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
-			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, Run: run,
+			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, HTTP1: c.HTTP1, Run: run,
 			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
 			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery,
 		})

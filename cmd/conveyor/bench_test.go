@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/conveyor-dev/conveyor/cmd/conveyor/bench"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
 // TestBenchSoak runs a short SOAK against a real server process: every
@@ -64,5 +66,25 @@ func TestBenchPrefillOther(t *testing.T) {
 		if res := bench.Run(context.Background(), bad); res.OK || res.Err == "" {
 			t.Errorf("%+v was accepted", bad)
 		}
+	}
+}
+
+// TestBenchHTTP1 runs W2 the way curl calls the server, one Connect JSON
+// call per task over HTTP/1.1, and refuses the combination gRPC cannot
+// carry.
+func TestBenchHTTP1(t *testing.T) {
+	bin := conveyorBinary(t)
+	res := bench.Run(context.Background(), bench.Config{
+		Workload: "W2", Binary: bin, N: 500, Protocol: conveyor.ProtocolConnect, Unbatched: true, HTTP1: true,
+	})
+	if !res.OK || res.TPS <= 0 {
+		t.Fatalf("W2 over HTTP/1.1 failed: %s", res.Err)
+	}
+	if res.Settings["transport"] != "HTTP/1.1 keep-alive" {
+		t.Errorf("settings %v do not name the transport", res.Settings)
+	}
+	res = bench.Run(context.Background(), bench.Config{Workload: "W2", Binary: bin, HTTP1: true})
+	if res.OK || !strings.Contains(res.Err, "--protocol connect") {
+		t.Errorf("HTTP/1.1 with gRPC: ok %v, err %q; want a refusal naming --protocol connect", res.OK, res.Err)
 	}
 }

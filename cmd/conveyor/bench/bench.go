@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -53,6 +54,11 @@ type Config struct {
 	// Unbatched turns the SDK's enqueue batching off: every Enqueue call is
 	// one RPC, the path of every client but the Go SDK (W2, W4).
 	Unbatched bool
+	// HTTP1 sends the producers' calls over HTTP/1.1 keep-alive
+	// connections, as curl does, instead of HTTP/2 streams on one
+	// connection. It needs the Connect protocol (gRPC needs HTTP/2);
+	// workers keep HTTP/2, which their sessions need.
+	HTTP1 bool
 	// Shape is what the tasks are besides plain (shapes.go): keys, groups
 	// or blocked. Empty: plain.
 	Shape string
@@ -123,6 +129,9 @@ func (c *Config) setDefaults() error {
 		case "MEM":
 			c.N = 1_000_000
 		}
+	}
+	if c.HTTP1 && c.Protocol != conveyor.ProtocolConnect {
+		return fmt.Errorf("--http1 needs --protocol connect: gRPC runs only over HTTP/2")
 	}
 	if c.PrefillOther > 0 && (c.Workload == "MEM" || c.Workload == "SOAK") {
 		return fmt.Errorf("--prefill-other applies to W1, W2, W3 and W4, not %s", c.Workload)
@@ -197,6 +206,9 @@ func Run(ctx context.Context, cfg Config) Result {
 		"protocol": cfg.Protocol.String(), "callers": fmt.Sprint(cfg.Callers),
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
+	}
+	if cfg.HTTP1 {
+		res.Settings["transport"] = "HTTP/1.1 keep-alive"
 	}
 	if cfg.PrefillOther > 0 {
 		res.Settings["prefill_other"] = fmt.Sprintf("%d pending tasks on queue %s", cfg.PrefillOther, otherQueue)
@@ -317,6 +329,12 @@ func (r *runner) connOptions() []conveyor.Option {
 	}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
+	}
+	if r.cfg.HTTP1 {
+		// One idle connection kept per producer, so that no call waits to
+		// dial; Go's default keeps two.
+		t := &http.Transport{MaxIdleConnsPerHost: r.cfg.Producers + r.cfg.Callers}
+		opts = append(opts, conveyor.WithHTTPClient(&http.Client{Transport: t}))
 	}
 	return opts
 }

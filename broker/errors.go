@@ -19,6 +19,9 @@ var (
 	// ErrInvalidArgument means a parameter is malformed, such as a listing
 	// cursor the engine did not issue or a dependency on an unknown task.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrResourceExhausted means an engine's own limit is reached, such as
+	// the number of queues it can tell apart.
+	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrClosed means the broker has been closed.
 	ErrClosed = errors.New("broker closed")
 

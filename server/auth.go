@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -11,19 +10,28 @@ import (
 	"connectrpc.com/connect"
 )
 
-// authInterceptor checks the bearer token on every unary call and once at
-// the opening of every stream. Tokens are compared as SHA-256 digests in
+// tokenGate requires the server's bearer token on every request it
+// guards. It checks the request's headers before anything reads its body,
+// so a caller without the token gets unauthenticated, never a decoding or
+// size error, and cannot make the server read and decode up to
+// MaxRequestBytes first. Tokens are compared as SHA-256 digests in
 // constant time, so neither their content nor their length leaks through
-// timing.
-type authInterceptor struct {
+// timing. A nil gate (a server without a token) lets everything through.
+type tokenGate struct {
 	digest [32]byte
+	// rpcErrors writes a refusal in the caller's RPC protocol (Connect,
+	// gRPC or gRPC-Web), as a handler's own error would be written.
+	rpcErrors *connect.ErrorWriter
 }
 
-func newAuthInterceptor(token string) *authInterceptor {
-	return &authInterceptor{digest: sha256.Sum256([]byte(token))}
+func newTokenGate(token string) *tokenGate {
+	if token == "" {
+		return nil
+	}
+	return &tokenGate{digest: sha256.Sum256([]byte(token)), rpcErrors: connect.NewErrorWriter()}
 }
 
-func (a *authInterceptor) check(h http.Header) error {
+func (g *tokenGate) check(h http.Header) error {
 	v := h.Get("Authorization")
 	if v == "" {
 		return connect.NewError(connect.CodeUnauthenticated,
@@ -35,33 +43,51 @@ func (a *authInterceptor) check(h http.Header) error {
 			errors.New("malformed Authorization header: want Bearer <token>"))
 	}
 	d := sha256.Sum256([]byte(tok))
-	if subtle.ConstantTimeCompare(d[:], a.digest[:]) != 1 {
+	if subtle.ConstantTimeCompare(d[:], g.digest[:]) != 1 {
 		return connect.NewError(connect.CodeUnauthenticated, errors.New("invalid bearer token"))
 	}
 	return nil
 }
 
-// WrapUnary checks the token before the handler runs.
-func (a *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := a.check(req.Header()); err != nil {
-			return nil, err
-		}
-		return next(ctx, req)
+// rpc guards an RPC handler: unary calls one by one, streams once, at
+// their opening.
+func (g *tokenGate) rpc(h http.Handler) http.Handler {
+	if g == nil {
+		return h
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := g.check(r.Header)
+		switch {
+		case err == nil:
+			h.ServeHTTP(w, r)
+		case g.rpcErrors.IsSupported(r):
+			_ = g.rpcErrors.Write(w, r, err)
+		default: // not an RPC at all: answer as a plain path would
+			refusePlain(w, err)
+		}
+	})
 }
 
-// WrapStreamingClient leaves client streams alone; this is a server interceptor.
-func (a *authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
+// plain guards a plain HTTP path (/metrics, /backup).
+func (g *tokenGate) plain(h http.Handler) http.Handler {
+	if g == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.check(r.Header); err != nil {
+			refusePlain(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
-// WrapStreamingHandler checks the token once, at stream open.
-func (a *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := a.check(conn.RequestHeader()); err != nil {
-			return err
-		}
-		return next(ctx, conn)
+func refusePlain(w http.ResponseWriter, err error) {
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		http.Error(w, ce.Message(), http.StatusUnauthorized)
+		return
 	}
+	http.Error(w, err.Error(), http.StatusUnauthorized)
 }

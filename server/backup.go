@@ -16,7 +16,7 @@ const BackupPath = "/backup"
 // with the bearer token when the server has one. `conveyor backup FILE`
 // is its client; docs/operations.md says how to restore.
 func (s *Server) backupHandler() http.Handler {
-	return s.withToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.gate.plain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.broker.(broker.Backuper)
 		if !ok {
 			http.Error(w, "this storage engine cannot be backed up online", http.StatusNotImplemented)
@@ -35,21 +35,4 @@ func (s *Server) backupHandler() http.Handler {
 		}
 		s.log.Info("backup written", "bytes", strconv.FormatInt(n, 10), "took", time.Since(start))
 	}))
-}
-
-// withToken makes h require the server's bearer token, when it has one,
-// as every RPC does (a plain HTTP path is outside the interceptors).
-func (s *Server) withToken(h http.Handler) http.Handler {
-	if s.cfg.Token == "" {
-		return h
-	}
-	auth := newAuthInterceptor(s.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := auth.check(r.Header); err != nil {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -17,6 +17,9 @@ const (
 	// frame; a larger one fails with resource_exhausted. One item with a
 	// payload of MaxPayloadBytes always fits.
 	MaxRequestBytes = 32 << 20
+	// healthMaxBytes bounds a health check's request (a service name),
+	// which needs no token: 4 KiB, after decompression too.
+	healthMaxBytes = 4 << 10
 	// MaxNameBytes bounds queue names, task types, content types, unique,
 	// group and concurrency keys and cron ids.
 	MaxNameBytes = 1024

@@ -46,6 +46,7 @@ type Server struct {
 	metrics *metrics
 	loops   []service // timer loops, in start order
 	health  *grpchealth.StaticChecker
+	gate    *tokenGate // nil without a token
 	httpSrv *http.Server
 
 	listener net.Listener
@@ -253,27 +254,23 @@ var servedServices = []string{
 // routes mounts every service, the dashboard and the browser guard on one
 // handler.
 func (s *Server) routes(b broker.Broker) http.Handler {
-	var opts []connect.HandlerOption
-	opts = append(opts, connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes))
-	var interceptors []connect.Interceptor
-	if s.cfg.Token != "" {
-		interceptors = append(interceptors, newAuthInterceptor(s.cfg.Token))
-	}
-	opts = append(opts, connect.WithInterceptors(interceptors...))
-
+	s.gate = newTokenGate(s.cfg.Token)
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes)}
 	mux := http.NewServeMux()
-	mux.Handle(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
+	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
+	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
-	mux.Handle(workerPath, withFlushGate(workerHandler))
-	mux.Handle(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
+	rpc(workerPath, withFlushGate(workerHandler))
+	rpc(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
+	reflector := grpcreflect.NewStaticReflector(servedServices...)
+	rpc(grpcreflect.NewHandlerV1(reflector, opts...))
+	rpc(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 
 	s.health = grpchealth.NewStaticChecker(servedServices...)
 	// Health is not authenticated: probes from orchestrators carry no
-	// secrets, and the answer reveals nothing.
-	mux.Handle(grpchealth.NewHandler(s.health))
-	reflector := grpcreflect.NewStaticReflector(servedServices...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	// secrets, and the answer reveals nothing. So that anyone can ask
+	// costs nothing, a request is at most a service name.
+	mux.Handle(grpchealth.NewHandler(s.health, connect.WithReadMaxBytes(healthMaxBytes)))
 
 	// The dashboard. It calls AdminService with the token the user gives
 	// it, like any other client, so its files need none.

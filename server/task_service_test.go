@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -297,6 +301,49 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestAuthBeforeBody: a call without the token is refused for that, in
+// its own protocol, before the server reads what it sent: a body that
+// would not decode, or one past the size limit, changes nothing.
+func TestAuthBeforeBody(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	url := s.URL() + conveyorv1connect.TaskServiceEnqueueProcedure
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+	}{
+		{"connect, garbage JSON", "application/json", []byte("{not json")},
+		{"connect, past the size limit", "application/json", bytes.Repeat([]byte(" "), server.MaxRequestBytes+1)},
+		{"grpc, garbage", "application/grpc", []byte{0, 0, 0, 0, 3, 0xff, 0xff, 0xff}},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", tc.contentType)
+		if tc.contentType == "application/grpc" {
+			req.Header.Set("TE", "trailers")
+		}
+		res, err := servertest.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		switch tc.contentType {
+		case "application/grpc":
+			if code := res.Trailer.Get("Grpc-Status") + res.Header.Get("Grpc-Status"); code != "16" {
+				t.Errorf("%s: grpc-status %q (%s), want 16 (unauthenticated)", tc.name, code, res.Header.Get("Grpc-Message"))
+			}
+		default:
+			if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"unauthenticated"`) ||
+				!strings.Contains(string(body), "missing bearer token") {
+				t.Errorf("%s: %d %s, want 401 unauthenticated naming the missing token", tc.name, res.StatusCode, body)
+			}
+		}
+	}
+}
+
 func TestRemoteListenNeedsToken(t *testing.T) {
 	t.Parallel()
 	_, err := server.New(server.Config{Listen: "0.0.0.0:0"})
@@ -330,4 +377,50 @@ func (a rawAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (a rawAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// TestQueueLimit: past the number of queues the engine can tell apart, a
+// new queue is refused with resource_exhausted naming it, in every enqueue
+// path, while queues it knows still take tasks.
+func TestQueueLimit(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	client := taskClient(t, s, servertest.GRPC)
+	ctx := context.Background()
+	const limit = 1<<16 - 1
+	for made := 0; made < limit; {
+		items := make([]*conveyorv1.EnqueueRequest, min(server.MaxBatchItems, limit-made))
+		for i := range items {
+			items[i] = &conveyorv1.EnqueueRequest{Queue: fmt.Sprintf("q%d", made+i), Type: "t"}
+		}
+		res, err := client.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: items}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res.Msg.GetResults() {
+			if r.GetError() != "" {
+				t.Fatalf("queue %d of %d: %s", made+i, limit, r.GetError())
+			}
+		}
+		made += len(items)
+	}
+	isFull := func(what, code, msg string) {
+		t.Helper()
+		if code != connect.CodeResourceExhausted.String() || !strings.Contains(msg, `queue "one-too-many"`) {
+			t.Errorf("%s: %v %q, want resource_exhausted naming the queue", what, code, msg)
+		}
+	}
+	_, err := client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "one-too-many", Type: "t"}))
+	isFull("Enqueue", connect.CodeOf(err).String(), err.Error())
+	_, err = client.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: []*conveyorv1.EnqueueRequest{{Queue: "one-too-many", Type: "t"}}}))
+	isFull("EnqueueTx", connect.CodeOf(err).String(), err.Error())
+	res, err := client.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: []*conveyorv1.EnqueueRequest{{Queue: "one-too-many", Type: "t"}, {Queue: "q7", Type: "t"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Msg.GetResults()
+	isFull("EnqueueBatch item", r[0].GetCode(), r[0].GetError())
+	if r[1].GetTask().GetId() == "" {
+		t.Errorf("a known queue's item was refused: %v", r[1])
+	}
 }

@@ -149,6 +149,11 @@ func TestHealthAndReflection(t *testing.T) {
 			t.Fatalf("health of %q: %v, %v", svc, res, err)
 		}
 	}
+	// Anyone may ask, so a question is at most a service name's size.
+	_, err := health.Check(context.Background(), &grpchealth.CheckRequest{Service: strings.Repeat("a", 8<<10)})
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("an 8 KiB health check: %v, want resource_exhausted", connect.CodeOf(err))
+	}
 	// Reflection lists the services (it needs the token, like every RPC).
 	reflect := grpcreflect.NewClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC(), servertest.BearerToken("s3cret"))
 	stream := reflect.NewStream(context.Background())

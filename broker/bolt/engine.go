@@ -308,14 +308,18 @@ func (e *Engine) freeIndexesLocked() {
 	}
 }
 
-// errTooManyQueues refuses a new queue when the engine knows maxQueues.
-var errTooManyQueues = fmt.Errorf("the server already knows %d queues, its limit", maxQueues)
+// tooManyQueues refuses the new queue name when the engine knows
+// maxQueues. Queues are never forgotten, so the refusal lasts.
+func tooManyQueues(name string) error {
+	return fmt.Errorf("%w: queue %q would be new, and the server already knows %d queues, its limit",
+		broker.ErrResourceExhausted, name, maxQueues)
+}
 
 // checkQueueLocked fails when name is a new queue and there is no room
 // for another.
 func (e *Engine) checkQueueLocked(name string) error {
 	if e.byName[name] == nil && len(e.queues) >= maxQueues {
-		return errTooManyQueues
+		return tooManyQueues(name)
 	}
 	return nil
 }

@@ -126,6 +126,11 @@ type Engine struct {
 	entropy    *ulid.MonotonicEntropy
 	lastID     ulid.ULID
 
+	// purging counts the Purge commits not applied yet, and purgeHorizons
+	// holds the latest horizons any Purge was given (fileread.go).
+	purging       int
+	purgeHorizons [1 + numClasses]int64
+
 	commit committer
 	grower tableGrower
 }

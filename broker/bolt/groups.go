@@ -174,7 +174,8 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	for i := range out {
-		if err := e.fillSpecs(out[i].Leases); err != nil {
+		var err error
+		if out[i].Leases, err = e.fillSpecs(out[i].Leases); err != nil {
 			return nil, err
 		}
 		if p.Limit != nil {

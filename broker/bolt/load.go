@@ -69,10 +69,14 @@ func (e *Engine) reloadLocked() error {
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
+	e.purging = 0
 
 	var wasActive, wasCanceled []key
 	var canceledIn []string // wasCanceled[i]'s queue
 	err := e.db.View(func(tx *bbolt.Tx) error {
+		// Memory is rebuilt from this transaction: reads begun before it
+		// are not current (see Engine.currentLocked).
+		e.commit.applied = uint64(tx.ID())
 		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
 			rec := &storagev1.QueueRecord{}
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -132,6 +136,7 @@ func (e *Engine) reloadLocked() error {
 	if len(wasActive)+len(wasCanceled) > 0 {
 		now := nanos(e.cfg.Now())
 		err = e.db.Update(func(tx *bbolt.Tx) error {
+			e.commit.applied = uint64(tx.ID())
 			w := newTxw(tx)
 			for _, k := range wasActive {
 				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = int32(statePending) }); err != nil {

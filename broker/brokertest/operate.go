@@ -19,6 +19,8 @@ func operateCases() []testCase {
 		{name: "Delete", fn: testDelete},
 		{name: "NotApplicable", fn: testActNotApplicable},
 		{name: "Durable", env: testActDurable},
+		{name: "ConcurrentOnFinished", env: testActConcurrentOnFinished},
+		{name: "ConcurrentWithPurge", env: testActConcurrentWithPurge},
 	}
 }
 

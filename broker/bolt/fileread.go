@@ -1,0 +1,80 @@
+package bolt
+
+import (
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+)
+
+// fileRead is what a call reads from the file before it takes Engine.mu,
+// for the decisions it then makes under the mutex. A read transaction is
+// never begun under the mutex: a commit that must remap the file waits for
+// every open reader (a Backup's too), bbolt makes new readers wait behind
+// it, and a reader begun under the mutex would hold every broker call up
+// for as long as the backup takes.
+//
+// What was read is current for a task that memory holds neither live nor
+// settling when no commit has been applied to memory since its transaction
+// began (Engine.currentLocked): every change to a task is decided under the
+// mutex, and the task stays live or settling in memory until the commit
+// that makes the change durable is applied. Otherwise the caller reads
+// again. A Purge changes the file without a decision per task; callers
+// that depend on a terminal task staying as it is check purgeMayTakeLocked.
+type fileRead struct {
+	txid uint64
+	// specs says, for each key asked, whether the file holds its spec.
+	specs map[key]bool
+	// done holds, for each key asked, its terminal status (nil: none).
+	done map[key]*storagev1.TaskStatus
+}
+
+// readFile reads the specs' presence and the terminal statuses of the
+// given keys in one read transaction. Engine.mu must not be held.
+func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
+	r := &fileRead{specs: make(map[key]bool, len(specs)), done: make(map[key]*storagev1.TaskStatus, len(done))}
+	err := e.view(func(tx *bbolt.Tx) error {
+		r.txid = uint64(tx.ID())
+		tb := tx.Bucket(bucketTasks)
+		for _, k := range specs {
+			r.specs[k] = tb.Get(k[:]) != nil
+		}
+		db := tx.Bucket(bucketDone)
+		for _, k := range done {
+			v := db.Get(k[:])
+			if v == nil {
+				r.done[k] = nil
+				continue
+			}
+			st := &storagev1.TaskStatus{}
+			if err := proto.Unmarshal(v, st); err != nil {
+				return fmt.Errorf("status of %s: %w", k, err)
+			}
+			r.done[k] = st
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// currentLocked reports whether r shows the file as memory knows it: no
+// commit has been applied to memory since r's transaction began.
+func (e *Engine) currentLocked(r *fileRead) bool { return e.commit.applied <= r.txid }
+
+// purgeMayTakeLocked reports whether a Purge that is not durable yet may
+// delete the terminal task whose status st is.
+func (e *Engine) purgeMayTakeLocked(st *storagev1.TaskStatus) bool {
+	if e.purging == 0 {
+		return false
+	}
+	h := e.purgeHorizons
+	if at := st.GetPurgeAt(); at != 0 {
+		return at <= h[0]
+	}
+	return st.GetCompletedAt() <= h[1+classOf(stateOf(st))]
+}

@@ -72,7 +72,6 @@ func (e *Engine) reloadLocked() error {
 	e.purging = 0
 
 	var wasActive, wasCanceled []key
-	var canceledIn []string // wasCanceled[i]'s queue
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		// Memory is rebuilt from this transaction: reads begun before it
 		// are not current (see Engine.currentLocked).
@@ -111,14 +110,15 @@ func (e *Engine) reloadLocked() error {
 			if err := checkLiveStatus(r); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
-			if r.State() == stateActive && r.cancelRequested {
-				// Canceled while it ran, and its worker is gone: canceled.
-				wasCanceled = append(wasCanceled, k)
-				canceledIn = append(canceledIn, string(r.queue))
-				return nil
-			}
 			if r.State() == stateActive {
-				wasActive = append(wasActive, k)
+				if r.cancelRequested {
+					// Canceled while it ran, and its worker is gone: it
+					// is finished as canceled below, once every task is
+					// indexed.
+					wasCanceled = append(wasCanceled, k)
+				} else {
+					wasActive = append(wasActive, k)
+				}
 				r.state = int32(statePending)
 			}
 			e.indexLiveLocked(k, r, specs)
@@ -135,6 +135,18 @@ func (e *Engine) reloadLocked() error {
 	}
 	if len(wasActive)+len(wasCanceled) > 0 {
 		now := nanos(e.cfg.Now())
+		// A task canceled while it ran is finished as any cancel is, which
+		// also resolves its dependents; its changes go into the
+		// transaction below rather than to the committer.
+		open := e.commit.open
+		e.commit.open = newBatch()
+		for _, k := range wasCanceled {
+			if m, ok := e.tasks.get(k); ok {
+				e.finishLocked(k, m, stateCanceled, now, nil)
+			}
+		}
+		canceled := e.commit.open
+		e.commit.open = open
 		err = e.db.Update(func(tx *bbolt.Tx) error {
 			e.commit.applied = uint64(tx.ID())
 			w := newTxw(tx)
@@ -143,10 +155,8 @@ func (e *Engine) reloadLocked() error {
 					return err
 				}
 			}
-			for _, k := range wasCanceled {
-				if err := w.finish(k, 0, func(st *storagev1.TaskStatus) {
-					st.State, st.CompletedAt = int32(stateCanceled), now
-				}); err != nil {
+			for _, o := range canceled.ops {
+				if err := o(w); err != nil {
 					return err
 				}
 			}
@@ -155,11 +165,11 @@ func (e *Engine) reloadLocked() error {
 		if err != nil {
 			return fmt.Errorf("release tasks that were active: %w", err)
 		}
-		for _, name := range canceledIn {
-			e.queueLocked(name).counts[stateCanceled]++
-			e.endedFirst[classArchived] = minSet(e.endedFirst[classArchived], now)
+		for _, f := range canceled.post {
+			f()
 		}
-		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
+		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive),
+			"canceled", len(wasCanceled))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ func operateCases() []testCase {
 		{name: "CancelWaiting", fn: testCancelWaiting},
 		{name: "CancelActive", fn: testCancelActive},
 		{name: "CancelActiveSurvivesRestart", env: testCancelActiveRestart},
+		{name: "CancelActiveRestartResolvesDependents", env: testCancelActiveRestartDependents},
 		{name: "Run", fn: testRun},
 		{name: "RunUniqueKeyTaken", fn: testRunUniqueTaken},
 		{name: "Archive", fn: testArchive},
@@ -150,6 +151,32 @@ func testCancelActiveRestart(t *testing.T, e *Env) {
 	RequireCounts(t, b, "q", Counts{canceled: 1})
 	if ls := Lease(t, b, "s2", "q", 10, at(time.Hour), TTL); len(ls) != 0 {
 		t.Fatal("a task canceled while it ran was redelivered after a restart")
+	}
+}
+
+// testCancelActiveRestartDependents: a task canceled while it ran and
+// found running by a restart ends canceled like any other, and its
+// dependents are told, each by its on_failure.
+func testCancelActiveRestartDependents(t *testing.T, e *Env) {
+	task := EnqueueOne(t, e.B, T0, NewTask("q"))
+	cont := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureContinue)))
+	cascade := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureCascadeCancel)))
+	block := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureBlock)))
+	LeaseOne(t, e.B, "s1", "q", T0)
+	actOK(t, e.B, broker.ActionCancel, T0, task.ID)
+	for range 2 { // the second restart finds what the first left
+		b := e.Reopen()
+		RequireState(t, b, task.ID, canceled)
+		RequireState(t, b, cont.ID, pending)
+		RequireState(t, b, cascade.ID, canceled)
+		if got := RequireState(t, b, block.ID, blocked); !strings.Contains(got.LastError, task.ID) {
+			t.Fatalf("a BLOCK dependent of a task canceled by the restart: last error %q, want it to name the dependency", got.LastError)
+		}
+		RequireCounts(t, b, "q", Counts{canceled: 1})
+		RequireCounts(t, b, "deps", Counts{pending: 1, canceled: 1, blocked: 1})
+	}
+	if l := LeaseOne(t, e.B, "s2", "deps", at(time.Minute)); l.Task.ID != cont.ID {
+		t.Fatalf("leased %s, want the CONTINUE dependent %s", l.Task.ID, cont.ID)
 	}
 }
 

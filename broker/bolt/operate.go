@@ -258,6 +258,9 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	revived := proto.CloneOf(st)
 	revived.State = int32(statePending)
 	revived.CompletedAt, revived.PurgeAt, revived.ExpiresAt, revived.NextProcessAt = 0, 0, 0, now
+	// A cancel of an earlier run is spent: left in the file, it would make
+	// a restart while the revived task runs cancel it.
+	revived.CancelRequested = false
 	if uk := st.GetUniqueKey(); uk != "" {
 		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil(), since: now}
 		e.uniqOf[k] = uk

@@ -14,6 +14,7 @@ func operateCases() []testCase {
 		{name: "CancelActive", fn: testCancelActive},
 		{name: "CancelActiveSurvivesRestart", env: testCancelActiveRestart},
 		{name: "CancelActiveRestartResolvesDependents", env: testCancelActiveRestartDependents},
+		{name: "RunCanceledThenRestartWhileActive", env: testRunCanceledRestart},
 		{name: "Run", fn: testRun},
 		{name: "RunUniqueKeyTaken", fn: testRunUniqueTaken},
 		{name: "Archive", fn: testArchive},
@@ -177,6 +178,27 @@ func testCancelActiveRestartDependents(t *testing.T, e *Env) {
 	}
 	if l := LeaseOne(t, e.B, "s2", "deps", at(time.Minute)); l.Task.ID != cont.ID {
 		t.Fatalf("leased %s, want the CONTINUE dependent %s", l.Task.ID, cont.ID)
+	}
+}
+
+// testRunCanceledRestart: a task canceled while it ran and then run again
+// by an operator is a task like any other: a restart while it runs again
+// makes it pending, not canceled.
+func testRunCanceledRestart(t *testing.T, e *Env) {
+	task := EnqueueOne(t, e.B, T0, NewTask("q"))
+	l := LeaseOne(t, e.B, "s1", "q", T0)
+	actOK(t, e.B, broker.ActionCancel, T0, task.ID)
+	Decide(t, e.B, broker.Released("s1", Ref(l), T0))
+	RequireState(t, e.B, task.ID, canceled)
+	actOK(t, e.B, broker.ActionRun, at(time.Second), task.ID)
+	if l := LeaseOne(t, e.B, "s2", "q", at(2*time.Second)); l.Task.ID != task.ID {
+		t.Fatalf("leased %s, want the task run again", l.Task.ID)
+	}
+	b := e.Reopen()
+	RequireState(t, b, task.ID, pending)
+	RequireCounts(t, b, "q", Counts{pending: 1})
+	if l := LeaseOne(t, b, "s3", "q", at(time.Minute)); l.Task.ID != task.ID {
+		t.Fatalf("after the restart leased %s, want the task run again", l.Task.ID)
 	}
 }
 

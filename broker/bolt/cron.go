@@ -136,10 +136,9 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	if !f.Skip {
 		pend = prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
+	lookup, err := e.lockForEnqueue(pend)
+	if err != nil {
+		return nil, err
 	}
 	old, ok := e.crons[f.ID]
 	switch {
@@ -160,7 +159,7 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 		e.mu.Unlock()
 		return nil, e.commit.wait(ctx, b)
 	}
-	b := e.enqueueLocked(pend, f.Now)
+	b := e.enqueueLocked(pend, f.Now, lookup)
 	rec.LastRun = nanos(f.Now)
 	pt := &pend[0]
 	if pt.err == nil {

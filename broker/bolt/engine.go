@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	cryptorand "crypto/rand"
 	"errors"
@@ -54,6 +55,9 @@ type Config struct {
 	// afterOpenFile, set by tests, runs once the file is open, before its
 	// lock is taken.
 	afterOpenFile func()
+	// mmapSize, set by tests, replaces the address space reserved for the
+	// file, so that a small file grows past it and remaps.
+	mmapSize int
 }
 
 func (c *Config) setDefaults() {
@@ -147,7 +151,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	db, err := openFile(cfg.Path, cfg.afterOpenFile)
+	db, err := openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +178,7 @@ func Open(cfg Config) (*Engine, error) {
 // would leave the engine on the replaced file, where every later write is
 // lost: so once the lock is held, path must still name the file locked, or
 // the open starts over on the new one.
-func openFile(path string, afterOpen func()) (*bbolt.DB, error) {
+func openFile(path string, mmapSize int, afterOpen func()) (*bbolt.DB, error) {
 	for attempt := 1; ; attempt++ {
 		var opened *os.File
 		db, err := bbolt.Open(path, 0o600, &bbolt.Options{
@@ -185,7 +189,7 @@ func openFile(path string, afterOpen func()) (*bbolt.DB, error) {
 			FreelistType: bbolt.FreelistMapType,
 			// Reserve address space up front so that growing the file
 			// rarely remaps (a remap waits for every reader).
-			InitialMmapSize: 1 << 30,
+			InitialMmapSize: mmapSize,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag, perm)
 				opened = f

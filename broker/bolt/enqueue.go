@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bbolt "go.etcd.io/bbolt"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
@@ -125,15 +124,13 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 	now := p.Now.UnixNano()
 	pend := prepare(p.Tasks, now)
 
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
+	lookup, err := e.lockForEnqueue(pend)
+	if err != nil {
+		return nil, err
 	}
-	b := e.enqueueLocked(pend, p.Now)
+	b := e.enqueueLocked(pend, p.Now, lookup)
 	e.mu.Unlock()
 
-	var err error
 	if b != nil {
 		err = e.commit.wait(ctx, b)
 	}
@@ -155,11 +152,10 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 // enqueueLocked inserts each prepared task that passes its checks (its id
 // free, its queue within the limit, its unique key free, its dependencies
 // known) and queues their writes; it returns the batch to wait for (nil
-// when nothing was inserted). Each task's error is left in pend.
-func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time) *batch {
+// when nothing was inserted). Each task's error is left in pend. lookup is
+// from lockForEnqueue.
+func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsLookup) *batch {
 	now := at.UnixNano()
-	lookup := e.newExistsLookup()
-	defer lookup.close()
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil {
@@ -204,12 +200,11 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		}
 	}
 
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
+	lookup, err := e.lockForEnqueue(pend)
+	if err != nil {
+		return nil, err
 	}
-	if err := e.checkTxLocked(pend, now); err != nil {
+	if err := e.checkTxLocked(pend, now, lookup); err != nil {
 		e.mu.Unlock()
 		return nil, err
 	}
@@ -224,9 +219,7 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		if pt.state == stateBlocked {
 			// checkTxLocked checked every dependency; earlier items are
 			// live by now.
-			lookup := e.newExistsLookup()
 			pt.deps, _ = e.checkDepsLocked(pt.nt.DependsOn, lookup.done())
-			lookup.close()
 		}
 		e.insertLocked(pt, now)
 	}
@@ -258,9 +251,7 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 // checkTxLocked validates every item of an EnqueueTx before anything
 // changes: ids that exist (or repeat within the call) become no-ops, and a
 // unique key that is held, or claimed twice within the call, fails it all.
-func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
-	lookup := e.newExistsLookup()
-	defer lookup.close()
+func (e *Engine) checkTxLocked(pend []pendingTask, now int64, lookup *existsLookup) error {
 	seenIDs := map[key]bool{}
 	seenKeys := map[string]int{}
 	newQueues := map[string]bool{}
@@ -492,13 +483,50 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 }
 
 // existsLookup answers "does a task with this id exist?" for producer-chosen
-// ids: live and settling tasks from memory, terminal ones from the file.
+// ids: live and settling tasks from memory, terminal ones from what
+// lockForEnqueue read of the file.
 type existsLookup struct {
-	e  *Engine
-	tx *bbolt.Tx
+	e    *Engine
+	file *fileRead
 }
 
-func (e *Engine) newExistsLookup() *existsLookup { return &existsLookup{e: e} }
+// lockForEnqueue reads from the file what the checks of pend may need (a
+// spec for each producer-chosen id and each dependency, the terminal
+// status of each dependency), then takes Engine.mu, and reads again while
+// what it read is not current (see fileRead). It returns with the mutex
+// held, or with an error and the mutex not held.
+func (e *Engine) lockForEnqueue(pend []pendingTask) (*existsLookup, error) {
+	var ids, deps []key
+	for i := range pend {
+		pt := &pend[i]
+		if pt.err != nil {
+			continue
+		}
+		if pt.nt.ID != "" {
+			ids = append(ids, pt.k)
+		}
+		for _, d := range pt.nt.DependsOn {
+			if k, err := ulid.ParseStrict(d.TaskID); err == nil {
+				ids, deps = append(ids, k), append(deps, k)
+			}
+		}
+	}
+	for {
+		r, err := e.readFile(ids, deps)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, errClosed
+		}
+		if e.currentLocked(r) {
+			return &existsLookup{e: e, file: r}, nil
+		}
+		e.mu.Unlock()
+	}
+}
 
 func (l *existsLookup) exists(k key) (bool, error) {
 	if _, ok := l.e.tasks.get(k); ok {
@@ -507,32 +535,15 @@ func (l *existsLookup) exists(k key) (bool, error) {
 	if _, ok := l.e.settling[k]; ok {
 		return true, nil
 	}
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err != nil {
-			return false, fmt.Errorf("read transaction: %w", err)
-		}
-		l.tx = tx
+	spec, ok := l.file.specs[k]
+	if !ok {
+		return false, fmt.Errorf("task %s was not read from the file", k)
 	}
-	return l.tx.Bucket(bucketTasks).Get(k[:]) != nil, nil
+	return spec, nil
 }
 
 // done returns a lookup of terminal statuses (for dependencies).
-func (l *existsLookup) done() *doneLookup {
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err == nil {
-			l.tx = tx
-		}
-	}
-	return &doneLookup{e: l.e, tx: l.tx, shared: true}
-}
-
-func (l *existsLookup) close() {
-	if l.tx != nil {
-		_ = l.tx.Rollback()
-	}
-}
+func (l *existsLookup) done() *doneLookup { return &doneLookup{file: l.file} }
 
 // newTaskView is the Task an enqueue call returns for a task it stored.
 func newTaskView(pt *pendingTask) *broker.Task {

@@ -18,6 +18,10 @@ func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }
 // it takes the file's lock.
 func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
 
+// SetMmapSize makes Open reserve n bytes of address space for the file
+// instead of 1 GiB, so that a test's file grows past it and remaps.
+func SetMmapSize(cfg *Config, n int) { cfg.mmapSize = n }
+
 // BenchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
 // def when it is unset.
 func BenchTasks(b *testing.B, def int) int { return benchTasks(b, def) }

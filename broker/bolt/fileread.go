@@ -31,9 +31,15 @@ type fileRead struct {
 	done map[key]*storagev1.TaskStatus
 }
 
+// noRead is the read of nothing; it is never written to.
+var noRead fileRead
+
 // readFile reads the specs' presence and the terminal statuses of the
 // given keys in one read transaction. Engine.mu must not be held.
 func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
+	if len(specs)+len(done) == 0 {
+		return &noRead, nil // most enqueues
+	}
 	r := &fileRead{specs: make(map[key]bool, len(specs)), done: make(map[key]*storagev1.TaskStatus, len(done))}
 	err := e.view(func(tx *bbolt.Tx) error {
 		r.txid = uint64(tx.ID())
@@ -64,7 +70,10 @@ func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
 
 // currentLocked reports whether r shows the file as memory knows it: no
 // commit has been applied to memory since r's transaction began.
-func (e *Engine) currentLocked(r *fileRead) bool { return e.commit.applied <= r.txid }
+// A read of nothing is always current.
+func (e *Engine) currentLocked(r *fileRead) bool {
+	return len(r.specs)+len(r.done) == 0 || e.commit.applied <= r.txid
+}
 
 // purgeMayTakeLocked reports whether a Purge that is not durable yet may
 // delete the terminal task whose status st is.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -287,29 +286,14 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	return nil
 }
 
-// doneLookup reads terminal statuses from the file, in one read
-// transaction opened on first use.
-type doneLookup struct {
-	e      *Engine
-	tx     *bbolt.Tx
-	shared bool // the transaction is another lookup's, which closes it
-}
+// doneLookup answers the terminal status of a task from what was read of
+// the file before the lock (see fileRead).
+type doneLookup struct{ file *fileRead }
 
 func (l *doneLookup) status(k key) (*storagev1.TaskStatus, error) {
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err != nil {
-			return nil, fmt.Errorf("read transaction: %w", err)
-		}
-		l.tx = tx
-	}
-	v := l.tx.Bucket(bucketDone).Get(k[:])
-	if v == nil {
-		return nil, nil
-	}
-	st := &storagev1.TaskStatus{}
-	if err := proto.Unmarshal(v, st); err != nil {
-		return nil, fmt.Errorf("status of %s: %w", k, err)
+	st, ok := l.file.done[k]
+	if !ok {
+		return nil, fmt.Errorf("status of %s was not read from the file", k)
 	}
 	return st, nil
 }

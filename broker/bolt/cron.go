@@ -100,6 +100,10 @@ func (e *Engine) Crons(context.Context) ([]broker.CronEntry, error) {
 // DeleteCron removes an entry; see broker.Broker.
 func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errClosed
+	}
 	if _, ok := e.crons[id]; !ok {
 		e.mu.Unlock()
 		return fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
@@ -112,6 +116,10 @@ func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 // SetCronPaused pauses or resumes an entry; see broker.Broker.
 func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (broker.CronEntry, error) {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return broker.CronEntry{}, errClosed
+	}
 	old, ok := e.crons[id]
 	if !ok {
 		e.mu.Unlock()

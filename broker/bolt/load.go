@@ -236,12 +236,8 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 	}
 	if len(r.uniqueKey) > 0 {
 		uk := string(r.uniqueKey)
-		// Several live tasks may name one key when earlier claims ran out
-		// of TTL. A claim is granted only once the one before it ran out,
-		// so the holder is the task that claimed last, whatever order the
-		// scan (by id, which a producer may choose) meets them in.
 		c := uniqueClaim{k: k, until: r.uniqueUntil, since: r.enqueuedAt}
-		if old, ok := e.unique[uk]; !ok || c.since > old.since || c.since == old.since && c.k.Compare(old.k) > 0 {
+		if old, ok := e.unique[uk]; !ok || c.outlasts(old) {
 			e.unique[uk] = c
 		}
 		e.uniqOf[k] = uk
@@ -259,4 +255,24 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 			m.flags |= flagDepFailed
 		}
 	}
+}
+
+// outlasts reports whether claim c, rather than old, holds their key
+// after a reopen. Several live tasks may name one key when earlier claims
+// ran out of TTL. A claim is granted (at enqueue, or by RunTask, which the
+// file does not date) only once every other live claim on the key has
+// run out, so at most one of them can still hold: the one that runs out
+// last (until 0: never, while its task is live). That one is the holder,
+// whatever order the scan (by id, which a producer may choose) meets them
+// in; when none holds any more, which is chosen does not matter.
+func (c uniqueClaim) outlasts(old uniqueClaim) bool {
+	switch {
+	case (c.until == 0) != (old.until == 0):
+		return c.until == 0
+	case c.until != old.until:
+		return c.until > old.until
+	case c.since != old.since:
+		return c.since > old.since
+	}
+	return c.k.Compare(old.k) > 0
 }

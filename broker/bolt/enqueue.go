@@ -532,8 +532,10 @@ func (l *existsLookup) exists(k key) (bool, error) {
 	if _, ok := l.e.tasks.get(k); ok {
 		return true, nil
 	}
-	if _, ok := l.e.settling[k]; ok {
-		return true, nil
+	if s, ok := l.e.settling[k]; ok {
+		// A task deleted, not durably yet, is gone: a new task's write
+		// with its id would follow the delete's in the file.
+		return s.state != 0, nil
 	}
 	spec, ok := l.file.specs[k]
 	if !ok {

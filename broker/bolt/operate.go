@@ -66,9 +66,16 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 				res[i] = e.actLiveLocked(p.Action, k, m, now)
 				continue
 			}
-			if st := done.done[k]; st != nil {
+			// A task settling now was changed by this call (an id given
+			// twice, a dependent its earlier delete canceled): what was
+			// read of it is no longer its state.
+			s, settling := e.settling[k]
+			switch st := done.done[k]; {
+			case settling && s.state != 0:
+				res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
+			case st != nil && !settling:
 				res[i].Err = e.actDoneLocked(p.Action, k, st, now)
-			} else {
+			default:
 				res[i].Err = fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
 			}
 		}

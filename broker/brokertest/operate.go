@@ -23,6 +23,7 @@ func operateCases() []testCase {
 		{name: "Durable", env: testActDurable},
 		{name: "ConcurrentOnFinished", env: testActConcurrentOnFinished},
 		{name: "ConcurrentWithPurge", env: testActConcurrentWithPurge},
+		{name: "RepeatedID", fn: testActRepeatedID},
 	}
 }
 

@@ -173,3 +173,22 @@ func testActConcurrentWithPurge(t *testing.T, e *Env) {
 	b = e.Reopen()
 	RequireCounts(t, b, "q", Counts{})
 }
+
+// testActRepeatedID: an id given twice in one call is acted on once; the
+// second answer is what the first left.
+func testActRepeatedID(t *testing.T, b broker.Broker) {
+	ids := finishedTasks(t, b, "q", 2, completed)
+	res := act(t, b, broker.ActionDelete, at(time.Second), ids[0], ids[0], ids[1])
+	if res[0].Err != nil || res[2].Err != nil {
+		t.Fatalf("delete: %v, %v", res[0].Err, res[2].Err)
+	}
+	requireErrIs(t, "the same id deleted again in the same call", res[1].Err, broker.ErrNotFound)
+	RequireCounts(t, b, "q", Counts{})
+	ids = finishedTasks(t, b, "r", 1, archived)
+	res = act(t, b, broker.ActionRun, at(time.Second), ids[0], ids[0])
+	if res[0].Err != nil {
+		t.Fatalf("run: %v", res[0].Err)
+	}
+	requireErrIs(t, "the same id run again in the same call", res[1].Err, broker.ErrInvalidState)
+	RequireCounts(t, b, "r", Counts{pending: 1})
+}

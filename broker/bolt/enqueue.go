@@ -124,7 +124,7 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 	now := p.Now.UnixNano()
 	pend := prepare(p.Tasks, now)
 
-	lookup, err := e.lockForEnqueue(pend)
+	lookup, err := e.lockForEnqueue(ctx, pend)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		}
 	}
 
-	lookup, err := e.lockForEnqueue(pend)
+	lookup, err := e.lockForEnqueue(ctx, pend)
 	if err != nil {
 		return nil, err
 	}
@@ -492,10 +492,9 @@ type existsLookup struct {
 
 // lockForEnqueue reads from the file what the checks of pend may need (a
 // spec for each producer-chosen id and each dependency, the terminal
-// status of each dependency), then takes Engine.mu, and reads again while
-// what it read is not current (see fileRead). It returns with the mutex
-// held, or with an error and the mutex not held.
-func (e *Engine) lockForEnqueue(pend []pendingTask) (*existsLookup, error) {
+// status of each dependency) and takes Engine.mu (see lockAndRead). It
+// returns with the mutex held, or with an error and the mutex not held.
+func (e *Engine) lockForEnqueue(ctx context.Context, pend []pendingTask) (*existsLookup, error) {
 	var ids, deps []key
 	for i := range pend {
 		pt := &pend[i]
@@ -511,21 +510,11 @@ func (e *Engine) lockForEnqueue(pend []pendingTask) (*existsLookup, error) {
 			}
 		}
 	}
-	for {
-		r, err := e.readFile(ids, deps)
-		if err != nil {
-			return nil, err
-		}
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return nil, errClosed
-		}
-		if e.currentLocked(r) {
-			return &existsLookup{e: e, file: r}, nil
-		}
-		e.mu.Unlock()
+	r, err := e.lockAndRead(ctx, ids, deps)
+	if err != nil {
+		return nil, err
 	}
+	return &existsLookup{e: e, file: r}, nil
 }
 
 func (l *existsLookup) exists(k key) (bool, error) {

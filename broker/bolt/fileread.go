@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
@@ -11,10 +12,10 @@ import (
 
 // fileRead is what a call reads from the file before it takes Engine.mu,
 // for the decisions it then makes under the mutex. A read transaction is
-// never begun under the mutex: a commit that must remap the file waits for
-// every open reader (a Backup's too), bbolt makes new readers wait behind
-// it, and a reader begun under the mutex would hold every broker call up
-// for as long as the backup takes.
+// not begun under the mutex while a commit may be in flight: a commit that
+// must remap the file waits for every open reader (a Backup's too), bbolt
+// makes new readers wait behind it, and a reader begun under the mutex
+// would hold every broker call up for as long as the backup takes.
 //
 // What was read is current for a task that memory holds neither live nor
 // settling when no commit has been applied to memory since its transaction
@@ -35,7 +36,8 @@ type fileRead struct {
 var noRead fileRead
 
 // readFile reads the specs' presence and the terminal statuses of the
-// given keys in one read transaction. Engine.mu must not be held.
+// given keys in one read transaction. Engine.mu must not be held, but by
+// lockAndRead with no commit in flight.
 func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
 	if len(specs)+len(done) == 0 {
 		return &noRead, nil // most enqueues
@@ -63,6 +65,58 @@ func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// maxStaleReads is how many reads before the lock a call makes before it
+// reads under the lock instead (lockAndRead).
+const maxStaleReads = 2
+
+// lockAndRead reads the specs' presence and the terminal statuses of the
+// given keys (see readFile) and returns with Engine.mu held and the read
+// current, or with an error and the mutex not held. It reads before taking
+// the mutex; a read that a commit overtook is made again. A read that
+// keeps being overtaken (a long one while commits keep coming) would never
+// end: after maxStaleReads the read is made under the mutex, once no commit
+// is in flight. The committer needs the mutex to start the next one, so no
+// commit can be waiting to remap the file, and bbolt cannot make that read
+// wait for a Backup.
+func (e *Engine) lockAndRead(ctx context.Context, specs, done []key) (*fileRead, error) {
+	for stale := 0; stale < maxStaleReads; stale++ {
+		r, err := e.readFile(specs, done)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, errClosed
+		}
+		if e.currentLocked(r) {
+			return r, nil
+		}
+		e.mu.Unlock()
+	}
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, errClosed
+		}
+		b := e.commit.inflight
+		if b == nil {
+			break
+		}
+		e.mu.Unlock()
+		if err := e.commit.wait(ctx, b); err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	r, err := e.readFile(specs, done)
+	if err != nil {
+		e.mu.Unlock()
 		return nil, err
 	}
 	return r, nil

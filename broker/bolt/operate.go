@@ -39,16 +39,11 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 	}
 	now := p.Now.UnixNano()
 	for {
-		done, err := e.readFile(nil, valid)
+		done, err := e.lockAndRead(ctx, nil, valid)
 		if err != nil {
 			return nil, err
 		}
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return nil, errClosed
-		}
-		if again, b := e.actMustWaitLocked(valid, done); again {
+		if b, again := e.actMustWaitLocked(valid, done); again {
 			e.mu.Unlock()
 			if b != nil {
 				if err := e.commit.wait(ctx, b); err != nil {
@@ -94,22 +89,19 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 // actMustWaitLocked reports whether Act cannot decide on what it read
 // from the file yet, and the commit to wait for before it reads again
 // (nil: read again at once).
-func (e *Engine) actMustWaitLocked(keys []key, r *fileRead) (bool, *batch) {
-	if !e.currentLocked(r) {
-		return true, nil
-	}
+func (e *Engine) actMustWaitLocked(keys []key, r *fileRead) (*batch, bool) {
 	for _, k := range keys {
 		if _, live := e.tasks.get(k); live {
 			continue
 		}
 		if _, ok := e.settling[k]; ok {
-			return true, e.commit.syncPointLocked()
+			return e.commit.syncPointLocked(), true
 		}
 		if st := r.done[k]; st != nil && e.purgeMayTakeLocked(st) {
-			return true, e.commit.syncPointLocked()
+			return e.commit.syncPointLocked(), true
 		}
 	}
-	return false, nil
+	return nil, false
 }
 
 func notApplicable(a broker.Action, k key, s broker.State) error {

@@ -49,7 +49,7 @@ import (
 // heartbeat time + lease_ttl, so a long task that heartbeats must not be
 // stopped when the first lease expiry passes. The handler's context
 // therefore ends at the task's own bound only, computed from the envelope's
-// options (the earlier of options.deadline and receive time +
+// options (the earlier of options.deadline and handler start +
 // options.timeout; see Delivery.Deadline), and the lease part is tracked
 // separately: each execution's lease is reckoned as receive time + lease_ttl
 // and pushed to heartbeat time + lease_ttl by every Heartbeat actually
@@ -57,12 +57,20 @@ import (
 // handler canceled, with cause ErrLeaseExpired. A handler that overruns its
 // task's bound gets context.DeadlineExceeded and is reported RETRY.
 //
+// The timeout counts from the handler's start, not from receipt, so that a
+// task that waited for a slot still gets its whole Timeout. A task that has
+// not started by the time its bound counted from receipt passes (the
+// server's own reckoning, past which heartbeats no longer hold its lease)
+// is reported RELEASED: it never ran, and holding it longer would only let
+// the server take it back as a failed attempt.
+//
 // # Drain
 //
 // When the Worker stops, the controller stops new starts (a dispatch that
 // arrives or is still waiting for a slot is not started but stays listed in
 // heartbeats, so its lease survives until the close releases it with no
-// penalty, protocol §5.10), gives the running handlers the drain grace to
+// penalty, protocol §5.10, or is RELEASED once its bound passes, as above),
+// gives the running handlers the drain grace to
 // finish and report their real outcome, cancels the rest with cause
 // ErrWorkerShutdown (reported RELEASED), closes the request side and waits,
 // bounded, for the server to end the stream.

@@ -179,9 +179,30 @@ func (s *session) execute(ex *execution) {
 	defer stop()
 	// Settle in a defer, so that even a handler that never returns
 	// normally (runtime.Goexit, as t.FailNow does) yields one Result.
-	rs := ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "the handler exited without returning (runtime.Goexit)")
-	defer func() { s.settle(ex, rs) }()
+	var rs []*conveyorv1.Result
+	defer func() {
+		if rs == nil {
+			rs = ex.failedResults(ctx, errHandlerExited)
+		}
+		s.settle(ex, rs)
+	}()
 	rs = s.w.invoke(ctx, ex)
+}
+
+// errHandlerExited stands for a handler that ended by runtime.Goexit.
+var errHandlerExited = errors.New("the handler exited without returning (runtime.Goexit)")
+
+// failedResults are the results of a handler that ended without returning
+// (a panic, runtime.Goexit), err saying how: the outcome of a handler that
+// returned err (see resultFor), so RETRY, or RELEASED once the drain
+// abandoned it (protocol §5.10: never RETRY for that).
+func (ex *execution) failedResults(ctx context.Context, err error) []*conveyorv1.Result {
+	dels := ex.deliveries()
+	rs := make([]*conveyorv1.Result, len(dels))
+	for i, d := range dels {
+		rs[i] = resultFor(ctx, d, err)
+	}
+	return rs
 }
 
 // acquire waits for ex's turn (executions take concurrency slots in the
@@ -425,7 +446,7 @@ func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Re
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error("task handler panicked", "task", d.ID, "type", d.Type, "panic", p, "stack", string(debug.Stack()))
-			rs = ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, fmt.Sprintf("panic: %v", p))
+			rs = ex.failedResults(ctx, fmt.Errorf("panic: %v", p))
 		}
 	}()
 	if b := ex.batch; b != nil {

@@ -6,6 +6,7 @@ package conveyor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -190,6 +191,51 @@ func TestWorkerDrainReleases(t *testing.T) {
 	info = e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second)
 	if info.GetRetried() != 0 {
 		t.Fatalf("completed with retried %d, want 0", info.GetRetried())
+	}
+}
+
+// TestWorkerDrainReleasesHandlersThatDoNotReturn: a handler abandoned by
+// the drain that panics, or ends with runtime.Goexit, is released like
+// one that returns an error: its task back to PENDING with no retry.
+func TestWorkerDrainReleasesHandlersThatDoNotReturn(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		unwind func()
+	}{
+		{"panic", func() { panic("unwinding on shutdown") }},
+		{"Goexit", runtime.Goexit},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := wtSetup(t, server.Config{})
+			id := e.enqueue(wtReq("dx", "block", "{}", nil))
+			started := make(chan struct{}, 1)
+			w := e.newWorker(conveyor.WithQueue("dx", 1), conveyor.WithDrainGrace(50*time.Millisecond))
+			w.HandleFunc("block", func(ctx context.Context, _ *conveyor.Delivery) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				if !errors.Is(context.Cause(ctx), conveyor.ErrWorkerShutdown) {
+					return context.Cause(ctx)
+				}
+				tc.unwind()
+				return nil
+			})
+			r := wtRun(t, w)
+			wtRecv(t, started, 10*time.Second, "the task starts")
+			if err := w.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown = %v", err)
+			}
+			if err := r.wait(t, time.Second); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			info := e.get(id)
+			if info.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || info.GetRetried() != 0 {
+				t.Fatalf("after the drain the task is %s with retried %d (%q), want PENDING with 0",
+					info.GetState(), info.GetRetried(), info.GetLastError())
+			}
+		})
 	}
 }
 

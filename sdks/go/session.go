@@ -396,17 +396,21 @@ const (
 	waitEnded                      // the stream ended
 )
 
-// await waits for ch, at most d, watching for Close, for Shutdown's
-// context and for the stream's end.
-func (s *session) await(ch <-chan struct{}, d time.Duration) waitResult {
+// await waits for ch, at most d, watching for Close and for the stream's
+// end, and for Shutdown's context too when abandonable.
+func (s *session) await(ch <-chan struct{}, d time.Duration, abandonable bool) waitResult {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var abandon <-chan struct{} // nil: never ready
+	if abandonable {
+		abandon = s.w.abandonCh
+	}
 	select {
 	case <-ch:
 		return waitReached
 	case <-t.C:
 		return waitTimedOut
-	case <-s.w.abandonCh:
+	case <-abandon:
 		return waitAbandon
 	case <-s.w.killCh:
 		return waitKilled
@@ -429,32 +433,47 @@ func (s *session) control() {
 		return
 	default:
 	}
-	idle, running := s.beginDrain()
-	s.log.Info("worker draining", "running", running, "grace", s.w.cfg.drainGrace)
-	switch s.await(idle, s.w.cfg.drainGrace) {
-	case waitKilled:
-		s.abort()
+	if !s.drain() {
 		return
-	case waitEnded:
-		return
-	case waitReached:
-	default:
-		n := s.cancelStarted(ErrWorkerShutdown)
-		s.log.Info("drain grace over: releasing the tasks still running", "count", n)
-		switch s.await(idle, drainUnwind) {
-		case waitKilled:
-			s.abort()
-			return
-		case waitEnded:
-			return
-		}
 	}
 	s.requestClose()
-	switch s.await(s.done, closeWait) {
+	// Not abandonable: the results just queued go out before the close,
+	// and cutting the stream now could lose them.
+	switch s.await(s.done, closeWait, false) {
 	case waitReached, waitEnded:
 	default:
 		s.abort()
 	}
+}
+
+// drain stops new starts, lets the running handlers finish within the
+// drain grace (or until Shutdown's context ends), then cancels the rest
+// and waits, bounded, for them to return. It returns false if the stream
+// ended or was cut meanwhile.
+func (s *session) drain() bool {
+	idle, running := s.beginDrain()
+	s.log.Info("worker draining", "running", running, "grace", s.w.cfg.drainGrace)
+	switch s.await(idle, s.w.cfg.drainGrace, true) {
+	case waitKilled:
+		s.abort()
+		return false
+	case waitEnded:
+		return false
+	case waitReached:
+		return true
+	}
+	n := s.cancelStarted(ErrWorkerShutdown)
+	s.log.Info("drain grace over: releasing the tasks still running", "count", n)
+	// Not abandonable: Shutdown's context may be what ended the grace,
+	// and the handlers just canceled are still to be reported RELEASED.
+	switch s.await(idle, drainUnwind, false) {
+	case waitKilled:
+		s.abort()
+		return false
+	case waitEnded:
+		return false
+	}
+	return true
 }
 
 // beginDrain stops new starts and returns a channel closed once no started

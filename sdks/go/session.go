@@ -24,7 +24,8 @@ import (
 //   - the heartbeat ticker asks the writer for a Heartbeat every
 //     Welcome.heartbeat_interval, listing every task the session holds
 //     (running, waiting for a concurrency slot, or parked by a drain), by
-//     task id and by attempt id;
+//     task id and by attempt id, in several frames if one would pass the
+//     server's bound on ids;
 //   - the controller runs the drain when the Worker stops.
 //
 // Each Dispatch becomes an execution with a goroutine of its own that waits
@@ -276,10 +277,10 @@ func (s *session) writeLoop() {
 			s.outbox = nil
 			beat := s.heartbeatDue
 			s.heartbeatDue = false
-			var hb *conveyorv1.Heartbeat
+			var hbs []*conveyorv1.Heartbeat
 			var beating []*execution
 			if beat {
-				hb, beating = s.heartbeatLocked()
+				hbs, beating = s.heartbeatLocked()
 			}
 			closing := s.closeRequested
 			s.mu.Unlock()
@@ -291,12 +292,8 @@ func (s *session) writeLoop() {
 					return
 				}
 			}
-			if beat {
-				at := time.Now()
-				if !s.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: hb}}) {
-					return
-				}
-				s.extendLeases(beating, at.Add(s.leaseTTL))
+			if beat && !s.sendHeartbeats(hbs, beating) {
+				return
 			}
 			if closing {
 				if err := s.stream.CloseRequest(); err != nil {
@@ -308,29 +305,84 @@ func (s *session) writeLoop() {
 	}
 }
 
-// heartbeatLocked builds a Heartbeat of everything the session holds, and
-// returns the executions whose leases it renews. Call with s.mu.
+// heartbeatLocked builds the Heartbeats of everything the session holds
+// (one, unless it holds more than maxHeartbeatIDs ids), and returns the
+// executions whose leases they renew. Call with s.mu.
 //
 // active_task_ids lists each task id held (for servers that do not fence
 // attempts); active_attempt_ids lists the attempt of every delivery still
 // held, including an earlier attempt of a redelivered task that has yet to
 // be answered (a fencing server extends exactly those, and ignores the
 // ones it has taken back).
-func (s *session) heartbeatLocked() (*conveyorv1.Heartbeat, []*execution) {
-	hb := &conveyorv1.Heartbeat{ActiveTaskIds: make([]string, 0, len(s.tasks))}
+func (s *session) heartbeatLocked() ([]*conveyorv1.Heartbeat, []*execution) {
+	hbs := newHeartbeatFrames(maxHeartbeatIDs)
 	beating := make([]*execution, 0, len(s.tasks))
-	for id, ex := range s.tasks {
-		hb.ActiveTaskIds = append(hb.ActiveTaskIds, id)
-		beating = append(beating, ex)
-	}
 	for ex := range s.live {
-		for _, a := range ex.attempts {
-			if a != "" {
-				hb.ActiveAttemptIds = append(hb.ActiveAttemptIds, a)
+		renewed := false
+		for i, id := range ex.ids {
+			taskID := ""
+			if s.tasks[id] == ex { // the newest delivery of id
+				taskID, renewed = id, true
 			}
+			hbs.add(taskID, ex.attempts[i])
+		}
+		if renewed {
+			beating = append(beating, ex)
 		}
 	}
-	return hb, beating
+	return hbs.frames, beating
+}
+
+// heartbeatFrames packs the deliveries a session holds into Heartbeats of
+// at most limit ids each. Several frames do what one would: the server
+// extends the leases each one names, and takes nothing from what a frame
+// leaves out (a lease lapses only when no frame renews it in time). A
+// delivery's task id and attempt id go in the same frame, so that every
+// frame reads the same to a server that fences attempts (it goes by
+// attempt ids) and to one that does not (it goes by task ids).
+type heartbeatFrames struct {
+	limit  int
+	frames []*conveyorv1.Heartbeat // never empty: an idle session still heartbeats
+}
+
+func newHeartbeatFrames(limit int) *heartbeatFrames {
+	return &heartbeatFrames{limit: limit, frames: []*conveyorv1.Heartbeat{{}}}
+}
+
+// add lists one delivery by its task id and its attempt id; either may be
+// empty (not listed).
+func (h *heartbeatFrames) add(taskID, attemptID string) {
+	n := 0
+	if taskID != "" {
+		n++
+	}
+	if attemptID != "" {
+		n++
+	}
+	hb := h.frames[len(h.frames)-1]
+	if len(hb.ActiveTaskIds)+len(hb.ActiveAttemptIds)+n > h.limit {
+		hb = &conveyorv1.Heartbeat{}
+		h.frames = append(h.frames, hb)
+	}
+	if taskID != "" {
+		hb.ActiveTaskIds = append(hb.ActiveTaskIds, taskID)
+	}
+	if attemptID != "" {
+		hb.ActiveAttemptIds = append(hb.ActiveAttemptIds, attemptID)
+	}
+}
+
+// sendHeartbeats sends hbs and records the leases of beating as renewed
+// from the moment the first was sent; false means the stream is broken.
+func (s *session) sendHeartbeats(hbs []*conveyorv1.Heartbeat, beating []*execution) bool {
+	at := time.Now()
+	for _, hb := range hbs {
+		if !s.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: hb}}) {
+			return false
+		}
+	}
+	s.extendLeases(beating, at.Add(s.leaseTTL))
+	return true
 }
 
 // send sends one frame; false means the stream is broken.

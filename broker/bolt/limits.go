@@ -23,6 +23,13 @@ type ckey struct {
 	// held are the key's pending tasks beyond the limit, in ready order
 	// (entries whose task is no longer held are skipped when popped).
 	held fifo
+	// refs counts the live tasks whose keyOf entry is this key, in any
+	// state (a RETRY, SCHEDULED or BLOCKED one, or one not committed yet,
+	// is neither admitted nor held). The key is forgotten only when it
+	// reaches 0: a task that comes back to wait must find the same
+	// admitted count, or two records of one key would each admit up to
+	// the limit.
+	refs int
 }
 
 // limit is how many of a key's tasks may be admitted at once.
@@ -33,7 +40,9 @@ func (c *ckey) limit() int {
 	return 1
 }
 
-// ckeyLocked returns the queue's concurrency key name, creating it.
+// ckeyLocked returns the queue's concurrency key name, creating it, for a
+// live task that the caller records in keyOf: the key counts it among its
+// references until dropKeyLocked.
 func (e *Engine) ckeyLocked(q *queue, name string) *ckey {
 	id := ckeyID{queue: q.index, name: name}
 	c := e.ckeys[id]
@@ -41,6 +50,7 @@ func (e *Engine) ckeyLocked(q *queue, name string) *ckey {
 		c = &ckey{q: q, name: name}
 		e.ckeys[id] = c
 	}
+	c.refs++
 	return c
 }
 
@@ -91,14 +101,15 @@ func (e *Engine) admitHeldLocked(c *ckey) {
 }
 
 // dropKeyLocked forgets a task's key when it leaves memory; a held task's
-// FIFO entry is skipped later.
+// FIFO entry is skipped later. The key itself is forgotten with its last
+// live task (none is admitted or held then: what its FIFO holds is stale).
 func (e *Engine) dropKeyLocked(k key) {
 	c := e.keyOf[k]
 	if c == nil {
 		return
 	}
 	delete(e.keyOf, k)
-	if c.admitted == 0 && c.held.len() == 0 {
+	if c.refs--; c.refs == 0 {
 		delete(e.ckeys, ckeyID{queue: c.q.index, name: c.name})
 		c.held.free()
 	}

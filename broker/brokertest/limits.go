@@ -13,6 +13,7 @@ func limitCases() []testCase {
 		{name: "ConcurrencyKeyNoHeadOfLine", fn: testConcurrencyKeyNoHOL},
 		{name: "ConcurrencyLimitRaised", fn: testConcurrencyLimitRaised},
 		{name: "ConcurrencyKeyReleasedEveryWay", fn: testConcurrencyKeyReleased},
+		{name: "ConcurrencyKeyWhileOthersWait", fn: testConcurrencyKeyWhileOthersWait},
 		{name: "MaxActive", env: testMaxActive},
 		{name: "RateLimit", fn: testRateLimit},
 		{name: "ConfigPersists", env: testConfigPersists},
@@ -113,6 +114,39 @@ func testConcurrencyKeyReleased(t *testing.T, b broker.Broker) {
 	if n := len(Lease(t, b, "s1", "q", 10, at(time.Minute), TTL)); n != 0 {
 		t.Fatalf("leased %d past the limit", n)
 	}
+}
+
+// testConcurrencyKeyWhileOthersWait: a key's limit holds for its tasks
+// that wait on a timer (RETRY, SCHEDULED) while every other task of the
+// key finishes and a new one runs: when they come back, they wait for
+// the one running.
+func testConcurrencyKeyWhileOthersWait(t *testing.T, b broker.Broker) {
+	later := keyed("q", "k")
+	later.ProcessAt = at(10 * time.Second)
+	Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), later)
+	a := LeaseOne(t, b, "s1", "q", T0)
+	Fail(t, b, "s1", a, "x", T0, at(10*time.Second)) // RETRY; the second is admitted
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	// No task of the key is ready, held or ACTIVE now; two wait on a timer.
+	c := EnqueueOne(t, b, T0, keyed("q", "k"))
+	running := LeaseOne(t, b, "s1", "q", T0)
+	if running.Task.ID != c.ID {
+		t.Fatalf("leased %s, want the new task %s", running.Task.ID, c.ID)
+	}
+	now := at(11 * time.Second)
+	promote(t, b, now) // the RETRY and the SCHEDULED task are due
+	RequireCounts(t, b, "q", Counts{active: 1, pending: 2, completed: 1})
+	// Each runs in turn, one at a time.
+	for turn := range 3 {
+		if ls := Lease(t, b, "s1", "q", 10, now, TTL); len(ls) != 0 {
+			t.Fatalf("turn %d: leased %d more of key k while %s runs (limit 1)", turn, len(ls), running.Task.ID)
+		}
+		Succeed(t, b, "s1", running, now)
+		if turn < 2 {
+			running = LeaseOne(t, b, "s1", "q", now)
+		}
+	}
+	RequireCounts(t, b, "q", Counts{completed: 4})
 }
 
 func testMaxActive(t *testing.T, e *Env) {

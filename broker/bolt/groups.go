@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 
@@ -110,6 +111,35 @@ func (e *Engine) fireDueLocked(now int64) int64 {
 	}
 }
 
+// liveMembersLocked counts g's members still AGGREGATING, up to upTo.
+func (e *Engine) liveMembersLocked(g *group, upTo int) int {
+	n := 0
+	for _, k := range g.members {
+		if n == upTo {
+			break
+		}
+		if m, live := e.tasks.get(k); live && m.state == stateAggr {
+			n++
+		}
+	}
+	return n
+}
+
+// firedGroupFitsLocked reports whether a fired group of q has exactly
+// room live members: the room under q's cap on ACTIVE tasks just grew to
+// what it needs (leftActiveLocked wakes the sessions for it).
+func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
+	if room <= 0 {
+		return false
+	}
+	for _, g := range q.fired {
+		if e.liveMembersLocked(g, room+1) == room {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadyGroups reports fired groups waiting per queue; see broker.Broker.
 func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
 	e.mu.Lock()
@@ -151,7 +181,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			kept = append(kept, g)
 			continue
 		}
-		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(len(g.members)) > mx {
+		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(e.liveMembersLocked(g, math.MaxInt)) > mx {
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
 		}

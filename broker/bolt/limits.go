@@ -116,10 +116,16 @@ func (e *Engine) dropKeyLocked(k key) {
 }
 
 // leftActiveLocked is called when a task leaves ACTIVE: its key admits the
-// next, and a queue that was at its cap on ACTIVE tasks has room again.
+// next, and a queue that was at its cap on ACTIVE tasks has room again:
+// for one more task, and for a fired group whose members now just fit.
 func (e *Engine) leftActiveLocked(k key, q *queue) {
 	e.unadmitLocked(k)
-	if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive] == mx-1 && q.readyN > 0 && !q.paused {
+	mx := int64(q.cfg.MaxActive)
+	if mx <= 0 || q.paused {
+		return
+	}
+	room := mx - q.counts[stateActive]
+	if room == 1 && q.readyN > 0 || e.firedGroupFitsLocked(q, int(room)) {
 		e.note.TasksReady(q.name)
 	}
 }

@@ -17,6 +17,7 @@ func groupCases() []testCase {
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
+		{name: "WokenWhenDispatchable", env: testGroupWoken},
 	}
 }
 
@@ -224,5 +225,54 @@ func testGroupByBytes(t *testing.T, e *Env) {
 	gs, err := b.Groups(t.Context(), "q")
 	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {
 		t.Fatalf("Groups after the batch left = %+v, %v; want the last member gathering alone", gs, err)
+	}
+}
+
+// drainReady forgets the TasksReady signals queued so far.
+func drainReady(n *Notes) {
+	for len(n.ready) > 0 {
+		<-n.ready
+	}
+}
+
+// testGroupWoken: a fired group that could not be leased (its queue
+// paused, or too little room under max_active for its members) signals
+// TasksReady once it can be: sessions sleep until told.
+func testGroupWoken(t *testing.T, e *Env) {
+	b := e.B
+	group := broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}
+	setConfig(t, b, "paused", broker.QueueConfig{Group: group})
+	if _, err := b.SetQueuePaused(t.Context(), "paused", true); err != nil {
+		t.Fatal(err)
+	}
+	Enqueue(t, b, T0, grouped("paused", "g", "t"), grouped("paused", "g", "t")) // fires while paused
+	drainReady(e.Notes)
+	if _, err := b.SetQueuePaused(t.Context(), "paused", false); err != nil {
+		t.Fatal(err)
+	}
+	e.Notes.RequireReady(t, "paused")
+	if gl := leaseGroups(t, b, "paused", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups after the resume = %+v, want the group of 2", gl)
+	}
+
+	setConfig(t, b, "capped", broker.QueueConfig{MaxActive: 3, Group: group})
+	Enqueue(t, b, T0, NewTask("capped"), NewTask("capped"), NewTask("capped"))
+	ls := Lease(t, b, "s1", "capped", 3, T0, TTL)
+	if len(ls) != 3 {
+		t.Fatalf("leased %d, want 3 up to the cap", len(ls))
+	}
+	Enqueue(t, b, T0, grouped("capped", "g", "t"), grouped("capped", "g", "t"))
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with the cap full", gl)
+	}
+	Succeed(t, b, "s1", ls[0], T0) // room for one: not for the group of 2
+	drainReady(e.Notes)
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with room for 1 of its 2 members", gl)
+	}
+	Succeed(t, b, "s1", ls[1], T0) // room for both
+	e.Notes.RequireReady(t, "capped")
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups with room for the group = %+v, want the group of 2", gl)
 	}
 }

@@ -50,7 +50,9 @@ type Broker interface {
 	// LeaseGroups leases fired groups as batches (protocol §5.11): up to
 	// p.N groups of p.Queue whose type is in p.Types, oldest first. A group
 	// fires by size at enqueue, or by time (GroupPolicy.FiresAt, the
-	// queue's policy with the engine's defaults) when PromoteDue runs.
+	// queue's policy with the engine's defaults) when PromoteDue runs. A
+	// member whose deadline or expiry has passed is archived instead of
+	// leased, as by Lease; a group left with no member is dropped.
 	LeaseGroups(ctx context.Context, p GroupLeaseParams) ([]GroupLease, error)
 	// Groups lists the groups of a queue (every queue when empty) that
 	// wait, open or fired, by queue, group and type.

@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"math"
 	"slices"
 	"sort"
 
@@ -16,7 +15,8 @@ import (
 // time (GroupPolicy.FiresAt) comes, from a time-ordered heap that
 // PromoteDue drains; a fired group waits, closed, until a session that
 // handles its type leases it as one batch. Members stay AGGREGATING until
-// then; one that leaves meanwhile (canceled, deleted, expired) is skipped.
+// then; one that leaves meanwhile (canceled, deleted, expired) is skipped,
+// and one whose expiry or deadline passed is archived at the lease.
 
 // groupID names the groups of one (queue, group, type).
 type groupID struct {
@@ -125,6 +125,21 @@ func (e *Engine) liveMembersLocked(g *group, upTo int) int {
 	return n
 }
 
+// expireMembersLocked archives g's members whose expiry or deadline
+// passed by now, as Lease does on a pop (they must not run), and returns
+// how many members are left.
+func (e *Engine) expireMembersLocked(g *group, now int64) int {
+	n := 0
+	for _, k := range g.members {
+		m, live := e.tasks.get(k)
+		if !live || m.state != stateAggr || e.expiredLocked(k, m, now) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
 // firedGroupFitsLocked reports whether a fired group of q has exactly
 // room live members: the room under q's cap on ACTIVE tasks just grew to
 // what it needs (leftActiveLocked wakes the sessions for it).
@@ -181,7 +196,11 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			kept = append(kept, g)
 			continue
 		}
-		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(e.liveMembersLocked(g, math.MaxInt)) > mx {
+		n := e.expireMembersLocked(g, now)
+		if n == 0 {
+			continue // every member left, or expired: the group is dropped, not sent empty
+		}
+		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(n) > mx {
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
 		}

@@ -18,6 +18,7 @@ func groupCases() []testCase {
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
+		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
 	}
 }
 
@@ -275,4 +276,38 @@ func testGroupWoken(t *testing.T, e *Env) {
 	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
 		t.Fatalf("LeaseGroups with room for the group = %+v, want the group of 2", gl)
 	}
+}
+
+// testGroupExpiredMembers: a member whose deadline or expiry passed while
+// its fired group waited is archived when the group is leased, as Lease
+// archives such a task (whether or not PromoteDue ran since); a group
+// left with no member is dropped, never sent as an empty batch.
+func testGroupExpiredMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	late := grouped("q", "g", "t")
+	late.Deadline = at(time.Second)
+	stale := grouped("q", "g", "t")
+	stale.ExpiresAt = at(time.Second)
+	ts := Enqueue(t, b, T0, late, stale, grouped("q", "g", "t")) // fires by size
+	gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 1 || gl[0].Leases[0].Task.ID != ts[2].ID {
+		t.Fatalf("LeaseGroups a minute on = %+v, want one batch of the one member still in time", gl)
+	}
+	if got := RequireState(t, b, ts[0].ID, archived); got.LastError != broker.DeadlinePassedMessage {
+		t.Fatalf("member past its deadline: last error %q, want %q", got.LastError, broker.DeadlinePassedMessage)
+	}
+	if got := RequireState(t, b, ts[1].ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("member past its expiry: last error %q, want %q", got.LastError, broker.ExpiredMessage)
+	}
+
+	for range 3 {
+		EnqueueOne(t, b, T0, late)
+	}
+	if gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v for a group whose every member is past its deadline, want none", gl)
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d once the group's last member left, want 0", n)
+	}
+	RequireCounts(t, b, "q", Counts{active: 1, archived: 5})
 }

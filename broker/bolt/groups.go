@@ -191,6 +191,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	var keys []key
 	var starts []int64
 	kept := q.fired[:0]
+	starved := false // a group waits for the rate bucket
 	for _, g := range q.fired {
 		if len(out) == p.N || !slices.Contains(p.Types, g.id.typ) {
 			kept = append(kept, g)
@@ -204,6 +205,10 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
 		}
+		if starved = starved || !e.groupTokensLocked(q, n, p.Now); starved {
+			kept = append(kept, g) // the rate limit lets it go later, and the younger ones after it
+			continue
+		}
 		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
 		for _, k := range g.members {
 			m, live := e.tasks.get(k)
@@ -214,9 +219,8 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			starts = append(starts, now)
 			gl.Leases = append(gl.Leases, e.grantLocked(k, &m, p.SessionID, now, expiry))
 		}
-		if len(gl.Leases) > 0 {
-			out = append(out, gl)
-		}
+		e.tookLocked(q, len(gl.Leases), p.Now)
+		out = append(out, gl)
 	}
 	clear(q.fired[len(kept):])
 	q.fired = kept

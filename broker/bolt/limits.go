@@ -143,12 +143,31 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	}
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		q.bucket.refill(now, q.cfg)
-		n = min(n, int(q.bucket.tokens))
+		n = max(min(n, int(q.bucket.tokens)), 0) // in debt after a large group: none
 		if n == 0 {
-			e.armRefillLocked(q)
+			e.armRefillLocked(q, 1)
 		}
 	}
 	return n
+}
+
+// groupTokensLocked reports whether q's rate bucket lets a fired group of
+// n members go at now. Each member takes a token, as a task leased alone
+// does (tookLocked), so the group needs n tokens; one of more members
+// than the burst needs a full bucket and leaves it in debt, which the
+// queue's next dispatches wait out, so that it is not held back forever.
+// When the group must wait, the refill timer is armed for it.
+func (e *Engine) groupTokensLocked(q *queue, n int, now time.Time) bool {
+	if q.cfg.RatePerSecond <= 0 {
+		return true
+	}
+	q.bucket.refill(now, q.cfg)
+	need := min(float64(n), burstOf(q.cfg))
+	if q.bucket.tokens >= need {
+		return true
+	}
+	e.armRefillLocked(q, need)
+	return false
 }
 
 // took records that n tasks of q were leased at now (spending tokens).
@@ -158,23 +177,28 @@ func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
 	}
 	q.bucket.refill(now, q.cfg)
 	q.bucket.tokens -= float64(n)
-	if q.bucket.tokens < 1 && q.readyN > 0 {
-		e.armRefillLocked(q)
+	if q.bucket.tokens < 1 && (q.readyN > 0 || len(q.fired) > 0) {
+		e.armRefillLocked(q, 1)
 	}
 }
 
 // bucket is a token bucket for a queue's dispatches.
 type bucket struct {
-	tokens  float64
-	last    int64 // when tokens was computed (Unix ns); 0: never (full)
-	pending bool  // a refill timer is armed
+	tokens float64 // below 0 after a group of more members than the burst
+	last   int64   // when tokens was computed (Unix ns); 0: never (full)
+	wakeAt int64   // when the armed refill timer fires, in last's clock; 0: none
+}
+
+// burstOf is the capacity of a queue's rate bucket.
+func burstOf(cfg broker.QueueConfig) float64 {
+	if cfg.RateBurst > 0 {
+		return float64(cfg.RateBurst)
+	}
+	return float64(cfg.RatePerSecond)
 }
 
 func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
-	burst := float64(cfg.RateBurst)
-	if burst <= 0 {
-		burst = float64(cfg.RatePerSecond)
-	}
+	burst := burstOf(cfg)
 	t := now.UnixNano()
 	if b.last == 0 {
 		b.tokens, b.last = burst, t
@@ -186,19 +210,23 @@ func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
 	}
 }
 
-// armRefillLocked wakes q's sessions when its bucket holds a token again.
-func (e *Engine) armRefillLocked(q *queue) {
-	if q.bucket.pending {
+// armRefillLocked wakes q's sessions when its bucket holds want tokens
+// again (a task needs one, a fired group one per member), unless a timer
+// armed already fires no later.
+func (e *Engine) armRefillLocked(q *queue, want float64) {
+	wait := max(time.Duration((want-q.bucket.tokens)*1e9/float64(q.cfg.RatePerSecond)), time.Millisecond)
+	at := q.bucket.last + int64(wait)
+	if q.bucket.wakeAt != 0 && q.bucket.wakeAt <= at {
 		return
 	}
-	q.bucket.pending = true
-	need := 1 - q.bucket.tokens
-	wait := time.Duration(need * 1e9 / float64(q.cfg.RatePerSecond))
-	time.AfterFunc(max(wait, time.Millisecond), func() {
+	q.bucket.wakeAt = at
+	time.AfterFunc(wait, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		q.bucket.pending = false
-		if !e.closed && q.readyN > 0 && !q.paused {
+		if q.bucket.wakeAt == at {
+			q.bucket.wakeAt = 0
+		}
+		if !e.closed && (q.readyN > 0 || len(q.fired) > 0) && !q.paused {
 			e.note.TasksReady(q.name)
 		}
 	})

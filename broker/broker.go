@@ -42,7 +42,9 @@ type Broker interface {
 	// StartedAt is p.Now, or the time it became pending if that is later
 	// (p.Now is read before calls are serialized, so it may be older than
 	// the completion of the dependency that released the task): a
-	// dependent never starts before its dependencies completed.
+	// dependent never starts before its dependencies completed. A call
+	// that fails leaves nothing leased: what it had granted is released,
+	// with no retry counted (LeaseGroups likewise).
 	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
 	// ReadyGroups reports, for each named queue, how many fired groups of
 	// the given types wait to be leased (0 for a paused or unknown queue).

@@ -228,6 +228,9 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	e.mu.Unlock()
 	for i := range out {
 		if err := e.fillSpecs(out[i].Leases); err != nil {
+			for _, gl := range out {
+				e.releaseUnsent(p.SessionID, gl.Leases, p.Now)
+			}
 			return nil, err
 		}
 		if p.Limit != nil {

@@ -76,12 +76,25 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		return nil, nil
 	}
 	if err := e.fillSpecs(out); err != nil {
+		e.releaseUnsent(p.SessionID, out, p.Now)
 		return nil, err
 	}
 	if p.Limit != nil {
 		e.limitLeases(out, p.Limit)
 	}
 	return out, nil
+}
+
+// releaseUnsent hands back leases just granted that the caller will never
+// learn of, because the call fails after granting them (a spec could not
+// be read): pending again at once, no retry counted, as for a session that
+// ended, instead of ACTIVE under a lease nobody holds until it lapses.
+func (e *Engine) releaseUnsent(session string, out []broker.Lease, now time.Time) {
+	refs := make([]broker.LeaseRef, len(out))
+	for i, l := range out {
+		refs[i] = broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}
+	}
+	_ = e.Release(context.Background(), broker.ReleaseParams{SessionID: session, Leases: refs, Now: now}) // fails only once closed
 }
 
 // fillSpecs completes leased tasks from their stored specs. A spec is

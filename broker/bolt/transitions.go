@@ -59,6 +59,7 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 			m.flags &^= flagInReady
 			e.tasks.put(k, m)
 			q.readyN--
+			q.dropStaleReady()
 			return k, m, true
 		}
 	}
@@ -71,7 +72,9 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 func (e *Engine) unreadyLocked(k key, m *meta) {
 	if m.flags&flagInReady != 0 {
 		m.flags &^= flagInReady
-		e.queues[m.queue].readyN--
+		q := e.queues[m.queue]
+		q.readyN--
+		q.dropStaleReady()
 		e.unadmitLocked(k)
 	}
 	m.flags &^= flagHeld

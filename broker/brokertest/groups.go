@@ -17,6 +17,8 @@ func groupCases() []testCase {
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
+		{name: "WokenWhenDispatchable", env: testGroupWoken},
+		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
 	}
 }
 
@@ -225,4 +227,87 @@ func testGroupByBytes(t *testing.T, e *Env) {
 	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {
 		t.Fatalf("Groups after the batch left = %+v, %v; want the last member gathering alone", gs, err)
 	}
+}
+
+// drainReady forgets the TasksReady signals queued so far.
+func drainReady(n *Notes) {
+	for len(n.ready) > 0 {
+		<-n.ready
+	}
+}
+
+// testGroupWoken: a fired group that could not be leased (its queue
+// paused, or too little room under max_active for its members) signals
+// TasksReady once it can be: sessions sleep until told.
+func testGroupWoken(t *testing.T, e *Env) {
+	b := e.B
+	group := broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}
+	setConfig(t, b, "paused", broker.QueueConfig{Group: group})
+	if _, err := b.SetQueuePaused(t.Context(), "paused", true); err != nil {
+		t.Fatal(err)
+	}
+	Enqueue(t, b, T0, grouped("paused", "g", "t"), grouped("paused", "g", "t")) // fires while paused
+	drainReady(e.Notes)
+	if _, err := b.SetQueuePaused(t.Context(), "paused", false); err != nil {
+		t.Fatal(err)
+	}
+	e.Notes.RequireReady(t, "paused")
+	if gl := leaseGroups(t, b, "paused", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups after the resume = %+v, want the group of 2", gl)
+	}
+
+	setConfig(t, b, "capped", broker.QueueConfig{MaxActive: 3, Group: group})
+	Enqueue(t, b, T0, NewTask("capped"), NewTask("capped"), NewTask("capped"))
+	ls := Lease(t, b, "s1", "capped", 3, T0, TTL)
+	if len(ls) != 3 {
+		t.Fatalf("leased %d, want 3 up to the cap", len(ls))
+	}
+	Enqueue(t, b, T0, grouped("capped", "g", "t"), grouped("capped", "g", "t"))
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with the cap full", gl)
+	}
+	Succeed(t, b, "s1", ls[0], T0) // room for one: not for the group of 2
+	drainReady(e.Notes)
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with room for 1 of its 2 members", gl)
+	}
+	Succeed(t, b, "s1", ls[1], T0) // room for both
+	e.Notes.RequireReady(t, "capped")
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups with room for the group = %+v, want the group of 2", gl)
+	}
+}
+
+// testGroupExpiredMembers: a member whose deadline or expiry passed while
+// its fired group waited is archived when the group is leased, as Lease
+// archives such a task (whether or not PromoteDue ran since); a group
+// left with no member is dropped, never sent as an empty batch.
+func testGroupExpiredMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	late := grouped("q", "g", "t")
+	late.Deadline = at(time.Second)
+	stale := grouped("q", "g", "t")
+	stale.ExpiresAt = at(time.Second)
+	ts := Enqueue(t, b, T0, late, stale, grouped("q", "g", "t")) // fires by size
+	gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 1 || gl[0].Leases[0].Task.ID != ts[2].ID {
+		t.Fatalf("LeaseGroups a minute on = %+v, want one batch of the one member still in time", gl)
+	}
+	if got := RequireState(t, b, ts[0].ID, archived); got.LastError != broker.DeadlinePassedMessage {
+		t.Fatalf("member past its deadline: last error %q, want %q", got.LastError, broker.DeadlinePassedMessage)
+	}
+	if got := RequireState(t, b, ts[1].ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("member past its expiry: last error %q, want %q", got.LastError, broker.ExpiredMessage)
+	}
+
+	for range 3 {
+		EnqueueOne(t, b, T0, late)
+	}
+	if gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v for a group whose every member is past its deadline, want none", gl)
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d once the group's last member left, want 0", n)
+	}
+	RequireCounts(t, b, "q", Counts{active: 1, archived: 5})
 }

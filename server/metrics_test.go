@@ -178,4 +178,16 @@ func TestMetricsCountCronFires(t *testing.T) {
 		value(f, "conveyor_tasks_enqueued_total", "queue=beats", "type=beat"); enq < 1 || enq > fires+1 {
 		t.Fatalf("cron fires %v, enqueued %v: each fire is one enqueue", fires, enq)
 	}
+	// A deleted entry's series go with it: entries come and go over a
+	// server's life, and their series would pile up.
+	if _, err := adminClient(t, s).DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "beat"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range scrape(t, s)["conveyor_cron_fires_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cron" && l.GetValue() == "beat" {
+				t.Errorf("the deleted entry's series is still exported: %v", m.GetLabel())
+			}
+		}
+	}
 }

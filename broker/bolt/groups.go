@@ -140,19 +140,32 @@ func (e *Engine) expireMembersLocked(g *group, now int64) int {
 	return n
 }
 
-// firedGroupFitsLocked reports whether a fired group of q has exactly
-// room live members: the room under q's cap on ACTIVE tasks just grew to
-// what it needs (leftActiveLocked wakes the sessions for it).
+// firedGroupFitsLocked reports whether the room under q's cap on ACTIVE
+// tasks just grew to what a fired group of q needs: its live members, or
+// the whole cap for a group larger than it (which goes in parts, see
+// batchSizeLocked). leftActiveLocked wakes the sessions for it.
 func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 	if room <= 0 {
 		return false
 	}
 	for _, g := range q.fired {
-		if e.liveMembersLocked(g, room+1) == room {
+		if batchSizeLocked(q, e.liveMembersLocked(g, room+1)) == room {
 			return true
 		}
 	}
 	return false
+}
+
+// batchSizeLocked is how many of a fired group's live members go in its
+// next batch: all of them, or as many as q's cap on ACTIVE tasks allows
+// at all. A group larger than the cap (it gathered before the cap was
+// lowered, or its size policy is above it) could never go whole, so it
+// goes in parts of the cap, each once the queue has room for it.
+func batchSizeLocked(q *queue, live int) int {
+	if mx := int(q.cfg.MaxActive); mx > 0 {
+		return min(live, mx)
+	}
+	return live
 }
 
 // ReadyGroups reports fired groups waiting per queue; see broker.Broker.
@@ -201,6 +214,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		if n == 0 {
 			continue // every member left, or expired: the group is dropped, not sent empty
 		}
+		n = batchSizeLocked(q, n)
 		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(n) > mx {
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
@@ -210,7 +224,12 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			continue
 		}
 		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
-		for _, k := range g.members {
+		taken := 0
+		for i, k := range g.members {
+			if len(gl.Leases) == n {
+				break
+			}
+			taken = i + 1
 			m, live := e.tasks.get(k)
 			if !live || m.state != stateAggr {
 				continue // left the group meanwhile
@@ -221,6 +240,9 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		}
 		e.tookLocked(q, len(gl.Leases), p.Now)
 		out = append(out, gl)
+		if g.members = g.members[taken:]; len(g.members) > 0 {
+			kept = append(kept, g) // the rest of a group larger than the cap, next
+		}
 	}
 	clear(q.fired[len(kept):])
 	q.fired = kept

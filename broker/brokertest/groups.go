@@ -19,6 +19,7 @@ func groupCases() []testCase {
 		{name: "FireByBytes", env: testGroupByBytes},
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
 		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
+		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
 	}
 }
 
@@ -310,4 +311,54 @@ func testGroupExpiredMembers(t *testing.T, b broker.Broker) {
 		t.Fatalf("ReadyGroups = %d once the group's last member left, want 0", n)
 	}
 	RequireCounts(t, b, "q", Counts{active: 1, archived: 5})
+}
+
+// testGroupLargerThanCap: a fired group with more members than the
+// queue's max_active could never go whole; it goes in batches of the cap,
+// in member order, each once the queue has room for it (the sessions are
+// woken then), and none passes the cap.
+func testGroupLargerThanCap(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 2, Group: broker.GroupPolicy{MaxSize: 5, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	var members []broker.NewTask
+	for range 5 {
+		members = append(members, grouped("q", "g", "t"))
+	}
+	ts := Enqueue(t, b, T0, members...) // fires by size
+	var got []string
+	batch := func(want int) []broker.Lease {
+		t.Helper()
+		gl := leaseGroups(t, b, "q", 5, T0, "t")
+		if len(gl) != 1 || len(gl[0].Leases) != want {
+			t.Fatalf("LeaseGroups = %+v, want one batch of %d", gl, want)
+		}
+		for _, l := range gl[0].Leases {
+			got = append(got, l.Task.ID)
+		}
+		return gl[0].Leases
+	}
+	first := batch(2)
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 || readyGroups(b, "q", "t") != 1 {
+		t.Fatalf("with the cap full: LeaseGroups = %+v, ReadyGroups %d; want none leased, the rest waiting", gl, readyGroups(b, "q", "t"))
+	}
+	Succeed(t, b, "s1", first[0], T0) // room for 1 of the next 2
+	drainReady(e.Notes)
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with room for one, want the next batch of 2 to wait", gl)
+	}
+	Succeed(t, b, "s1", first[1], T0)
+	e.Notes.RequireReady(t, "q")
+	second := batch(2)
+	for _, l := range second {
+		Succeed(t, b, "s1", l, T0)
+	}
+	batch(1)
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d after the last part left", n)
+	}
+	for i, id := range got {
+		if id != ts[i].ID {
+			t.Fatalf("members went as %v, want in member order %v", got, ts)
+		}
+	}
 }

@@ -16,7 +16,8 @@ import (
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)), groups: make([]int, len(s.queues))}
+	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)),
+		groups: make([]int, len(s.queues)), skip: make([]bool, len(s.queues))}
 	s.wake() // the queues may hold work already
 	for {
 		select {
@@ -35,6 +36,7 @@ type dispatchPlan struct {
 	picker *picker
 	ready  []int
 	groups []int
+	skip   []bool // queues whose Lease came back empty in this burst
 	seq    []int
 	picks  []broker.QueuePick
 }
@@ -88,36 +90,57 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 			return nil
 		}
 	}
-	s.hub.broker.Ready(s.queues, plan.ready)
-	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
-	if len(plan.seq) == 0 {
-		return nil
-	}
-	plan.picks = plan.picks[:0]
-	for _, qi := range plan.seq {
-		if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
-			plan.picks[n-1].N++
-		} else {
-			plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+	// A Lease can come back empty although Ready counted work: another
+	// session took the picked queues' tasks meanwhile, or the tasks had
+	// expired and were archived on the pop. Nothing else would wake the
+	// session for its other queues (TasksReady fires only when a ready
+	// count leaves 0), so plan again without the queues that gave nothing.
+	// Each empty round drops at least one queue, which bounds the loop.
+	clear(plan.skip)
+	for {
+		s.hub.broker.Ready(s.queues, plan.ready)
+		for i, skip := range plan.skip {
+			if skip {
+				plan.ready[i] = 0
+			}
+		}
+		plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
+		if len(plan.seq) == 0 {
+			return nil
+		}
+		plan.picks = plan.picks[:0]
+		for _, qi := range plan.seq {
+			if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
+				plan.picks[n-1].N++
+			} else {
+				plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+			}
+		}
+		n, err := s.dispatch(stream, plan.picks)
+		if err != nil || n > 0 {
+			return err // having sent some, dispatch woke the loop to look again
+		}
+		for _, qi := range plan.seq {
+			plan.skip[qi] = true
 		}
 	}
-	return s.dispatch(stream, plan.picks)
 }
 
-// dispatch leases the picked tasks and sends them.
-func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) error {
+// dispatch leases the picked tasks and sends them. It returns how many it
+// sent.
+func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) (int, error) {
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
 		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return context.Cause(s.ctx)
+			return 0, context.Cause(s.ctx)
 		}
-		return toConnectError(s.log, err)
+		return 0, toConnectError(s.log, err)
 	}
 	if len(leases) == 0 {
-		return nil
+		return 0, nil
 	}
 	msgs := make([]*conveyorv1.ServerMessage, len(leases))
 	s.mu.Lock()
@@ -129,7 +152,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
 		}
 		s.release(ms)
-		return context.Cause(s.ctx)
+		return 0, context.Cause(s.ctx)
 	}
 	for i, l := range leases {
 		m, env := s.deliverLocked(l, now)
@@ -143,13 +166,13 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	s.mu.Unlock()
 	for _, msg := range msgs {
 		if err := stream.Send(msg); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// There may be more: look again (cheap, and it stops once a lease
 	// comes back empty or the window is full).
 	s.wake()
-	return nil
+	return len(leases), nil
 }
 
 // deliverLocked makes the member and the envelope of one leased task

@@ -1,0 +1,106 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+// hookBroker wraps the real engine so that a test can run another actor's
+// call at an exact point of a session's send loop: just before its Lease,
+// or just after its LeaseGroups returns.
+type hookBroker struct {
+	broker.Broker
+	beforeLease      func(ctx context.Context, inner broker.Broker, p broker.LeaseParams)
+	afterLeaseGroups func(ctx context.Context, out []broker.GroupLease)
+	leaseCalls       atomic.Int32
+}
+
+func (h *hookBroker) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+	h.leaseCalls.Add(1)
+	if h.beforeLease != nil {
+		h.beforeLease(ctx, h.Broker, p)
+	}
+	return h.Broker.Lease(ctx, p)
+}
+
+func (h *hookBroker) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]broker.GroupLease, error) {
+	out, err := h.Broker.LeaseGroups(ctx, p)
+	if h.afterLeaseGroups != nil {
+		h.afterLeaseGroups(ctx, out)
+	}
+	return out, err
+}
+
+// startHooked starts a server whose broker is the bbolt engine behind hb.
+// Set hb's hooks before the first session opens.
+func startHooked(t *testing.T, cfg server.Config, hb *hookBroker) *servertest.Server {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	open := server.OpenBolt(filepath.Join(cfg.DataDir, server.DataFile))
+	cfg.OpenBroker = func(o server.BrokerOptions) (broker.Broker, error) {
+		b, err := open(o)
+		if err != nil {
+			return nil, err
+		}
+		hb.Broker = b
+		return hb, nil
+	}
+	return servertest.Start(t, cfg)
+}
+
+func enqueue(t *testing.T, tasks interface {
+	Enqueue(context.Context, *connect.Request[conveyorv1.EnqueueRequest]) (*connect.Response[conveyorv1.EnqueueResponse], error)
+}, req *conveyorv1.EnqueueRequest) string {
+	t.Helper()
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Msg.GetTask().GetId()
+}
+
+// TestEmptyLeaseLooksAtTheOtherQueues: the send loop plans from the ready
+// counts, picks only queue a (its weight), and another session takes a's
+// one task between the plan and the Lease, which comes back empty. The
+// session must still be sent queue b's ready task: b became ready before
+// the session opened, so no later TasksReady will wake it.
+func TestEmptyLeaseLooksAtTheOtherQueues(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	hb := &hookBroker{}
+	hb.beforeLease = func(ctx context.Context, inner broker.Broker, p broker.LeaseParams) {
+		if p.SessionID == "other" || len(p.Picks) != 1 || p.Picks[0].Queue != "a" {
+			return
+		}
+		once.Do(func() {
+			ls, err := inner.Lease(ctx, broker.LeaseParams{SessionID: "other",
+				Picks: []broker.QueuePick{{Queue: "a", N: 1}}, Now: p.Now, TTL: time.Hour})
+			if err != nil || len(ls) != 1 {
+				t.Errorf("the other session's lease of a: %d leases, %v", len(ls), err)
+			}
+		})
+	}
+	s := startHooked(t, server.Config{}, hb)
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "a", Type: "t"})
+	b := enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "b", Type: "t"})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 10, "b": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := w.next(10 * time.Second).GetDispatch()
+	if d.GetTask().GetId() != b {
+		t.Fatalf("got %v, want the Dispatch of b's task %s", d, b)
+	}
+}

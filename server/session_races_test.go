@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -102,5 +103,78 @@ func TestEmptyLeaseLooksAtTheOtherQueues(t *testing.T) {
 	d := w.next(10 * time.Second).GetDispatch()
 	if d.GetTask().GetId() != b {
 		t.Fatalf("got %v, want the Dispatch of b's task %s", d, b)
+	}
+}
+
+// TestGroupsLeasedTogetherAreReleasedWhenTheSessionEnds: one LeaseGroups
+// call returns three groups, and the session ends (the worker breaks the
+// protocol) before they are sent. The safety net (protocol §5.10) must
+// release every one of them at once, with no retry counted, not just the
+// first: the lease TTL is a minute, so a lapse cannot be what frees them.
+func TestGroupsLeasedTogetherAreReleasedWhenTheSessionEnds(t *testing.T) {
+	t.Parallel()
+	hb := &hookBroker{}
+	streams := make(chan *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], 1)
+	var once sync.Once
+	leased := make(chan []string, 1)
+	hb.afterLeaseGroups = func(ctx context.Context, out []broker.GroupLease) {
+		if len(out) < 3 {
+			return
+		}
+		once.Do(func() {
+			var ids []string
+			for _, gl := range out {
+				for _, l := range gl.Leases {
+					ids = append(ids, l.Task.ID)
+				}
+			}
+			leased <- ids
+			// A Credit of 0 ends the session (invalid_argument); its
+			// context, ctx, ends only once the session has.
+			if err := (<-streams).Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{
+				Credit: &conveyorv1.Credit{N: 0}}}); err != nil {
+				t.Errorf("send the bad Credit: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("the session did not end within 10s of the bad Credit")
+			}
+		})
+	}
+	s := startHooked(t, server.Config{LeaseTTL: time.Minute, GroupPolicy: brokerGroupPolicy(1, time.Hour, time.Hour)}, hb)
+	tasks := taskClient(t, s, servertest.GRPC)
+	for range 3 {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Options: &conveyorv1.TaskOptions{Group: "g"}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC()).Session(ctx)
+	streams <- stream
+	if err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: &conveyorv1.Hello{
+		Queues: map[string]int32{"q": 1}, Concurrency: 3, BatchTypes: []string{"sum"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := stream.Receive(); err != nil {
+				return
+			}
+		}
+	}()
+	var ids []string
+	select {
+	case ids = <-leased:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session never leased the three groups in one call")
+	}
+	for _, id := range ids {
+		servertest.Eventually(t, 10*time.Second, "member "+id+" released with no retry", func() bool {
+			got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && got.Msg.GetRetried() == 0
+		})
 	}
 }

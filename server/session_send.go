@@ -221,11 +221,13 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 			}
 			return sent, toConnectError(s.log, err)
 		}
-		for _, gl := range gls {
-			msg, ok := s.recordBatch(gl, now)
-			if !ok {
-				return sent, context.Cause(s.ctx)
-			}
+		// Every group is recorded before the first is sent, so that if the
+		// session ends meanwhile (or a Send fails), end releases them all.
+		msgs, ok := s.recordBatches(gls, now)
+		if !ok {
+			return sent, context.Cause(s.ctx)
+		}
+		for _, msg := range msgs {
 			if err := stream.Send(msg); err != nil {
 				return sent, err
 			}
@@ -238,34 +240,41 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 	return sent, nil
 }
 
-// recordBatch records a leased group as one delivery and builds its
-// BatchDispatch: each member with its own attempt id, the deadline the
-// tightest across them. It returns false, having released the leases,
-// when the session ended meanwhile.
-func (s *session) recordBatch(gl broker.GroupLease, now time.Time) (*conveyorv1.ServerMessage, bool) {
+// recordBatches records leased groups, each as one delivery, and builds
+// their BatchDispatches: each member with its own attempt id, the deadline
+// the tightest across them. It returns false, having released every
+// group's leases, when the session ended meanwhile.
+func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]*conveyorv1.ServerMessage, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ended {
-		ms := make([]*member, len(gl.Leases))
-		for i, l := range gl.Leases {
-			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+		s.mu.Unlock()
+		var ms []*member
+		for _, gl := range gls {
+			for _, l := range gl.Leases {
+				ms = append(ms, &member{taskID: l.Task.ID, token: l.Token})
+			}
 		}
-		go s.release(ms)
+		s.release(ms)
 		return nil, false
 	}
-	bd := &conveyorv1.BatchDispatch{Group: gl.Group}
-	d := &delivery{batch: true}
-	var deadline time.Time
-	for _, l := range gl.Leases {
-		m, env := s.deliverLocked(l, now)
-		bd.Tasks = append(bd.Tasks, env)
-		d.members = append(d.members, m)
-		d.bytes += envelopeBytes(env)
-		if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
-			deadline = dl
+	msgs := make([]*conveyorv1.ServerMessage, len(gls))
+	for i, gl := range gls {
+		bd := &conveyorv1.BatchDispatch{Group: gl.Group}
+		d := &delivery{batch: true}
+		var deadline time.Time
+		for _, l := range gl.Leases {
+			m, env := s.deliverLocked(l, now)
+			bd.Tasks = append(bd.Tasks, env)
+			d.members = append(d.members, m)
+			d.bytes += envelopeBytes(env)
+			if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
+				deadline = dl
+			}
 		}
+		bd.Deadline = timestamppb.New(deadline)
+		s.flight.add(d)
+		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}
 	}
-	bd.Deadline = timestamppb.New(deadline)
-	s.flight.add(d)
-	return &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}, true
+	s.mu.Unlock()
+	return msgs, true
 }

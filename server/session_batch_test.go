@@ -114,3 +114,69 @@ func TestAnsweringTheLastLiveMemberStartsTheReclaimWindow(t *testing.T) {
 		Result: result(p.a, conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS)}})
 	p.redispatched(t, p.b, 1, 15*time.Second)
 }
+
+// TestBatchesAreBoundedBySessionBytes: MaxSessionBytes bounds the bytes a
+// session holds unanswered for BatchDispatches as for Dispatches. Each
+// group here (4 members of 900 KiB) is larger than the whole budget, so
+// the session is sent one batch at a time (one is always allowed while it
+// holds nothing) though its concurrency is 10: whenever a batch arrives,
+// only its own 4 members are leased.
+func TestBatchesAreBoundedBySessionBytes(t *testing.T) {
+	t.Parallel()
+	const member, size, groups = 900 << 10, 4, 4
+	// Room for three worst-case single envelopes (payload, metadata and
+	// 512 bytes of overhead each), less than one of these groups.
+	const budget = 3 * (server.MaxPayloadBytes + server.MaxMetadataBytes + 512)
+	s := servertest.Start(t, server.Config{MaxSessionBytes: budget, GroupPolicy: brokerGroupPolicy(size, time.Hour, time.Hour)})
+	tasks := taskClient(t, s, servertest.GRPC)
+	for range groups * size {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: make([]byte, member),
+			Options: &conveyorv1.TaskOptions{Group: "g"}})
+	}
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 10,
+		BatchTypes: []string{"sum"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range groups {
+		bd := w.next(10 * time.Second).GetBatchDispatch()
+		if len(bd.GetTasks()) != size {
+			t.Fatalf("batch %d: got %v, want a BatchDispatch of %d members", i, bd, size)
+		}
+		if a := queueCounts(t, s, "q").GetActive(); a != size {
+			t.Fatalf("batch %d: %d tasks active while the session holds one batch of %d over its byte budget", i, a, size)
+		}
+		var rs []*conveyorv1.Result
+		for _, e := range bd.GetTasks() {
+			rs = append(rs, result(e, conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS))
+		}
+		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_BatchResult{BatchResult: &conveyorv1.BatchResult{Results: rs}}})
+	}
+	servertest.Eventually(t, 10*time.Second, "every member completed", func() bool {
+		return queueCounts(t, s, "q").GetCompleted() == groups*size
+	})
+}
+
+// TestSmallBatchesFillTheWindow: small batches are far below the byte
+// budget, so a session is sent as many as its concurrency allows without
+// answering any.
+func TestSmallBatchesFillTheWindow(t *testing.T) {
+	t.Parallel()
+	const batches = 6
+	s := servertest.Start(t, server.Config{GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
+	tasks := taskClient(t, s, servertest.GRPC)
+	for range 2 * batches {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
+			Options: &conveyorv1.TaskOptions{Group: "g"}})
+	}
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: batches,
+		BatchTypes: []string{"sum"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range batches {
+		if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
+			t.Fatalf("batch %d: got %v, want a BatchDispatch of 2 members", i, bd)
+		}
+	}
+}

@@ -142,7 +142,9 @@ func TestGroupsLeasedTogetherAreReleasedWhenTheSessionEnds(t *testing.T) {
 			}
 		})
 	}
-	s := startHooked(t, server.Config{LeaseTTL: time.Minute, GroupPolicy: brokerGroupPolicy(1, time.Hour, time.Hour)}, hb)
+	// MaxSessionBytes is raised so that one burst may lease three groups.
+	s := startHooked(t, server.Config{LeaseTTL: time.Minute, MaxSessionBytes: 1 << 30,
+		GroupPolicy: brokerGroupPolicy(1, time.Hour, time.Hour)}, hb)
 	tasks := taskClient(t, s, servertest.GRPC)
 	for range 3 {
 		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Options: &conveyorv1.TaskOptions{Group: "g"}})

@@ -41,17 +41,19 @@ type dispatchPlan struct {
 	picks  []broker.QueuePick
 }
 
-// free is how many more tasks the session may be sent now: its free slots,
-// fewer when the envelopes in flight near Config.MaxSessionBytes (at least
-// one while nothing is in flight, so any single task can be sent).
-func (s *session) free() int {
+// free is how many more deliveries the session may be sent now, when each
+// may cost up to unit bytes (maxEnvelopeBytes for a Dispatch,
+// maxBatchBytes for a BatchDispatch): its free slots, fewer when the bytes
+// in flight near Config.MaxSessionBytes (at least one while nothing is in
+// flight, so any single task or batch can be sent).
+func (s *session) free(unit int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return 0
 	}
 	n := s.concurrency - s.flight.slots
-	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / maxEnvelopeBytes)
+	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / unit)
 	if s.flight.slots == 0 {
 		budget = max(budget, 1)
 	}
@@ -77,18 +79,16 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 			return err
 		}
 	}
-	free := s.free()
+	if len(s.batchTypes) > 0 {
+		if free := s.free(maxBatchBytes); free > 0 {
+			if err := s.dispatchGroups(stream, plan, free); err != nil {
+				return err
+			}
+		}
+	}
+	free := s.free(maxEnvelopeBytes)
 	if free <= 0 {
 		return nil
-	}
-	if len(s.batchTypes) > 0 {
-		sent, err := s.dispatchGroups(stream, plan, free)
-		if err != nil {
-			return err
-		}
-		if free -= sent; free <= 0 {
-			return nil
-		}
 	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had
@@ -200,12 +200,17 @@ const (
 	envelopeOverhead = 512
 	// maxEnvelopeBytes is the most one envelope can cost.
 	maxEnvelopeBytes = MaxPayloadBytes + MaxMetadataBytes + envelopeOverhead
+	// maxBatchBytes is the most one BatchDispatch can cost: a group fires
+	// once its members reach broker.MaxGroupBytes, so the member that
+	// crossed it is the most it can go over, and it has at most
+	// MaxGroupSize members.
+	maxBatchBytes = broker.MaxGroupBytes + MaxPayloadBytes + MaxMetadataBytes + MaxGroupSize*envelopeOverhead
 )
 
 // dispatchGroups leases fired aggregation groups of the session's batch
 // types, up to free of them (a batch is one slot), and sends each as one
-// BatchDispatch. It returns how many it sent.
-func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) (int, error) {
+// BatchDispatch.
+func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) error {
 	s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
 	sent := 0
 	for i, n := range plan.groups {
@@ -217,19 +222,19 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 			Types: s.batchTypes, N: min(n, free-sent), Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
 		if err != nil {
 			if s.ctx.Err() != nil {
-				return sent, context.Cause(s.ctx)
+				return context.Cause(s.ctx)
 			}
-			return sent, toConnectError(s.log, err)
+			return toConnectError(s.log, err)
 		}
 		// Every group is recorded before the first is sent, so that if the
 		// session ends meanwhile (or a Send fails), end releases them all.
 		msgs, ok := s.recordBatches(gls, now)
 		if !ok {
-			return sent, context.Cause(s.ctx)
+			return context.Cause(s.ctx)
 		}
 		for _, msg := range msgs {
 			if err := stream.Send(msg); err != nil {
-				return sent, err
+				return err
 			}
 			sent++
 		}
@@ -237,7 +242,7 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 	if sent > 0 {
 		s.wake() // look again: more may be ready
 	}
-	return sent, nil
+	return nil
 }
 
 // recordBatches records leased groups, each as one delivery, and builds

@@ -13,6 +13,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/scheduler"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -178,5 +179,50 @@ func TestGroupsLeasedTogetherAreReleasedWhenTheSessionEnds(t *testing.T) {
 			}
 			return got.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && got.Msg.GetRetried() == 0
 		})
+	}
+}
+
+// TestCancelGoesOutBeforeTheRedelivery: the reaper takes back task x's
+// lease while the session's send loop is between its Ready and its Lease,
+// and that Lease returns x again (priority 9, ahead of the task that woke
+// the loop). The worker must be sent Cancel(x) before x's new Dispatch
+// (docs/protocol.md §6.8): Cancel names only the task, so a worker sent
+// them the other way round would cancel the fresh attempt.
+func TestCancelGoesOutBeforeTheRedelivery(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	hb := &hookBroker{}
+	hb.beforeLease = func(ctx context.Context, inner broker.Broker, p broker.LeaseParams) {
+		if calls.Add(1) != 2 {
+			return
+		}
+		// The reaper's own steps, as if every lease had expired.
+		at := p.Now.Add(2 * time.Hour)
+		lapsed, _, err := inner.LapsedLeases(ctx, at)
+		if err != nil || len(lapsed) != 1 {
+			t.Errorf("lapsed leases: %v, %v; want x's one", lapsed, err)
+			return
+		}
+		if err := inner.Reclaim(ctx, []broker.Decision{scheduler.Retrier{}.AfterLapse(lapsed[0], at)}); err != nil {
+			t.Error(err)
+		}
+	}
+	s := startHooked(t, server.Config{}, hb)
+	tasks := taskClient(t, s, servertest.GRPC)
+	x := enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "t", Options: &conveyorv1.TaskOptions{Priority: 9}})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != x {
+		t.Fatalf("got %v, want the Dispatch of x %s", d, x)
+	}
+	// Wakes the send loop, whose Lease (its second) the reaper precedes.
+	enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "t", Options: &conveyorv1.TaskOptions{Priority: 1}})
+	if c := w.next(10 * time.Second); c.GetCancel().GetTaskId() != x {
+		t.Fatalf("got %v, want Cancel(x) first", c)
+	}
+	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != x || d.GetTask().GetRetried() != 1 {
+		t.Fatalf("got %v, want x's redelivery, retried 1", d)
 	}
 }

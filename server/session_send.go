@@ -63,21 +63,38 @@ func (s *session) free(unit int64) int {
 func (s *session) takeCancels() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takeCancelsLocked()
+}
+
+func (s *session) takeCancelsLocked() []string {
 	c := s.cancels
 	s.cancels = nil
 	return c
 }
 
-// sendBurst sends pending Cancels and as many Dispatches as there are free
-// slots, and flushes the stream once at the end.
-func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
-	s.gate.hold()
-	defer s.gate.release()
-	for _, id := range s.takeCancels() {
+func sendCancels(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], ids []string) error {
+	for _, id := range ids {
 		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sendBurst sends pending Cancels and as many Dispatches as there are free
+// slots, and flushes the stream once at the end.
+//
+// A lapse the reaper reports while the burst runs queues its Cancel after
+// the burst took the pending ones, and the burst's Lease may return that
+// very task again. So each Lease's deliveries are recorded together with
+// the Cancels queued by then, which go out first: a worker always learns
+// of a lapse before the task's redelivery (docs/protocol.md §6.8).
+func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
+	s.gate.hold()
+	defer s.gate.release()
+	if err := sendCancels(stream, s.takeCancels()); err != nil {
+		return err
 	}
 	if len(s.batchTypes) > 0 {
 		if free := s.free(maxBatchBytes); free > 0 {
@@ -154,6 +171,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		s.release(ms)
 		return 0, context.Cause(s.ctx)
 	}
+	cancels := s.takeCancelsLocked()
 	for i, l := range leases {
 		m, env := s.deliverLocked(l, now)
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
@@ -164,6 +182,9 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		}}}
 	}
 	s.mu.Unlock()
+	if err := sendCancels(stream, cancels); err != nil {
+		return 0, err
+	}
 	for _, msg := range msgs {
 		if err := stream.Send(msg); err != nil {
 			return 0, err
@@ -228,9 +249,12 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 		}
 		// Every group is recorded before the first is sent, so that if the
 		// session ends meanwhile (or a Send fails), end releases them all.
-		msgs, ok := s.recordBatches(gls, now)
+		cancels, msgs, ok := s.recordBatches(gls, now)
 		if !ok {
 			return context.Cause(s.ctx)
+		}
+		if err := sendCancels(stream, cancels); err != nil {
+			return err
 		}
 		for _, msg := range msgs {
 			if err := stream.Send(msg); err != nil {
@@ -247,9 +271,10 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 
 // recordBatches records leased groups, each as one delivery, and builds
 // their BatchDispatches: each member with its own attempt id, the deadline
-// the tightest across them. It returns false, having released every
-// group's leases, when the session ended meanwhile.
-func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]*conveyorv1.ServerMessage, bool) {
+// the tightest across them. It also takes the Cancels queued by then, to
+// be sent first. It returns false, having released every group's leases,
+// when the session ended meanwhile.
+func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]string, []*conveyorv1.ServerMessage, bool) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -260,8 +285,9 @@ func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]*conv
 			}
 		}
 		s.release(ms)
-		return nil, false
+		return nil, nil, false
 	}
+	cancels := s.takeCancelsLocked()
 	msgs := make([]*conveyorv1.ServerMessage, len(gls))
 	for i, gl := range gls {
 		bd := &conveyorv1.BatchDispatch{Group: gl.Group}
@@ -281,5 +307,5 @@ func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]*conv
 		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}
 	}
 	s.mu.Unlock()
-	return msgs, true
+	return cancels, msgs, true
 }

@@ -61,12 +61,23 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	s.log.Info("worker session opened", "queues", hello.GetQueues(), "concurrency", hello.GetConcurrency(),
 		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
 
-	h.wg.Add(1)
+	h.wg.Add(2)
 	sendDone := make(chan struct{})
 	go func() {
 		defer h.wg.Done()
 		s.end(s.receiveLoop(stream))
-		cutStuckSend(s, sendDone)
+	}()
+	go func() {
+		// However the session ends (the worker's side, a protocol error,
+		// server shutdown), a write it stays blocked in is cut: a worker
+		// that stops reading but keeps its side open would otherwise keep
+		// this handler, and a graceful Stop, waiting.
+		defer h.wg.Done()
+		select {
+		case <-s.ctx.Done():
+			cutStuckSend(s, sendDone)
+		case <-sendDone:
+		}
 	}()
 	err = s.sendLoop(stream)
 	close(sendDone)
@@ -167,6 +178,7 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 
 // sendCutGrace is how long the send loop may stay blocked in a write after
 // its session ended (the worker stopped reading) before the write is cut.
+// It bounds what a wedged worker adds to a graceful Stop.
 const sendCutGrace = time.Second
 
 // cutStuckSend cuts the session's pending write if the send loop has not

@@ -127,7 +127,10 @@ type NewTask struct {
 	Options []byte
 
 	// State is the initial state the server chose: SCHEDULED (until
-	// ProcessAt), PENDING, AGGREGATING (Group) or BLOCKED (DependsOn).
+	// ProcessAt), PENDING, AGGREGATING (Group) or BLOCKED (DependsOn, with
+	// or without a Group). A BLOCKED task whose dependencies are done
+	// becomes AGGREGATING, joining its group, when it has a Group, else
+	// PENDING.
 	State    State
 	Priority int32
 	MaxRetry int32

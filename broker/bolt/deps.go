@@ -21,6 +21,8 @@ import (
 type depEdge struct {
 	k         key
 	onFailure broker.OnFailure
+	// grouped: the dependent has a group, which it joins once released.
+	grouped bool
 }
 
 // depStart is what the dependencies of a new task say at enqueue.
@@ -76,19 +78,19 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 }
 
 // linkDepsLocked records a new BLOCKED task's edges.
-func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord) {
+func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord, grouped bool) {
 	for _, d := range waitingOn {
-		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure())
+		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure(), grouped)
 	}
 	m.waiting = uint16(len(waitingOn))
 }
 
-// addDepEdgeLocked records that task k waits for the task whose binary id
-// is on.
-func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32) {
+// addDepEdgeLocked records that task k, grouped or not, waits for the
+// task whose binary id is on.
+func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, grouped bool) {
 	var dk key
 	copy(dk[:], on)
-	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure)})
+	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), grouped: grouped})
 }
 
 // resolveDependentsLocked tells the dependents of task k, which ended in
@@ -126,11 +128,52 @@ func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
 			}
 		}
 		if release {
-			e.toPendingLocked(dependent, m, now, update)
+			e.releaseLocked(dependent, m, ed.grouped, now, update)
 			continue
 		}
 		e.commit.appendLocked(func(w *txw) error { return w.updateLive(dependent, update) }, nil)
 	}
+}
+
+// releaseLocked starts a BLOCKED task whose dependencies are all done: a
+// grouped task joins its group (AGGREGATING), any other becomes PENDING.
+// fn may change more of the stored status.
+func (e *Engine) releaseLocked(k key, m meta, grouped bool, now int64, fn func(st *storagev1.TaskStatus)) {
+	if grouped {
+		e.toAggregatingLocked(k, m, now, fn)
+		return
+	}
+	e.toPendingLocked(k, m, now, fn)
+}
+
+// toAggregatingLocked makes a released grouped task AGGREGATING now and
+// queues its write; it joins its group once that write is durable (the
+// group's name, type and the spec's size are read from the file there).
+// It joins as of now: its group's delay and grace count from its release,
+// not its enqueue. A task whose expiry passed is archived instead.
+func (e *Engine) toAggregatingLocked(k key, m meta, now int64, fn func(st *storagev1.TaskStatus)) {
+	if e.expiredLocked(k, m, now) {
+		return
+	}
+	m.due = now
+	e.setStateLocked(k, &m, stateAggr)
+	var name, typ string
+	var size int
+	e.commit.appendLocked(func(w *txw) error {
+		size = len(w.tasks.Get(k[:]))
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(stateAggr)
+			st.NextProcessAt = now
+			name, typ = st.GetGroup(), st.GetType()
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, func() {
+		if m, live := e.tasks.get(k); live && m.state == stateAggr {
+			e.joinGroupLocked(k, e.queues[m.queue], name, typ, size, now, now)
+		}
+	})
 }
 
 func dropDep(list []*storagev1.DependencyRecord, k key) []*storagev1.DependencyRecord {

@@ -86,6 +86,9 @@ func checkNewTask(nt *broker.NewTask) error {
 	default:
 		return fmt.Errorf("a new task cannot start %s", nt.State)
 	}
+	if len(nt.DependsOn) > 0 && nt.State != stateBlocked {
+		return fmt.Errorf("a new task with dependencies starts %s, not %s", stateBlocked, nt.State)
+	}
 	if nt.Priority < 1 || nt.Priority > 9 {
 		return fmt.Errorf("priority %d is not 1..9", nt.Priority)
 	}
@@ -355,13 +358,14 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 }
 
 // startBlockedLocked applies what a new BLOCKED task's dependencies say:
-// it waits for those still running, starts PENDING when none is left, and
+// it waits for those still running, starts PENDING (AGGREGATING when it
+// has a group: it joins the group once durable) when none is left, and
 // carries a failure under ON_FAILURE_BLOCK. (A cascade cancel is applied
 // once its insert is queued: cascadeAtEnqueueLocked.) The status changed,
 // so it is encoded again.
 func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	ds := pt.deps
-	e.linkDepsLocked(pt.k, m, ds.waitingOn)
+	e.linkDepsLocked(pt.k, m, ds.waitingOn, pt.nt.Group != "")
 	pt.status.WaitingOn = ds.waitingOn
 	if ds.failed != "" {
 		m.flags |= flagDepFailed
@@ -370,10 +374,14 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 		// The caller's Now was read before the engine lock, so it may
 		// be older than a dependency's end: pending no earlier than that.
 		m.due = max(m.due, ds.endedAt)
+		to := statePending
+		if pt.nt.Group != "" {
+			to = stateAggr
+		}
 		q.counts[m.state]--
-		m.state, pt.state = statePending, statePending
+		m.state, pt.state = to, to
 		q.counts[m.state]++
-		pt.status.State = int32(statePending)
+		pt.status.State = int32(to)
 	}
 	pt.statusBytes = marshal(pt.status)
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,6 +24,10 @@ type pendingTask struct {
 	spec, statusBytes []byte
 	// existing is set (EnqueueTx only) when the id already names a task.
 	existing bool
+	// wait is set when the task's id or unique key conflicts with a task
+	// whose enqueue is not durable yet: the task is tried again once that
+	// commit ends (see notDurableLocked).
+	wait bool
 	// deps is what the task's dependencies say (BLOCKED tasks only).
 	deps depStart
 	err  error
@@ -128,31 +133,79 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 	now := p.Now.UnixNano()
 	pend := prepare(p.Tasks, now)
 
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
-	}
-	b := e.enqueueLocked(pend, p.Now)
-	e.mu.Unlock()
-
-	var err error
-	if b != nil {
-		err = e.commit.wait(ctx, b)
-	}
+	// Each round inserts what it can. A task whose id or unique key
+	// conflicts with a task not durable yet waits for that commit and goes
+	// again, so already_exists only ever names a task that is stored.
 	res := make([]broker.EnqueueResult, len(pend))
-	for i := range pend {
-		pt := &pend[i]
-		switch {
-		case pt.err != nil:
-			res[i].Err = pt.err
-		case err != nil:
-			res[i].Err = err
-		default:
-			res[i].Task = newTaskView(pt)
-		}
+	todo := make([]int, len(pend)) // indexes into pend still to try
+	for i := range todo {
+		todo[i] = i
 	}
-	return res, err
+	var callErr error
+	for len(todo) > 0 {
+		round := make([]pendingTask, len(todo))
+		for j, i := range todo {
+			round[j] = pend[i]
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, errClosed
+		}
+		b := e.enqueueLocked(round, p.Now)
+		var later []int
+		var holder *batch // the holders' commits are at or before it
+		for j := range round {
+			if round[j].wait {
+				later = append(later, todo[j])
+			}
+		}
+		if len(later) > 0 {
+			holder = e.commit.syncPointLocked()
+		}
+		e.mu.Unlock()
+
+		var err error
+		if b != nil {
+			err = e.commit.wait(ctx, b)
+		}
+		for j, i := range todo {
+			switch pt := &round[j]; {
+			case pt.wait:
+			case pt.err != nil:
+				res[i].Err = pt.err
+			case err != nil:
+				res[i].Err = err
+			default:
+				res[i].Task = newTaskView(pt)
+			}
+		}
+		if err != nil {
+			callErr = err
+		}
+		if len(later) == 0 {
+			break
+		}
+		switch {
+		case err != nil:
+		case holder == nil: // cannot be: a task not durable is in a batch
+			err = errors.New("bolt: a task not durable yet is in no batch")
+		default:
+			// Once it ends, each holder is stored, or gone (the batch
+			// failed and memory was rebuilt from the file).
+			if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			for _, i := range later {
+				res[i].Err = err
+			}
+			return res, err
+		}
+		todo = later
+	}
+	return res, callErr
 }
 
 // enqueueLocked inserts each prepared task that passes its checks (its id
@@ -170,6 +223,9 @@ func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time) *batch {
 		}
 		if pt.nt.ID == "" {
 			pt.k = e.newIDLocked(at)
+		} else if e.notDurableLocked(pt.k) {
+			pt.wait = true
+			continue
 		} else if exists, err := lookup.exists(pt.k); err != nil {
 			pt.err = err
 			continue
@@ -179,6 +235,10 @@ func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time) *batch {
 		}
 		if err := e.checkQueueLocked(pt.nt.Queue); err != nil {
 			pt.err = err
+			continue
+		}
+		if e.uniqueNotDurableLocked(pt.nt.UniqueKey, now) {
+			pt.wait = true
 			continue
 		}
 		if err := e.checkUniqueLocked(pt.nt.UniqueKey, now); err != nil {
@@ -208,13 +268,31 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 	}
 
 	e.mu.Lock()
-	if e.closed {
+	for {
+		if e.closed {
+			e.mu.Unlock()
+			return nil, errClosed
+		}
+		err := e.checkTxLocked(pend, now)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNotDurable) {
+			e.mu.Unlock()
+			return nil, err
+		}
+		// An existing id or a held unique key names a task whose
+		// enqueue is not durable yet: check again once it is (or the
+		// batch failed and it is gone).
+		holder := e.commit.syncPointLocked()
 		e.mu.Unlock()
-		return nil, errClosed
-	}
-	if err := e.checkTxLocked(pend, now); err != nil {
-		e.mu.Unlock()
-		return nil, err
+		if holder == nil {
+			return nil, errors.New("bolt: a task not durable yet is in no batch")
+		}
+		if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
+			return nil, werr
+		}
+		e.mu.Lock()
 	}
 	for i := range pend {
 		pt := &pend[i]
@@ -261,12 +339,16 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 // checkTxLocked validates every item of an EnqueueTx before anything
 // changes: ids that exist (or repeat within the call) become no-ops, and a
 // unique key that is held, or claimed twice within the call, fails it all.
+// An id or a unique key of a task not durable yet returns errNotDurable.
 func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 	lookup := e.newExistsLookup()
 	defer lookup.close()
 	seenIDs := map[key]bool{}
 	seenKeys := map[string]int{}
 	newQueues := map[string]bool{}
+	for i := range pend {
+		pend[i].existing = false
+	}
 	for i := range pend {
 		pt := &pend[i]
 		if pt.nt.ID != "" {
@@ -275,6 +357,9 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 				continue
 			}
 			seenIDs[pt.k] = true
+			if e.notDurableLocked(pt.k) {
+				return errNotDurable
+			}
 			exists, err := lookup.exists(pt.k)
 			if err != nil {
 				return err
@@ -302,12 +387,19 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 			return fmt.Errorf("items[%d] and items[%d] share unique_key %q: %w", j, i, uk, broker.ErrAlreadyExists)
 		}
 		seenKeys[uk] = i
+		if e.uniqueNotDurableLocked(uk, now) {
+			return errNotDurable
+		}
 		if err := e.checkUniqueLocked(uk, now); err != nil {
 			return fmt.Errorf("items[%d]: %w", i, err)
 		}
 	}
 	return nil
 }
+
+// errNotDurable is checkTxLocked's answer when an item conflicts with a
+// task whose enqueue is not durable yet.
+var errNotDurable = errors.New("conflict with a task not durable yet")
 
 // checkUniqueLocked fails when an incomplete task holds the unique key.
 func (e *Engine) checkUniqueLocked(uk string, now int64) error {
@@ -322,6 +414,33 @@ func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
 	}
 	return nil
+}
+
+// notDurableLocked reports whether task k is known from memory only: it is
+// live and its enqueue is not durable yet, or it has just left memory and
+// that change (perhaps its enqueue too) is not durable yet. A conflict with
+// such a task waits for its commit: if that commit fails, the task never
+// existed.
+func (e *Engine) notDurableLocked(k key) bool {
+	if m, live := e.tasks.get(k); live {
+		return m.flags&flagCommitted == 0
+	}
+	_, settling := e.settling[k]
+	return settling
+}
+
+// uniqueNotDurableLocked reports whether the unique key is held by a task
+// whose enqueue is not durable yet.
+func (e *Engine) uniqueNotDurableLocked(uk string, now int64) bool {
+	if uk == "" {
+		return false
+	}
+	c, ok := e.unique[uk]
+	if !ok || !c.holdsAt(now) {
+		return false
+	}
+	m, live := e.tasks.get(c.k)
+	return live && m.flags&flagCommitted == 0
 }
 
 // insertLocked adds a new task to the in-memory indexes. It is not
@@ -391,7 +510,7 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 func (e *Engine) cascadeAtEnqueueLocked(pend []pendingTask, now int64) {
 	for i := range pend {
 		pt := &pend[i]
-		if pt.err != nil || pt.existing || pt.deps.cancel == "" {
+		if pt.err != nil || pt.existing || pt.wait || pt.deps.cancel == "" {
 			continue
 		}
 		why := pt.deps.cancel
@@ -434,7 +553,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var grouped []*pendingTask
 	for i := range pend {
 		pt := &pend[i]
-		if pt.err != nil || pt.existing {
+		if pt.err != nil || pt.existing || pt.wait {
 			continue
 		}
 		keys = append(keys, pt.k)
@@ -472,7 +591,7 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 			}
 		}
 		for i := range pend {
-			if pt := &pend[i]; pt.err == nil && !pt.existing {
+			if pt := &pend[i]; pt.err == nil && !pt.existing && !pt.wait {
 				w.delta(pt.nt.Queue).enqueued++
 			}
 		}

@@ -128,13 +128,14 @@ type NewTask struct {
 
 	// State is the initial state the server chose: SCHEDULED (until
 	// ProcessAt), PENDING, AGGREGATING (Group) or BLOCKED (DependsOn, with
-	// or without a Group). A BLOCKED task whose dependencies are done
-	// becomes AGGREGATING, joining its group, when it has a Group, else
-	// PENDING.
+	// or without a Group or ProcessAt). A BLOCKED task whose dependencies
+	// are done becomes AGGREGATING, joining its group, when it has a
+	// Group, SCHEDULED when its ProcessAt is still to come, else PENDING.
 	State    State
 	Priority int32
 	MaxRetry int32
-	// ProcessAt is when a SCHEDULED task becomes due.
+	// ProcessAt is when a SCHEDULED task becomes due, and when a BLOCKED
+	// one is due at the earliest.
 	ProcessAt time.Time
 	// UniqueKey, when set, must not be held by another incomplete task.
 	UniqueKey string

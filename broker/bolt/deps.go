@@ -21,8 +21,23 @@ import (
 type depEdge struct {
 	k         key
 	onFailure broker.OnFailure
-	// grouped: the dependent has a group, which it joins once released.
-	grouped bool
+	// release is the state the dependent takes once its dependencies are
+	// done (releaseState).
+	release broker.State
+}
+
+// releaseState is the state a BLOCKED task takes once its dependencies
+// are done: AGGREGATING when it has a group (it joins it then), SCHEDULED
+// when it has a process time (a next_process_at after its enqueue; it is
+// PENDING if that time has passed by its release), else PENDING.
+func releaseState(grouped bool, nextProcessAt, enqueuedAt int64) broker.State {
+	switch {
+	case grouped:
+		return stateAggr
+	case nextProcessAt > enqueuedAt:
+		return stateScheduled
+	}
+	return statePending
 }
 
 // depStart is what the dependencies of a new task say at enqueue.
@@ -78,19 +93,19 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 }
 
 // linkDepsLocked records a new BLOCKED task's edges.
-func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord, grouped bool) {
+func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord, release broker.State) {
 	for _, d := range waitingOn {
-		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure(), grouped)
+		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure(), release)
 	}
 	m.waiting = uint16(len(waitingOn))
 }
 
-// addDepEdgeLocked records that task k, grouped or not, waits for the
-// task whose binary id is on.
-func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, grouped bool) {
+// addDepEdgeLocked records that task k waits for the task whose binary id
+// is on, and takes state release once done waiting.
+func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, release broker.State) {
 	var dk key
 	copy(dk[:], on)
-	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), grouped: grouped})
+	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), release: release})
 }
 
 // resolveDependentsLocked tells the dependents of task k, which ended in
@@ -128,22 +143,48 @@ func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
 			}
 		}
 		if release {
-			e.releaseLocked(dependent, m, ed.grouped, now, update)
+			e.releaseLocked(dependent, m, ed.release, now, update)
 			continue
 		}
 		e.commit.appendLocked(func(w *txw) error { return w.updateLive(dependent, update) }, nil)
 	}
 }
 
-// releaseLocked starts a BLOCKED task whose dependencies are all done: a
-// grouped task joins its group (AGGREGATING), any other becomes PENDING.
-// fn may change more of the stored status.
-func (e *Engine) releaseLocked(k key, m meta, grouped bool, now int64, fn func(st *storagev1.TaskStatus)) {
-	if grouped {
+// releaseLocked starts a BLOCKED task whose dependencies are all done in
+// state to (see releaseState): a grouped task joins its group
+// (AGGREGATING), a delayed one is SCHEDULED until its process time (its
+// meta.due) if that is still to come, any other becomes PENDING. fn may
+// change more of the stored status.
+func (e *Engine) releaseLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
+	switch {
+	case to == stateAggr:
 		e.toAggregatingLocked(k, m, now, fn)
+	case to == stateScheduled && m.due > now:
+		e.toScheduledLocked(k, m, now, fn)
+	default:
+		e.toPendingLocked(k, m, now, fn)
+	}
+}
+
+// toScheduledLocked makes a released task SCHEDULED until m.due, its
+// process time (already its stored next_process_at), and queues its
+// write. A task whose expiry passed is archived instead.
+func (e *Engine) toScheduledLocked(k key, m meta, now int64, fn func(st *storagev1.TaskStatus)) {
+	if e.expiredLocked(k, m, now) {
 		return
 	}
-	e.toPendingLocked(k, m, now, fn)
+	e.setStateLocked(k, &m, stateScheduled)
+	if e.dueHeap.add(timed{at: m.due, k: k}) {
+		e.note.TimersChanged()
+	}
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(stateScheduled)
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, nil)
 }
 
 // toAggregatingLocked makes a released grouped task AGGREGATING now and

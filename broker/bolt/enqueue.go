@@ -55,7 +55,8 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 		}
 		p.state = nt.State
 		next := now
-		if p.state == stateScheduled {
+		if p.state == stateScheduled || p.state == stateBlocked && nanos(nt.ProcessAt) > now {
+			// A BLOCKED task keeps its process time for its release.
 			next = nanos(nt.ProcessAt)
 		}
 		p.status = &storagev1.TaskStatus{
@@ -477,14 +478,16 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 }
 
 // startBlockedLocked applies what a new BLOCKED task's dependencies say:
-// it waits for those still running, starts PENDING (AGGREGATING when it
-// has a group: it joins the group once durable) when none is left, and
-// carries a failure under ON_FAILURE_BLOCK. (A cascade cancel is applied
-// once its insert is queued: cascadeAtEnqueueLocked.) The status changed,
-// so it is encoded again.
+// it waits for those still running, starts as released (releaseState:
+// PENDING, AGGREGATING when it has a group, joining the group once
+// durable, or SCHEDULED until a process time still to come) when none is
+// left, and carries a failure under ON_FAILURE_BLOCK. (A cascade cancel
+// is applied once its insert is queued: cascadeAtEnqueueLocked.) The
+// status changed, so it is encoded again.
 func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	ds := pt.deps
-	e.linkDepsLocked(pt.k, m, ds.waitingOn, pt.nt.Group != "")
+	release := releaseState(pt.nt.Group != "", pt.status.GetNextProcessAt(), pt.status.GetEnqueuedAt())
+	e.linkDepsLocked(pt.k, m, ds.waitingOn, release)
 	pt.status.WaitingOn = ds.waitingOn
 	if ds.failed != "" {
 		m.flags |= flagDepFailed
@@ -492,10 +495,13 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	} else if len(ds.waitingOn) == 0 && ds.cancel == "" {
 		// The caller's Now was read before the engine lock, so it may
 		// be older than a dependency's end: pending no earlier than that.
+		to := release // SCHEDULED: its process time is after now
 		m.due = max(m.due, ds.endedAt)
-		to := statePending
-		if pt.nt.Group != "" {
-			to = stateAggr
+		if to == stateScheduled {
+			pt.status.NextProcessAt = m.due
+			if e.dueHeap.add(timed{at: m.due, k: pt.k}) {
+				e.note.TimersChanged()
+			}
 		}
 		q.counts[m.state]--
 		m.state, pt.state = to, to

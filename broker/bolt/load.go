@@ -240,7 +240,7 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 	e.indexExpiryLocked(k, m, r.expiresAt, r.deadline)
 	if m.state == stateBlocked {
 		for _, d := range r.waitingOn {
-			e.addDepEdgeLocked(k, d.taskID, d.onFailure, len(r.group) > 0)
+			e.addDepEdgeLocked(k, d.taskID, d.onFailure, releaseState(len(r.group) > 0, r.nextProcessAt, r.enqueuedAt))
 		}
 		m.waiting = uint16(len(r.waitingOn))
 		if r.dependencyFailed {

@@ -23,6 +23,7 @@ func depCases() []testCase {
 		{name: "SurviveRestart", env: testDepsRestart},
 		{name: "StartedNotBeforeRelease", fn: testDepsStartedAfterRelease},
 		{name: "GroupedJoinsOnRelease", env: testDepsGrouped},
+		{name: "DelayKeptPastRelease", env: testDepsDelay},
 	}
 }
 
@@ -290,4 +291,45 @@ func testDepsGrouped(t *testing.T, e *Env) {
 		t.Fatalf("ReadyGroups = %d with both members in, want 1", n)
 	}
 	RequireCounts(t, b, "q", Counts{active: 2, aggregating: 2, canceled: 1})
+}
+
+// testDepsDelay: a BLOCKED task with a process time is SCHEDULED until
+// then once its dependencies are done (at enqueue or later, across a
+// restart), and PENDING when that time has passed by then.
+func testDepsDelay(t *testing.T, e *Env) {
+	b := e.B
+	delayed := func(processAt time.Time, on ...broker.Dependency) broker.NewTask {
+		nt := dependent("q", on...)
+		nt.ProcessAt = processAt
+		return nt
+	}
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	d := EnqueueOne(t, b, T0, delayed(at(time.Hour), dep(a.ID, 0)))
+	if d.State != blocked || !d.NextProcessAt.Equal(at(time.Hour)) {
+		t.Fatalf("a delayed task with a running dependency starts %s due %v, want blocked due %v", d.State, d.NextProcessAt, at(time.Hour))
+	}
+	soon := EnqueueOne(t, b, T0, delayed(at(time.Minute), dep(a.ID, 0)))
+
+	b = e.Reopen()
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", at(2*time.Minute)), at(2*time.Minute))
+	if got := RequireState(t, b, d.ID, scheduled); !got.NextProcessAt.Equal(at(time.Hour)) {
+		t.Fatalf("released, due %v, want its process time %v", got.NextProcessAt, at(time.Hour))
+	}
+	RequireState(t, b, soon.ID, pending) // its time passed while it was blocked
+	late := EnqueueOne(t, b, at(3*time.Minute), delayed(at(2*time.Hour), dep(a.ID, 0)))
+	if late.State != scheduled || !late.NextProcessAt.Equal(at(2*time.Hour)) {
+		t.Fatalf("a delayed task whose dependency completed starts %s due %v, want scheduled due %v", late.State, late.NextProcessAt, at(2*time.Hour))
+	}
+
+	b = e.Reopen()
+	if next := promote(t, b, at(59*time.Minute)); !next.Equal(at(time.Hour)) {
+		t.Fatalf("PromoteDue next = %v, want the released task's process time %v", next, at(time.Hour))
+	}
+	if n := Ready(b, "q"); n != 1 {
+		t.Fatalf("Ready = %d before the process time, want only the task whose time passed", n)
+	}
+	promote(t, b, at(time.Hour))
+	RequireState(t, b, d.ID, pending)
+	RequireState(t, b, late.ID, scheduled)
+	RequireCounts(t, b, "q", Counts{pending: 2, scheduled: 1})
 }

@@ -114,20 +114,60 @@ func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, release bro
 // for good (a BLOCK dependent of a failure). A dependent that is no longer
 // BLOCKED (run by an operator, canceled, deleted) is skipped.
 func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
-	edges := e.deps[k]
-	if len(edges) == 0 {
-		return
+	e.cascadeLocked(e.dependentsFrameLocked(k, to), now)
+}
+
+// endFrame is a task that ended whose dependents are being resolved: one
+// level of a cascade, which cascadeLocked walks with a stack of its own
+// (a chain of a million dependents must not need a million calls deep).
+type endFrame struct {
+	k     key
+	to    broker.State // the state k ended in
+	why   string       // what a failed dependent is told
+	edges []depEdge    // k's dependents
+	next  int          // edges[next] is the next to resolve
+	// done, when set, runs once every dependent is resolved (finishLocked
+	// queues the task's own write then).
+	done func()
+}
+
+// dependentsFrameLocked takes the dependents of k, which ended in state to.
+func (e *Engine) dependentsFrameLocked(k key, to broker.State) endFrame {
+	f := endFrame{k: k, to: to, edges: e.deps[k]}
+	if len(f.edges) > 0 {
+		delete(e.deps, k)
+		f.why = fmt.Sprintf("dependency %s ended %s", k, to)
 	}
-	delete(e.deps, k)
-	why := fmt.Sprintf("dependency %s ended %s", k, to)
-	for _, ed := range edges {
+	return f
+}
+
+// cascadeLocked resolves the dependents of the ended task of frame first,
+// depth first: a dependent that ends in turn (a cascade cancel, or an
+// expiry that passed while it was blocked) has its own dependents
+// resolved, and its write queued, before the next dependent of its
+// dependency is looked at, in the order a recursion would take.
+func (e *Engine) cascadeLocked(first endFrame, now int64) {
+	stack := []endFrame{first}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.next == len(f.edges) {
+			done := f.done
+			stack = stack[:len(stack)-1]
+			if done != nil {
+				done()
+			}
+			continue
+		}
+		ed := f.edges[f.next]
+		f.next++
 		m, live := e.tasks.get(ed.k)
 		if !live || m.state != stateBlocked {
 			continue
 		}
-		failed := to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		failed := f.to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		why := f.why
 		if failed && ed.onFailure == broker.OnFailureCascadeCancel {
-			e.finishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why })
+			stack = append(stack, e.beginFinishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why }))
 			continue
 		}
 		m.waiting--
@@ -135,7 +175,13 @@ func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
 			m.flags |= flagDepFailed
 		}
 		e.tasks.put(ed.k, m)
-		dep, dependent, release := k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
+		dep, dependent, release := f.k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
+		if release {
+			if msg, expired := e.expiryPassedLocked(dependent, m, now); expired {
+				stack = append(stack, e.beginFinishLocked(dependent, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg }))
+				continue
+			}
+		}
 		update := func(st *storagev1.TaskStatus) {
 			st.WaitingOn = dropDep(st.WaitingOn, dep)
 			if failed {

@@ -551,20 +551,29 @@ func (e *Engine) checkTxDepsLocked(pt *pendingTask, seen map[key]bool, lookup *e
 
 // queueInsertsLocked queues the writes of the inserted tasks and the hook
 // that makes them dispatchable once durable. It returns nil when nothing
-// was inserted.
+// was inserted. The write and the hook run after the caller may have
+// returned (its context ended): they use copies, never the caller's tasks.
 func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var keys []key
+	var queues []string
 	var specs, statuses [][]byte
 	var indexed, dependents [][]byte
-	var grouped []*pendingTask
+	type member struct {
+		k          key
+		name, typ  string
+		size       int
+		enqueuedAt int64
+	}
+	var grouped []member
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil || pt.existing || pt.wait {
 			continue
 		}
 		keys = append(keys, pt.k)
+		queues = append(queues, pt.nt.Queue)
 		if pt.state == stateAggr {
-			grouped = append(grouped, pt)
+			grouped = append(grouped, member{pt.k, pt.nt.Group, pt.nt.Type, len(pt.spec), pt.status.GetEnqueuedAt()})
 		}
 		specs = append(specs, pt.spec)
 		statuses = append(statuses, pt.statusBytes)
@@ -596,10 +605,8 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 				return err
 			}
 		}
-		for i := range pend {
-			if pt := &pend[i]; pt.err == nil && !pt.existing && !pt.wait {
-				w.delta(pt.nt.Queue).enqueued++
-			}
+		for _, q := range queues {
+			w.delta(q).enqueued++
 		}
 		return nil
 	}
@@ -615,9 +622,9 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 				e.pushReadyLocked(k)
 			}
 		}
-		for _, pt := range grouped {
-			if m, ok := e.tasks.get(pt.k); ok && m.state == stateAggr {
-				e.joinGroupLocked(pt.k, e.queues[m.queue], pt.nt.Group, pt.nt.Type, len(pt.spec), pt.status.GetEnqueuedAt(), pt.status.GetEnqueuedAt())
+		for _, g := range grouped {
+			if m, ok := e.tasks.get(g.k); ok && m.state == stateAggr {
+				e.joinGroupLocked(g.k, e.queues[m.queue], g.name, g.typ, g.size, g.enqueuedAt, g.enqueuedAt)
 			}
 		}
 	}

@@ -286,3 +286,50 @@ func TestConflictWithLostEnqueue(t *testing.T) {
 	bt.Enqueue(t, e, bt.T0, nt)
 	bt.RequireState(t, e, nt.ID, broker.StatePending)
 }
+
+// TestEnqueueKeepsNoCallerTasks: an Enqueue whose context ends before its
+// commit does not read the caller's tasks afterwards; a caller that reuses
+// its slice does not change what is stored when the commit lands.
+func TestEnqueueKeepsNoCallerTasks(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{Path: filepath.Join(t.TempDir(), "conveyor.db")}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(t, cfg)
+	setCfg := broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}
+	if _, err := e.SetQueueConfig(t.Context(), "q", setCfg); err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(true)
+	tasks := []broker.NewTask{bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q")}
+	tasks[1].Group, tasks[2].Group = "g", "g"
+	tasks = bt.WithStates(tasks, bt.T0)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := e.Enqueue(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: tasks})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Enqueue while the disk is full: %v, want DeadlineExceeded", err)
+	}
+	for i := range tasks { // the caller reuses its tasks
+		tasks[i].Queue, tasks[i].Group, tasks[i].Type = "elsewhere", "other", "other"
+	}
+	d.full.Store(false)
+	if err := e.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	counts := []int{-1}
+	e.ReadyGroups([]string{"q"}, []string{"test"}, counts)
+	if counts[0] != 1 {
+		t.Fatalf("ReadyGroups = %d, want the group of the 2 grouped tasks fired", counts[0])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, bolt.Config{Path: cfg.Path}) // the counts as stored
+	if q := bt.Queue(t, e, "q"); q.Enqueued != 3 {
+		t.Fatalf("queue q: enqueued %d, want 3", q.Enqueued)
+	}
+	if q := bt.Queue(t, e, "elsewhere"); q.Name != "" {
+		t.Fatalf("queue elsewhere exists (%+v): the commit read the caller's tasks", q)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
@@ -22,8 +23,13 @@ type pendingTask struct {
 	// spec and statusBytes are the records as written, encoded before the
 	// engine lock is taken.
 	spec, statusBytes []byte
-	// existing is set (EnqueueTx only) when the id already names a task.
+	// existing is set (EnqueueTx only) when the id already names a task;
+	// was is that task as the call found it (its answer should the task
+	// be gone by the time the call reads it whole), or dupOf, when the id
+	// is an earlier item's of the call, that item's index + 1.
 	existing bool
+	was      *broker.Task
+	dupOf    int
 	// wait is set when the task's id or unique key conflicts with a task
 	// whose enqueue is not durable yet: the task is tried again once that
 	// commit ends (see notDurableLocked).
@@ -321,6 +327,9 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			return nil, err
 		}
 	}
+	if e.cfg.afterTxCommit != nil {
+		e.cfg.afterTxCommit()
+	}
 	out := make([]*broker.Task, len(pend))
 	for i := range pend {
 		pt := &pend[i]
@@ -329,12 +338,44 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			continue
 		}
 		t, err := e.GetTask(ctx, pt.k.String())
-		if err != nil {
+		switch {
+		case errors.Is(err, broker.ErrNotFound):
+			// Deleted or purged since the call found it: the call
+			// committed all the same, and answers with the task as it
+			// found it.
+			if t = pt.was; pt.dupOf > 0 {
+				t = out[pt.dupOf-1]
+			}
+		case err != nil:
 			return nil, fmt.Errorf("items[%d]: read existing task %s: %w", i, pt.k, err)
 		}
 		out[i] = t
 	}
 	return out, nil
+}
+
+// existingViewLocked is task k, found to exist by lookup, as an EnqueueTx
+// item that names it answers should it be gone once the call can read it
+// whole: its spec and status when it is terminal (lookup read them from
+// the file), what memory knows when it is live.
+func (e *Engine) existingViewLocked(k key, lookup *existsLookup) (*broker.Task, error) {
+	if m, live := e.tasks.get(k); live {
+		return &broker.Task{ID: k.String(), Queue: e.queues[m.queue].name, State: m.state, Priority: int32(m.prio),
+			Retried: m.retried, MaxRetry: m.maxRetry}, nil
+	}
+	done := lookup.done()
+	defer done.close()
+	st, err := done.status(k)
+	if err != nil {
+		return nil, err
+	}
+	spec := &storagev1.TaskSpec{}
+	if v := done.tx.Bucket(bucketTasks).Get(k[:]); v != nil {
+		if err := proto.Unmarshal(v, spec); err != nil {
+			return nil, fmt.Errorf("spec of %s: %w", k, err)
+		}
+	}
+	return taskFrom(k, spec, st), nil
 }
 
 // checkTxLocked validates every item of an EnqueueTx before anything
@@ -345,19 +386,20 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 	lookup := e.newExistsLookup()
 	defer lookup.close()
 	seenIDs := map[key]bool{}
+	firstOf := map[key]int{}
 	seenKeys := map[string]int{}
 	newQueues := map[string]bool{}
 	for i := range pend {
-		pend[i].existing = false
+		pend[i].existing, pend[i].was, pend[i].dupOf = false, nil, 0
 	}
 	for i := range pend {
 		pt := &pend[i]
 		if pt.nt.ID != "" {
 			if seenIDs[pt.k] {
-				pt.existing = true
+				pt.existing, pt.dupOf = true, firstOf[pt.k]+1
 				continue
 			}
-			seenIDs[pt.k] = true
+			seenIDs[pt.k], firstOf[pt.k] = true, i
 			if e.notDurableLocked(pt.k) {
 				return errNotDurable
 			}
@@ -367,6 +409,9 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
 			}
 			if exists {
 				pt.existing = true
+				if pt.was, err = e.existingViewLocked(pt.k, lookup); err != nil {
+					return err
+				}
 				continue
 			}
 		}

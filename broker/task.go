@@ -52,6 +52,10 @@ type Task struct {
 	// SessionID and LeaseToken name the current lease of an ACTIVE task.
 	SessionID  string
 	LeaseToken uint64
+	// Existed is set on a task EnqueueTx returns in place of an item
+	// whose ID already named a task (stored before, or an earlier item of
+	// the call): the item was a no-op, and the call did not enqueue it.
+	Existed bool
 }
 
 // AttemptError is one failed attempt of a task.

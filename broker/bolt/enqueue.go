@@ -344,11 +344,13 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			// committed all the same, and answers with the task as it
 			// found it.
 			if t = pt.was; pt.dupOf > 0 {
-				t = out[pt.dupOf-1]
+				found := *out[pt.dupOf-1]
+				t = &found
 			}
 		case err != nil:
 			return nil, fmt.Errorf("items[%d]: read existing task %s: %w", i, pt.k, err)
 		}
+		t.Existed = true
 		out[i] = t
 	}
 	return out, nil

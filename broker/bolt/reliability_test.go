@@ -127,6 +127,10 @@ func TestEnqueueTxExistingGoneMeanwhile(t *testing.T) {
 	if got := out[2]; got.ID != done.ID || got.Type != "orig-done" || got.State != broker.StateCompleted {
 		t.Fatalf("tasks[2] = %+v, want the completed task as found", got)
 	}
+	if out[0].Existed || !out[1].Existed || !out[2].Existed || !out[3].Existed {
+		t.Fatalf("Existed = %v, %v, %v, %v; want it set on the existing tasks only",
+			out[0].Existed, out[1].Existed, out[2].Existed, out[3].Existed)
+	}
 	if out[0].ID != n1.ID || out[3].ID != n1.ID || out[3].State != broker.StatePending {
 		t.Fatalf("tasks[0] = %+v, tasks[3] = %+v, want both the new task", out[0], out[3])
 	}

@@ -23,7 +23,8 @@ type Broker interface {
 	// Returns once every stored task is durable.
 	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
 	// EnqueueTx stores all tasks or none. A task whose ID already exists is
-	// a no-op that returns the existing task in its place; a unique key held
+	// a no-op that returns the existing task in its place, with Existed
+	// set (so does a repeat of an earlier item's ID); a unique key held
 	// by another task, or shared by two tasks of the call, fails the call
 	// with ErrAlreadyExists. Returns once the tasks are durable.
 	EnqueueTx(ctx context.Context, p EnqueueParams) ([]*Task, error)

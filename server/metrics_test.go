@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/oklog/ulid/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -158,6 +159,34 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		if !strings.HasPrefix(name, "conveyor_") {
 			t.Errorf("metric %s is not named conveyor_*", name)
 		}
+	}
+}
+
+// TestMetricsCountOnlyNewTxItems: an EnqueueTx item whose task_id names a
+// task already (stored before, or an earlier item of the request) is a
+// no-op, and conveyor_tasks_enqueued_total does not count it.
+func TestMetricsCountOnlyNewTxItems(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	item := func(id string) *conveyorv1.EnqueueRequest {
+		return &conveyorv1.EnqueueRequest{TaskId: id, Queue: "tx", Type: "t"}
+	}
+	x, y := ulid.Make().String(), ulid.Make().String()
+	for _, items := range [][]*conveyorv1.EnqueueRequest{
+		{item(x)},
+		{item(x), item(y), item(y)}, // a retry of x, a new y and its repeat
+	} {
+		if _, err := tasks.EnqueueTx(context.Background(), connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: items})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := scrape(t, s)
+	if got := value(f, "conveyor_tasks_enqueued_total", "queue=tx", "type=t"); got != 2 {
+		t.Errorf("conveyor_tasks_enqueued_total = %v, want the 2 tasks stored", got)
+	}
+	if got := value(f, "conveyor_queue_enqueued_total", "queue=tx"); got != 2 {
+		t.Errorf("conveyor_queue_enqueued_total = %v, want 2", got)
 	}
 }
 

@@ -54,6 +54,9 @@ type Config struct {
 	// afterOpenFile, set by tests, runs once the file is open, before its
 	// lock is taken.
 	afterOpenFile func()
+	// afterTxCommit, set by tests, runs once an EnqueueTx's commit is
+	// durable, before the call reads the existing tasks its items name.
+	afterTxCommit func()
 }
 
 func (c *Config) setDefaults() {

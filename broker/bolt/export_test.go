@@ -18,6 +18,10 @@ func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }
 // it takes the file's lock.
 func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
 
+// SetAfterTxCommit makes EnqueueTx call fn once its commit is durable,
+// before it reads the existing tasks its items name.
+func SetAfterTxCommit(cfg *Config, fn func()) { cfg.afterTxCommit = fn }
+
 // BenchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
 // def when it is unset.
 func BenchTasks(b *testing.B, def int) int { return benchTasks(b, def) }

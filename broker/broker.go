@@ -23,7 +23,8 @@ type Broker interface {
 	// Returns once every stored task is durable.
 	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
 	// EnqueueTx stores all tasks or none. A task whose ID already exists is
-	// a no-op that returns the existing task in its place; a unique key held
+	// a no-op that returns the existing task in its place, with Existed
+	// set (so does a repeat of an earlier item's ID); a unique key held
 	// by another task, or shared by two tasks of the call, fails the call
 	// with ErrAlreadyExists. Returns once the tasks are durable.
 	EnqueueTx(ctx context.Context, p EnqueueParams) ([]*Task, error)
@@ -42,7 +43,9 @@ type Broker interface {
 	// StartedAt is p.Now, or the time it became pending if that is later
 	// (p.Now is read before calls are serialized, so it may be older than
 	// the completion of the dependency that released the task): a
-	// dependent never starts before its dependencies completed.
+	// dependent never starts before its dependencies completed. A call
+	// that fails leaves nothing leased: what it had granted is released,
+	// with no retry counted (LeaseGroups likewise).
 	Lease(ctx context.Context, p LeaseParams) ([]Lease, error)
 	// ReadyGroups reports, for each named queue, how many fired groups of
 	// the given types wait to be leased (0 for a paused or unknown queue).
@@ -50,7 +53,9 @@ type Broker interface {
 	// LeaseGroups leases fired groups as batches (protocol §5.11): up to
 	// p.N groups of p.Queue whose type is in p.Types, oldest first. A group
 	// fires by size at enqueue, or by time (GroupPolicy.FiresAt, the
-	// queue's policy with the engine's defaults) when PromoteDue runs.
+	// queue's policy with the engine's defaults) when PromoteDue runs. A
+	// member whose deadline or expiry has passed is archived instead of
+	// leased, as by Lease; a group left with no member is dropped.
 	LeaseGroups(ctx context.Context, p GroupLeaseParams) ([]GroupLease, error)
 	// Groups lists the groups of a queue (every queue when empty) that
 	// wait, open or fired, by queue, group and type.

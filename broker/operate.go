@@ -94,9 +94,12 @@ type ListParams struct {
 	Limit int
 }
 
-// ListPage is one page of a listing. Tasks are ordered by state, then id
-// (whatever their types); a task present throughout a listing is never
-// skipped and none is returned twice.
+// ListPage is one page of a listing. Tasks are in id order, whatever
+// their types and, in a listing of every state, their states; a task
+// present throughout a listing is never skipped and none is returned
+// twice, even if it changes state between pages (in a listing of every
+// state: a listing of one state shows the tasks in it when each page is
+// read).
 type ListPage struct {
 	Tasks []*Task
 	// Next continues the listing; empty on the last page.

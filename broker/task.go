@@ -52,6 +52,10 @@ type Task struct {
 	// SessionID and LeaseToken name the current lease of an ACTIVE task.
 	SessionID  string
 	LeaseToken uint64
+	// Existed is set on a task EnqueueTx returns in place of an item
+	// whose ID already named a task (stored before, or an earlier item of
+	// the call): the item was a no-op, and the call did not enqueue it.
+	Existed bool
 }
 
 // AttemptError is one failed attempt of a task.
@@ -127,11 +131,15 @@ type NewTask struct {
 	Options []byte
 
 	// State is the initial state the server chose: SCHEDULED (until
-	// ProcessAt), PENDING, AGGREGATING (Group) or BLOCKED (DependsOn).
+	// ProcessAt), PENDING, AGGREGATING (Group) or BLOCKED (DependsOn, with
+	// or without a Group or ProcessAt). A BLOCKED task whose dependencies
+	// are done becomes AGGREGATING, joining its group, when it has a
+	// Group, SCHEDULED when its ProcessAt is still to come, else PENDING.
 	State    State
 	Priority int32
 	MaxRetry int32
-	// ProcessAt is when a SCHEDULED task becomes due.
+	// ProcessAt is when a SCHEDULED task becomes due, and when a BLOCKED
+	// one is due at the earliest.
 	ProcessAt time.Time
 	// UniqueKey, when set, must not be held by another incomplete task.
 	UniqueKey string

@@ -64,6 +64,7 @@ func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conv
 	if err := a.broker.DeleteCron(ctx, req.Msg.GetId()); err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
+	a.server.metrics.cronDeleted(req.Msg.GetId())
 	return connect.NewResponse(&conveyorv1.DeleteCronResponse{}), nil
 }
 

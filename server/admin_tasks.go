@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -192,7 +194,10 @@ func (a *adminService) BatchArchiveTasks(ctx context.Context, req *connect.Reque
 // type, and search), a chunk at a time: each chunk is one listing page and
 // one engine call, so dispatch never waits for more than one chunk. It
 // reports its progress after every chunk and stops, between chunks, when
-// the client goes away.
+// the client goes away. It acts on the tasks there when it started: the
+// listing is in id order, and ids grow with time, so it ends at the first
+// id made after its start (tasks enqueued meanwhile are left alone, and a
+// steady stream of them cannot keep it going).
 func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conveyorv1.BulkTasksRequest], stream *connect.ServerStream[conveyorv1.BulkTasksProgress]) error {
 	m := req.Msg
 	if _, ok := conveyorv1.TaskAction_name[int32(m.GetAction())]; !ok || m.GetAction() == conveyorv1.TaskAction_TASK_ACTION_UNSPECIFIED {
@@ -211,15 +216,20 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 		return toConnectError(a.server.log, err)
 	}
 	progress := &conveyorv1.BulkTasksProgress{Total: q.Counts[p.State]}
+	last := lastIDAt(a.server.now())
 	p.Limit = bulkChunk
 	for {
 		page, err := a.broker.ListTasks(ctx, p)
 		if err != nil {
 			return toConnectError(a.server.log, err)
 		}
-		ids := make([]string, len(page.Tasks))
-		for i, t := range page.Tasks {
-			ids[i] = t.ID
+		ids := make([]string, 0, len(page.Tasks))
+		for _, t := range page.Tasks {
+			if t.ID > last {
+				page.Next = "" // enqueued after the start, as is every later id
+				break
+			}
+			ids = append(ids, t.ID)
 		}
 		if len(ids) > 0 {
 			res, err := a.act(ctx, action, ids)
@@ -246,4 +256,15 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 		}
 		p.Cursor = page.Next
 	}
+}
+
+// lastIDAt is the greatest task id the server can have made by at (ULIDs
+// start with their millisecond; their text sorts as their bytes do).
+func lastIDAt(at time.Time) string {
+	id := ulid.ULID{}
+	_ = id.SetTime(ulid.Timestamp(at))
+	for i := 6; i < len(id); i++ {
+		id[i] = 0xff
+	}
+	return id.String()
 }

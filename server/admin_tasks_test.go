@@ -349,3 +349,35 @@ func TestBulkTasksOnAHundredThousand(t *testing.T) {
 		t.Fatal("the other queue got no dispatch while the bulk actions ran")
 	}
 }
+
+// TestBulkTasksActsOnWhatWasThere: tasks enqueued into the state while a
+// bulk action runs are left alone, so the action ends with the count it
+// started from.
+func TestBulkTasksActsOnWhatWasThere(t *testing.T) {
+	t.Parallel()
+	const n = 50_000
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueueN(t, tasks, "bulk", "t", n)
+	stream, err := adminClient(t, s).BulkTasks(context.Background(), connect.NewRequest(&conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *conveyorv1.BulkTasksProgress
+	for stream.Receive() {
+		if last == nil { // the action has started: more tasks arrive
+			enqueueN(t, tasks, "bulk", "t", 1000)
+		}
+		last = stream.Msg()
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !last.GetDone() || last.GetSucceeded() != n || last.GetFailed() != 0 {
+		t.Fatalf("last progress %v; want done, %d archived", last, n)
+	}
+	if q := queueCounts(t, s, "bulk"); q.GetArchived() != n || q.GetPending() != 1000 {
+		t.Fatalf("after the bulk archive: %v; want the %d archived, the 1000 enqueued since pending", q, n)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -26,7 +27,7 @@ func (s *Server) backupHandler() http.Handler {
 		w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=conveyor-%s.db", s.now().UTC().Format("20060102T150405Z")))
 		w.Header().Set("Cache-Control", "no-store")
 		start := s.now()
-		n, err := b.Backup(r.Context(), w)
+		n, err := b.Backup(r.Context(), &stallBound{w: w, rc: http.NewResponseController(w), limit: s.cfg.BackupStallTimeout})
 		if err != nil {
 			// The status line has gone out: cut the body short, so the
 			// client sees a broken transfer rather than a good file.
@@ -35,4 +36,21 @@ func (s *Server) backupHandler() http.Handler {
 		}
 		s.log.Info("backup written", "bytes", strconv.FormatInt(n, 10), "took", time.Since(start))
 	}))
+}
+
+// stallBound gives each write of a backup limit to complete: a client
+// that stops reading fails the backup, which then lets go of its read
+// transaction, rather than holding it for as long as the client stays
+// connected.
+type stallBound struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	limit time.Duration
+}
+
+func (s *stallBound) Write(p []byte) (int, error) {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.limit)); err != nil {
+		return 0, fmt.Errorf("bound the backup's writes: %w", err)
+	}
+	return s.w.Write(p)
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,3 +95,59 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 		t.Fatalf("restored queue holds %d pending, want at least %d", q.GetPending(), 2000+len(before))
 	}
 }
+
+// TestBackupStalledClient: a backup whose client stops reading fails once
+// a write has waited BackupStallTimeout, and so lets go of its read
+// transaction; the server goes on.
+func TestBackupStalledClient(t *testing.T) {
+	t.Parallel()
+	failed := make(chan struct{})
+	var once sync.Once
+	log := slog.New(onMessage{msg: "backup failed", do: func() { once.Do(func() { close(failed) }) }})
+	s := servertest.Start(t, server.Config{Logger: log, BackupStallTimeout: 200 * time.Millisecond})
+	tasks := taskClient(t, s, servertest.GRPC)
+	big := make([]*conveyorv1.EnqueueRequest, 20)
+	for i := range big {
+		big[i] = &conveyorv1.EnqueueRequest{Queue: "q", Type: "big", Payload: make([]byte, server.MaxPayloadBytes)}
+	}
+	for range 2 { // a 40 MiB file: far more than the socket buffers hold
+		if _, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: big})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc := servertest.HTTP1Client()
+	defer hc.CloseIdleConnections()
+	res, err := hc.Get(s.URL() + server.BackupPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	if _, err := res.Body.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select { // the client reads no more
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a backup whose client stopped reading still runs after 30s")
+	}
+	if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "q", Type: "after"})); err != nil {
+		t.Fatalf("enqueue after the failed backup: %v", err)
+	}
+}
+
+// onMessage is a log handler that calls do for each record whose message
+// is msg.
+type onMessage struct {
+	msg string
+	do  func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.do()
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }

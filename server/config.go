@@ -54,6 +54,12 @@ type Config struct {
 	// ShutdownTimeout bounds how long Stop waits for in-flight RPCs when its
 	// context has no deadline. Defaults to 30s.
 	ShutdownTimeout time.Duration
+	// BackupStallTimeout bounds how long an online backup waits for its
+	// client to take the next bytes: a backup holds a read transaction,
+	// which keeps the file's freed pages from reuse (and, once the file
+	// must be remapped to grow, holds up every commit), so a stalled client
+	// must not hold it for long. Defaults to DefaultBackupStallTimeout.
+	BackupStallTimeout time.Duration
 	// Logger receives the server's structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Version is reported to clients. Defaults to Version.
@@ -93,6 +99,9 @@ const (
 	DefaultDataDir = "./conveyor-data"
 	// DefaultShutdownTimeout bounds a graceful stop.
 	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultBackupStallTimeout is how long a backup waits for a client
+	// that stopped reading.
+	DefaultBackupStallTimeout = time.Minute
 )
 
 func (c *Config) setDefaults() {
@@ -123,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.BackupStallTimeout <= 0 {
+		c.BackupStallTimeout = DefaultBackupStallTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -90,10 +90,13 @@ func (f *inflight) add(d *delivery) {
 }
 
 // answer matches a Result to the member it answers (see inflight), marks
-// it answered and frees its delivery's slot once every member is. It
-// returns nil for a Result the session is owed by no delivery (an unknown
-// id, a repeated answer, an attempt id of another task).
-func (f *inflight) answer(taskID, attemptID string) *member {
+// it answered and frees its delivery's slot once every member is. When it
+// answers a batch's last live member while lapsed ones are still owed, the
+// reclaim window of the delivery starts at now, as it would have had that
+// member lapsed too. It returns nil for a Result the session is owed by no
+// delivery (an unknown id, a repeated answer, an attempt id of another
+// task).
+func (f *inflight) answer(taskID, attemptID string, now time.Time, window time.Duration) *member {
 	var m *member
 	switch {
 	case attemptID != "":
@@ -119,18 +122,31 @@ func (f *inflight) answer(taskID, attemptID string) *member {
 	} else if f.live[taskID] == m {
 		delete(f.live, taskID)
 	}
-	if d.open == 0 {
+	switch {
+	case d.open == 0:
 		f.freeSlot(d)
+	case !m.lapsed && d.slot && d.lapsed == d.open:
+		d.reclaimAt = now.Add(window)
+		f.reclaims = append(f.reclaims, d)
 	}
 	return m
 }
 
-// unanswered returns d's members that are still live and unanswered (a
-// BatchResult that left them out releases them).
+// nextReclaim is when the oldest lapsed delivery holding a slot is due to
+// give it back (zero: none is).
+func (f *inflight) nextReclaim() time.Time {
+	if len(f.reclaims) == 0 {
+		return time.Time{}
+	}
+	return f.reclaims[0].reclaimAt
+}
+
+// unanswered returns d's members that are still unanswered, live or
+// lapsed (a BatchResult that left them out answers for them).
 func (d *delivery) unanswered() []*member {
 	var out []*member
 	for _, m := range d.members {
-		if !m.answered && !m.lapsed {
+		if !m.answered {
 			out = append(out, m)
 		}
 	}
@@ -139,8 +155,9 @@ func (d *delivery) unanswered() []*member {
 
 // lapse records that the reaper took back the lease (taskID, token). It
 // returns false when the session does not hold that lease live. The slot
-// stays taken; once every open member of the delivery has lapsed, it is
-// given back at now + window unless the answers come first.
+// stays taken; once every open member of the delivery has lapsed (or been
+// answered), it is given back at now + window unless the answers come
+// first.
 func (f *inflight) lapse(taskID string, token uint64, now time.Time, window time.Duration) bool {
 	m := f.live[taskID]
 	if m == nil || m.token != token {

@@ -201,6 +201,12 @@ func (m *metrics) committed(c broker.Commit) {
 	m.commitSeconds.Observe(c.Took.Seconds())
 }
 
+// cronDeleted forgets a deleted entry's fire counts, so that entries
+// created and deleted over a server's life do not pile up series.
+func (m *metrics) cronDeleted(id string) {
+	m.cronFires.DeletePartialMatch(prometheus.Labels{"cron": id})
+}
+
 // cronFired counts one cron fire by its result, and the task it enqueued.
 func (m *metrics) cronFired(id, result string, t *broker.Task) {
 	m.cronFires.WithLabelValues(id, result).Inc()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/oklog/ulid/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -161,6 +162,34 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	}
 }
 
+// TestMetricsCountOnlyNewTxItems: an EnqueueTx item whose task_id names a
+// task already (stored before, or an earlier item of the request) is a
+// no-op, and conveyor_tasks_enqueued_total does not count it.
+func TestMetricsCountOnlyNewTxItems(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	item := func(id string) *conveyorv1.EnqueueRequest {
+		return &conveyorv1.EnqueueRequest{TaskId: id, Queue: "tx", Type: "t"}
+	}
+	x, y := ulid.Make().String(), ulid.Make().String()
+	for _, items := range [][]*conveyorv1.EnqueueRequest{
+		{item(x)},
+		{item(x), item(y), item(y)}, // a retry of x, a new y and its repeat
+	} {
+		if _, err := tasks.EnqueueTx(context.Background(), connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: items})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := scrape(t, s)
+	if got := value(f, "conveyor_tasks_enqueued_total", "queue=tx", "type=t"); got != 2 {
+		t.Errorf("conveyor_tasks_enqueued_total = %v, want the 2 tasks stored", got)
+	}
+	if got := value(f, "conveyor_queue_enqueued_total", "queue=tx"); got != 2 {
+		t.Errorf("conveyor_queue_enqueued_total = %v, want 2", got)
+	}
+}
+
 // TestMetricsCountCronFires checks the cron counter and that a fired task
 // counts as enqueued.
 func TestMetricsCountCronFires(t *testing.T) {
@@ -177,5 +206,17 @@ func TestMetricsCountCronFires(t *testing.T) {
 	if fires, enq := value(f, "conveyor_cron_fires_total", "cron=beat", "result=enqueued"),
 		value(f, "conveyor_tasks_enqueued_total", "queue=beats", "type=beat"); enq < 1 || enq > fires+1 {
 		t.Fatalf("cron fires %v, enqueued %v: each fire is one enqueue", fires, enq)
+	}
+	// A deleted entry's series go with it: entries come and go over a
+	// server's life, and their series would pile up.
+	if _, err := adminClient(t, s).DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "beat"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range scrape(t, s)["conveyor_cron_fires_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cron" && l.GetValue() == "beat" {
+				t.Errorf("the deleted entry's series is still exported: %v", m.GetLabel())
+			}
+		}
 	}
 }

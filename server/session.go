@@ -264,40 +264,48 @@ type answered struct {
 	r *conveyorv1.Result
 }
 
-// results applies Results (one frame's worth). A BatchResult releases the
-// members of its deliveries that it leaves out (protocol §5.11).
+// results applies Results (one frame's worth). A BatchResult is the whole
+// answer of each batch it names (protocol §5.11): a live member it leaves
+// out is RELEASED, and a lapsed one it leaves out is answered too (its
+// lease is gone already, so there is nothing to apply), so the batch's slot
+// is given back once the BatchResult is in, even when every member it
+// names had lapsed.
 func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		return
 	}
+	now, window := s.hub.now(), s.hub.cfg.ReclaimWindow
 	var apply []answered
 	var touched []*delivery
 	for _, r := range rs {
-		m := s.flight.answer(r.GetTaskId(), r.GetAttemptId())
-		switch {
-		case m == nil:
+		m := s.flight.answer(r.GetTaskId(), r.GetAttemptId(), now, window)
+		if m == nil {
 			s.hub.unknownResults.Add(1)
 			s.log.Debug("dropped a result for a task this session does not hold", "task", r.GetTaskId())
 			continue
-		case m.lapsed:
+		}
+		if batch && m.d.batch {
+			touched = append(touched, m.d)
+		}
+		if m.lapsed {
 			s.hub.lateResults.Add(1)
 			s.log.Info("dropped a result for a lapsed lease", "task", m.taskID)
 			continue
 		}
 		apply = append(apply, answered{m, r})
-		if batch && m.d.batch {
-			touched = append(touched, m.d)
-		}
 	}
 	for _, d := range touched {
 		for _, m := range d.unanswered() {
-			s.flight.answer(m.taskID, m.attemptID)
-			apply = append(apply, answered{m, &conveyorv1.Result{TaskId: m.taskID,
-				Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED}})
+			s.flight.answer(m.taskID, m.attemptID, now, window)
+			if !m.lapsed {
+				apply = append(apply, answered{m, &conveyorv1.Result{TaskId: m.taskID,
+					Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED}})
+			}
 		}
 	}
+	s.scheduleReclaimLocked(s.flight.nextReclaim())
 	s.mu.Unlock()
 	for _, a := range apply {
 		s.complete(a.m, a.r)

@@ -16,7 +16,8 @@ import (
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)), groups: make([]int, len(s.queues))}
+	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)),
+		groups: make([]int, len(s.queues)), skip: make([]bool, len(s.queues))}
 	s.wake() // the queues may hold work already
 	for {
 		select {
@@ -35,21 +36,24 @@ type dispatchPlan struct {
 	picker *picker
 	ready  []int
 	groups []int
+	skip   []bool // queues whose Lease came back empty in this burst
 	seq    []int
 	picks  []broker.QueuePick
 }
 
-// free is how many more tasks the session may be sent now: its free slots,
-// fewer when the envelopes in flight near Config.MaxSessionBytes (at least
-// one while nothing is in flight, so any single task can be sent).
-func (s *session) free() int {
+// free is how many more deliveries the session may be sent now, when each
+// may cost up to unit bytes (maxEnvelopeBytes for a Dispatch,
+// maxBatchBytes for a BatchDispatch): its free slots, fewer when the bytes
+// in flight near Config.MaxSessionBytes (at least one while nothing is in
+// flight, so any single task or batch can be sent).
+func (s *session) free(unit int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return 0
 	}
 	n := s.concurrency - s.flight.slots
-	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / maxEnvelopeBytes)
+	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / unit)
 	if s.flight.slots == 0 {
 		budget = max(budget, 1)
 	}
@@ -59,65 +63,101 @@ func (s *session) free() int {
 func (s *session) takeCancels() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takeCancelsLocked()
+}
+
+func (s *session) takeCancelsLocked() []string {
 	c := s.cancels
 	s.cancels = nil
 	return c
 }
 
-// sendBurst sends pending Cancels and as many Dispatches as there are free
-// slots, and flushes the stream once at the end.
-func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
-	s.gate.hold()
-	defer s.gate.release()
-	for _, id := range s.takeCancels() {
+func sendCancels(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], ids []string) error {
+	for _, id := range ids {
 		msg := &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Cancel{Cancel: &conveyorv1.Cancel{TaskId: id}}}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
 	}
-	free := s.free()
+	return nil
+}
+
+// sendBurst sends pending Cancels and as many Dispatches as there are free
+// slots, and flushes the stream once at the end.
+//
+// A lapse the reaper reports while the burst runs queues its Cancel after
+// the burst took the pending ones, and the burst's Lease may return that
+// very task again. So each Lease's deliveries are recorded together with
+// the Cancels queued by then, which go out first: a worker always learns
+// of a lapse before the task's redelivery (docs/protocol.md §6.8).
+func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
+	s.gate.hold()
+	defer s.gate.release()
+	if err := sendCancels(stream, s.takeCancels()); err != nil {
+		return err
+	}
+	if len(s.batchTypes) > 0 {
+		if free := s.free(maxBatchBytes); free > 0 {
+			if err := s.dispatchGroups(stream, plan, free); err != nil {
+				return err
+			}
+		}
+	}
+	free := s.free(maxEnvelopeBytes)
 	if free <= 0 {
 		return nil
 	}
-	if len(s.batchTypes) > 0 {
-		sent, err := s.dispatchGroups(stream, plan, free)
-		if err != nil {
-			return err
+	// A Lease can come back empty although Ready counted work: another
+	// session took the picked queues' tasks meanwhile, or the tasks had
+	// expired and were archived on the pop. Nothing else would wake the
+	// session for its other queues (TasksReady fires only when a ready
+	// count leaves 0), so plan again without the queues that gave nothing.
+	// Each empty round drops at least one queue, which bounds the loop.
+	clear(plan.skip)
+	for {
+		s.hub.broker.Ready(s.queues, plan.ready)
+		for i, skip := range plan.skip {
+			if skip {
+				plan.ready[i] = 0
+			}
 		}
-		if free -= sent; free <= 0 {
+		plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
+		if len(plan.seq) == 0 {
 			return nil
 		}
-	}
-	s.hub.broker.Ready(s.queues, plan.ready)
-	plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
-	if len(plan.seq) == 0 {
-		return nil
-	}
-	plan.picks = plan.picks[:0]
-	for _, qi := range plan.seq {
-		if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
-			plan.picks[n-1].N++
-		} else {
-			plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+		plan.picks = plan.picks[:0]
+		for _, qi := range plan.seq {
+			if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
+				plan.picks[n-1].N++
+			} else {
+				plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
+			}
+		}
+		n, err := s.dispatch(stream, plan.picks)
+		if err != nil || n > 0 {
+			return err // having sent some, dispatch woke the loop to look again
+		}
+		for _, qi := range plan.seq {
+			plan.skip[qi] = true
 		}
 	}
-	return s.dispatch(stream, plan.picks)
 }
 
-// dispatch leases the picked tasks and sends them.
-func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) error {
+// dispatch leases the picked tasks and sends them. It returns how many it
+// sent.
+func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) (int, error) {
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
 		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return context.Cause(s.ctx)
+			return 0, context.Cause(s.ctx)
 		}
-		return toConnectError(s.log, err)
+		return 0, toConnectError(s.log, err)
 	}
 	if len(leases) == 0 {
-		return nil
+		return 0, nil
 	}
 	msgs := make([]*conveyorv1.ServerMessage, len(leases))
 	s.mu.Lock()
@@ -129,8 +169,9 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
 		}
 		s.release(ms)
-		return context.Cause(s.ctx)
+		return 0, context.Cause(s.ctx)
 	}
+	cancels := s.takeCancelsLocked()
 	for i, l := range leases {
 		m, env := s.deliverLocked(l, now)
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
@@ -141,15 +182,18 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		}}}
 	}
 	s.mu.Unlock()
+	if err := sendCancels(stream, cancels); err != nil {
+		return 0, err
+	}
 	for _, msg := range msgs {
 		if err := stream.Send(msg); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// There may be more: look again (cheap, and it stops once a lease
 	// comes back empty or the window is full).
 	s.wake()
-	return nil
+	return len(leases), nil
 }
 
 // deliverLocked makes the member and the envelope of one leased task
@@ -177,12 +221,17 @@ const (
 	envelopeOverhead = 512
 	// maxEnvelopeBytes is the most one envelope can cost.
 	maxEnvelopeBytes = MaxPayloadBytes + MaxMetadataBytes + envelopeOverhead
+	// maxBatchBytes is the most one BatchDispatch can cost: a group fires
+	// once its members reach broker.MaxGroupBytes, so the member that
+	// crossed it is the most it can go over, and it has at most
+	// MaxGroupSize members.
+	maxBatchBytes = broker.MaxGroupBytes + MaxPayloadBytes + MaxMetadataBytes + MaxGroupSize*envelopeOverhead
 )
 
 // dispatchGroups leases fired aggregation groups of the session's batch
 // types, up to free of them (a batch is one slot), and sends each as one
-// BatchDispatch. It returns how many it sent.
-func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) (int, error) {
+// BatchDispatch.
+func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) error {
 	s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
 	sent := 0
 	for i, n := range plan.groups {
@@ -194,17 +243,22 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 			Types: s.batchTypes, N: min(n, free-sent), Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
 		if err != nil {
 			if s.ctx.Err() != nil {
-				return sent, context.Cause(s.ctx)
+				return context.Cause(s.ctx)
 			}
-			return sent, toConnectError(s.log, err)
+			return toConnectError(s.log, err)
 		}
-		for _, gl := range gls {
-			msg, ok := s.recordBatch(gl, now)
-			if !ok {
-				return sent, context.Cause(s.ctx)
-			}
+		// Every group is recorded before the first is sent, so that if the
+		// session ends meanwhile (or a Send fails), end releases them all.
+		cancels, msgs, ok := s.recordBatches(gls, now)
+		if !ok {
+			return context.Cause(s.ctx)
+		}
+		if err := sendCancels(stream, cancels); err != nil {
+			return err
+		}
+		for _, msg := range msgs {
 			if err := stream.Send(msg); err != nil {
-				return sent, err
+				return err
 			}
 			sent++
 		}
@@ -212,37 +266,46 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 	if sent > 0 {
 		s.wake() // look again: more may be ready
 	}
-	return sent, nil
+	return nil
 }
 
-// recordBatch records a leased group as one delivery and builds its
-// BatchDispatch: each member with its own attempt id, the deadline the
-// tightest across them. It returns false, having released the leases,
+// recordBatches records leased groups, each as one delivery, and builds
+// their BatchDispatches: each member with its own attempt id, the deadline
+// the tightest across them. It also takes the Cancels queued by then, to
+// be sent first. It returns false, having released every group's leases,
 // when the session ended meanwhile.
-func (s *session) recordBatch(gl broker.GroupLease, now time.Time) (*conveyorv1.ServerMessage, bool) {
+func (s *session) recordBatches(gls []broker.GroupLease, now time.Time) ([]string, []*conveyorv1.ServerMessage, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ended {
-		ms := make([]*member, len(gl.Leases))
-		for i, l := range gl.Leases {
-			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+		s.mu.Unlock()
+		var ms []*member
+		for _, gl := range gls {
+			for _, l := range gl.Leases {
+				ms = append(ms, &member{taskID: l.Task.ID, token: l.Token})
+			}
 		}
-		go s.release(ms)
-		return nil, false
+		s.release(ms)
+		return nil, nil, false
 	}
-	bd := &conveyorv1.BatchDispatch{Group: gl.Group}
-	d := &delivery{batch: true}
-	var deadline time.Time
-	for _, l := range gl.Leases {
-		m, env := s.deliverLocked(l, now)
-		bd.Tasks = append(bd.Tasks, env)
-		d.members = append(d.members, m)
-		d.bytes += envelopeBytes(env)
-		if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
-			deadline = dl
+	cancels := s.takeCancelsLocked()
+	msgs := make([]*conveyorv1.ServerMessage, len(gls))
+	for i, gl := range gls {
+		bd := &conveyorv1.BatchDispatch{Group: gl.Group}
+		d := &delivery{batch: true}
+		var deadline time.Time
+		for _, l := range gl.Leases {
+			m, env := s.deliverLocked(l, now)
+			bd.Tasks = append(bd.Tasks, env)
+			d.members = append(d.members, m)
+			d.bytes += envelopeBytes(env)
+			if dl := lease.DispatchDeadline(now, l.Expiry, l.Task); deadline.IsZero() || dl.Before(deadline) {
+				deadline = dl
+			}
 		}
+		bd.Deadline = timestamppb.New(deadline)
+		s.flight.add(d)
+		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}
 	}
-	bd.Deadline = timestamppb.New(deadline)
-	s.flight.add(d)
-	return &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}}, true
+	s.mu.Unlock()
+	return cancels, msgs, true
 }

@@ -149,6 +149,40 @@ func TestHelloValidation(t *testing.T) {
 	_ = w.stream.CloseRequest()
 }
 
+// TestHelloQueueNameBounds: a queue name over 1024 bytes is refused with
+// invalid_argument saying so, and no message quotes more than a short
+// prefix of what the client sent: a 12 MiB name once came back in the
+// grpc-message header, which the client's HPACK decoder refused, so the
+// worker saw a broken connection (internal, transient) instead.
+func TestHelloQueueNameBounds(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	cases := []struct {
+		name, queue string
+		want        []string
+	}{
+		{"2000 bytes", strings.Repeat("a", 2000), []string{"hello.queues", "2000 bytes", "the limit is 1024"}},
+		{"12 MiB", strings.Repeat("a", 12<<20), []string{"hello.queues", "the limit is 1024"}},
+		{"invalid, long", strings.Repeat("a b", 300), []string{"hello.queues", "is invalid", "must match"}},
+	}
+	for _, tc := range cases {
+		_, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{tc.queue: 1}, Concurrency: 1})
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+			t.Errorf("%s: %v, want invalid_argument", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(ce.Message(), w) {
+				t.Errorf("%s: message %.200q, want it to say %q", tc.name, ce.Message(), w)
+			}
+		}
+		if len(ce.Message()) > 200 {
+			t.Errorf("%s: the message is %d bytes, want a short one", tc.name, len(ce.Message()))
+		}
+	}
+}
+
 func TestFirstFrameMustBeHello(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})

@@ -105,7 +105,9 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 	}
 	infos := make([]*conveyorv1.TaskInfo, len(out))
 	for i, t := range out {
-		s.metrics.enqueuedTask(t)
+		if !t.Existed { // an existing task_id is a no-op
+			s.metrics.enqueuedTask(t)
+		}
 		infos[i] = enqueuedInfo(t, req.Msg.GetBrief())
 	}
 	return connect.NewResponse(&conveyorv1.EnqueueTxResponse{Tasks: infos}), nil

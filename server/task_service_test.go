@@ -187,6 +187,34 @@ func TestEnqueueIdempotencyAndUniqueness(t *testing.T) {
 	}
 }
 
+// TestEnqueueGroupWithDependencies: a grouped task with dependencies waits
+// BLOCKED for them (it joins its group once they succeed), and its
+// dependencies are checked as any task's.
+func TestEnqueueGroupWithDependencies(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	client := taskClient(t, s, servertest.Protocols[0])
+	ctx := context.Background()
+	a, err := client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "other", Type: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := func(id string) *conveyorv1.TaskOptions {
+		return &conveyorv1.TaskOptions{Group: "g", DependsOn: []*conveyorv1.TaskDependency{{TaskId: id}}}
+	}
+	b, err := client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Options: opts(a.Msg.GetTask().GetId())}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Msg.GetTask().GetState(); got != conveyorv1.TaskState_TASK_STATE_BLOCKED {
+		t.Fatalf("a grouped task with a pending dependency starts %s, want BLOCKED", got)
+	}
+	_, err = client.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t", Options: opts(ulid.Make().String())}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "depends_on[0]") {
+		t.Fatalf("a grouped task with an unknown dependency: %v, want invalid_argument naming depends_on[0]", err)
+	}
+}
+
 func TestEnqueueBatchAndTx(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})

@@ -94,15 +94,16 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 	return nt, nil
 }
 
-// initialState is the state a new task starts in: AGGREGATING when it is
-// grouped, BLOCKED when it has dependencies, SCHEDULED when it is delayed,
-// else PENDING. (The options that would conflict are refused before.)
+// initialState is the state a new task starts in: BLOCKED when it has
+// dependencies (once they are done it joins its group, if it has one),
+// AGGREGATING when it is grouped, SCHEDULED when it is delayed, else
+// PENDING. (The options that would conflict are refused before.)
 func initialState(nt *broker.NewTask, now time.Time) broker.State {
 	switch {
-	case nt.Group != "":
-		return broker.StateAggregating
 	case len(nt.DependsOn) > 0:
 		return broker.StateBlocked
+	case nt.Group != "":
+		return broker.StateAggregating
 	case nt.ProcessAt.After(now):
 		return broker.StateScheduled
 	}

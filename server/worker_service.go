@@ -61,12 +61,23 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	s.log.Info("worker session opened", "queues", hello.GetQueues(), "concurrency", hello.GetConcurrency(),
 		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
 
-	h.wg.Add(1)
+	h.wg.Add(2)
 	sendDone := make(chan struct{})
 	go func() {
 		defer h.wg.Done()
 		s.end(s.receiveLoop(stream))
-		cutStuckSend(s, sendDone)
+	}()
+	go func() {
+		// However the session ends (the worker's side, a protocol error,
+		// server shutdown), a write it stays blocked in is cut: a worker
+		// that stops reading but keeps its side open would otherwise keep
+		// this handler, and a graceful Stop, waiting.
+		defer h.wg.Done()
+		select {
+		case <-s.ctx.Done():
+			cutStuckSend(s, sendDone)
+		case <-sendDone:
+		}
 	}()
 	err = s.sendLoop(stream)
 	close(sendDone)
@@ -134,10 +145,11 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 	}
 	for name, weight := range h.GetQueues() {
 		if !validQueueName(name) {
-			return protocolError("hello.queues: queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$", name)
+			return protocolError("hello.queues: queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$",
+				truncateUTF8(name, maxEchoBytes))
 		}
 		if weight <= 0 {
-			return protocolError("hello.queues[%q]: weight must be > 0, got %d", name, weight)
+			return protocolError("hello.queues[%q]: weight must be > 0, got %d", truncateUTF8(name, maxEchoBytes), weight)
 		}
 	}
 	if h.GetConcurrency() <= 0 {
@@ -150,7 +162,7 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 	if v, err := semver.NewVersion(h.GetSdkVersion()); err == nil {
 		if v.LessThan(semver.MustParse(MinSDKVersion)) {
 			return protocolError("hello.sdk_version %s is older than the oldest SDK this server admits, %s",
-				h.GetSdkVersion(), MinSDKVersion)
+				truncateUTF8(h.GetSdkVersion(), maxEchoBytes), MinSDKVersion)
 		}
 	}
 	if h.GetMinServerVersion() != "" {
@@ -158,7 +170,7 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 		have, herr := semver.NewVersion(serverVersion)
 		if werr == nil && herr == nil && have.LessThan(want) {
 			return protocolError("this server is version %s; the worker requires at least %s (hello.min_server_version)",
-				serverVersion, h.GetMinServerVersion())
+				serverVersion, truncateUTF8(h.GetMinServerVersion(), maxEchoBytes))
 		}
 	}
 	return nil
@@ -166,6 +178,7 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 
 // sendCutGrace is how long the send loop may stay blocked in a write after
 // its session ended (the worker stopped reading) before the write is cut.
+// It bounds what a wedged worker adds to a graceful Stop.
 const sendCutGrace = time.Second
 
 // cutStuckSend cuts the session's pending write if the send loop has not
@@ -182,6 +195,11 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 	}
 }
 
+// maxEchoBytes bounds how much of a client's string an error message
+// quotes: the message travels in a header (grpc-message), so it must stay
+// small whatever the client sent.
+const maxEchoBytes = 64
+
 // checkHelloBounds enforces the size limits on a Hello's maps and strings.
 func checkHelloBounds(h *conveyorv1.Hello) error {
 	switch {
@@ -194,9 +212,14 @@ func checkHelloBounds(h *conveyorv1.Hello) error {
 	case len(h.GetSdkVersion()) > MaxLabelBytes || len(h.GetMinServerVersion()) > MaxLabelBytes:
 		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", MaxLabelBytes)
 	}
+	for name := range h.GetQueues() {
+		if len(name) > MaxNameBytes {
+			return protocolError("hello.queues: a queue name is %d bytes; the limit is %d", len(name), MaxNameBytes)
+		}
+	}
 	for k, v := range h.GetLabels() {
 		if len(k) > MaxLabelBytes || len(v) > MaxLabelBytes {
-			return protocolError("hello.labels[%q]: keys and values must be at most %d bytes", truncateUTF8(k, 64), MaxLabelBytes)
+			return protocolError("hello.labels[%q]: keys and values must be at most %d bytes", truncateUTF8(k, maxEchoBytes), MaxLabelBytes)
 		}
 	}
 	for _, t := range h.GetBatchTypes() {

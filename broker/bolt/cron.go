@@ -144,7 +144,7 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	if !f.Skip {
 		pend = prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
 	}
-	lookup, err := e.lockForEnqueue(ctx, pend)
+	lookup, err := e.lockForEnqueue(ctx, pend, false)
 	if err != nil {
 		return nil, err
 	}

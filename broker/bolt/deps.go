@@ -21,6 +21,23 @@ import (
 type depEdge struct {
 	k         key
 	onFailure broker.OnFailure
+	// release is the state the dependent takes once its dependencies are
+	// done (releaseState).
+	release broker.State
+}
+
+// releaseState is the state a BLOCKED task takes once its dependencies
+// are done: AGGREGATING when it has a group (it joins it then), SCHEDULED
+// when it has a process time (a next_process_at after its enqueue; it is
+// PENDING if that time has passed by its release), else PENDING.
+func releaseState(grouped bool, nextProcessAt, enqueuedAt int64) broker.State {
+	switch {
+	case grouped:
+		return stateAggr
+	case nextProcessAt > enqueuedAt:
+		return stateScheduled
+	}
+	return statePending
 }
 
 // depStart is what the dependencies of a new task say at enqueue.
@@ -79,19 +96,19 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 }
 
 // linkDepsLocked records a new BLOCKED task's edges.
-func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord) {
+func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord, release broker.State) {
 	for _, d := range waitingOn {
-		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure())
+		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure(), release)
 	}
 	m.waiting = uint16(len(waitingOn))
 }
 
 // addDepEdgeLocked records that task k waits for the task whose binary id
-// is on.
-func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32) {
+// is on, and takes state release once done waiting.
+func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, release broker.State) {
 	var dk key
 	copy(dk[:], on)
-	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure)})
+	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), release: release})
 }
 
 // resolveDependentsLocked tells the dependents of task k, which ended in
@@ -100,20 +117,60 @@ func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32) {
 // for good (a BLOCK dependent of a failure). A dependent that is no longer
 // BLOCKED (run by an operator, canceled, deleted) is skipped.
 func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
-	edges := e.deps[k]
-	if len(edges) == 0 {
-		return
+	e.cascadeLocked(e.dependentsFrameLocked(k, to), now)
+}
+
+// endFrame is a task that ended whose dependents are being resolved: one
+// level of a cascade, which cascadeLocked walks with a stack of its own
+// (a chain of a million dependents must not need a million calls deep).
+type endFrame struct {
+	k     key
+	to    broker.State // the state k ended in
+	why   string       // what a failed dependent is told
+	edges []depEdge    // k's dependents
+	next  int          // edges[next] is the next to resolve
+	// done, when set, runs once every dependent is resolved (finishLocked
+	// queues the task's own write then).
+	done func()
+}
+
+// dependentsFrameLocked takes the dependents of k, which ended in state to.
+func (e *Engine) dependentsFrameLocked(k key, to broker.State) endFrame {
+	f := endFrame{k: k, to: to, edges: e.deps[k]}
+	if len(f.edges) > 0 {
+		delete(e.deps, k)
+		f.why = fmt.Sprintf("dependency %s ended %s", k, to)
 	}
-	delete(e.deps, k)
-	why := fmt.Sprintf("dependency %s ended %s", k, to)
-	for _, ed := range edges {
+	return f
+}
+
+// cascadeLocked resolves the dependents of the ended task of frame first,
+// depth first: a dependent that ends in turn (a cascade cancel, or an
+// expiry that passed while it was blocked) has its own dependents
+// resolved, and its write queued, before the next dependent of its
+// dependency is looked at, in the order a recursion would take.
+func (e *Engine) cascadeLocked(first endFrame, now int64) {
+	stack := []endFrame{first}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.next == len(f.edges) {
+			done := f.done
+			stack = stack[:len(stack)-1]
+			if done != nil {
+				done()
+			}
+			continue
+		}
+		ed := f.edges[f.next]
+		f.next++
 		m, live := e.tasks.get(ed.k)
 		if !live || m.state != stateBlocked {
 			continue
 		}
-		failed := to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		failed := f.to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		why := f.why
 		if failed && ed.onFailure == broker.OnFailureCascadeCancel {
-			e.finishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why })
+			stack = append(stack, e.beginFinishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why }))
 			continue
 		}
 		m.waiting--
@@ -121,7 +178,13 @@ func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
 			m.flags |= flagDepFailed
 		}
 		e.tasks.put(ed.k, m)
-		dep, dependent, release := k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
+		dep, dependent, release := f.k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
+		if release {
+			if msg, expired := e.expiryPassedLocked(dependent, m, now); expired {
+				stack = append(stack, e.beginFinishLocked(dependent, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg }))
+				continue
+			}
+		}
 		update := func(st *storagev1.TaskStatus) {
 			st.WaitingOn = dropDep(st.WaitingOn, dep)
 			if failed {
@@ -129,11 +192,78 @@ func (e *Engine) resolveDependentsLocked(k key, to broker.State, now int64) {
 			}
 		}
 		if release {
-			e.toPendingLocked(dependent, m, now, update)
+			e.releaseLocked(dependent, m, ed.release, now, update)
 			continue
 		}
 		e.commit.appendLocked(func(w *txw) error { return w.updateLive(dependent, update) }, nil)
 	}
+}
+
+// releaseLocked starts a BLOCKED task whose dependencies are all done in
+// state to (see releaseState): a grouped task joins its group
+// (AGGREGATING), a delayed one is SCHEDULED until its process time (its
+// meta.due) if that is still to come, any other becomes PENDING. fn may
+// change more of the stored status.
+func (e *Engine) releaseLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
+	switch {
+	case to == stateAggr:
+		e.toAggregatingLocked(k, m, now, fn)
+	case to == stateScheduled && m.due > now:
+		e.toScheduledLocked(k, m, now, fn)
+	default:
+		e.toPendingLocked(k, m, now, fn)
+	}
+}
+
+// toScheduledLocked makes a released task SCHEDULED until m.due, its
+// process time (already its stored next_process_at), and queues its
+// write. A task whose expiry passed is archived instead.
+func (e *Engine) toScheduledLocked(k key, m meta, now int64, fn func(st *storagev1.TaskStatus)) {
+	if e.expiredLocked(k, m, now) {
+		return
+	}
+	e.setStateLocked(k, &m, stateScheduled)
+	if e.dueHeap.add(timed{at: m.due, k: k}) {
+		e.note.TimersChanged()
+	}
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(stateScheduled)
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, nil)
+}
+
+// toAggregatingLocked makes a released grouped task AGGREGATING now and
+// queues its write; it joins its group once that write is durable (the
+// group's name, type and the spec's size are read from the file there).
+// It joins as of now: its group's delay and grace count from its release,
+// not its enqueue. A task whose expiry passed is archived instead.
+func (e *Engine) toAggregatingLocked(k key, m meta, now int64, fn func(st *storagev1.TaskStatus)) {
+	if e.expiredLocked(k, m, now) {
+		return
+	}
+	m.due = now
+	e.setStateLocked(k, &m, stateAggr)
+	var name, typ string
+	var size int
+	e.commit.appendLocked(func(w *txw) error {
+		size = len(w.tasks.Get(k[:]))
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(stateAggr)
+			st.NextProcessAt = now
+			name, typ = st.GetGroup(), st.GetType()
+			if fn != nil {
+				fn(st)
+			}
+		})
+	}, func() {
+		if m, live := e.tasks.get(k); live && m.state == stateAggr {
+			e.joinGroupLocked(k, e.queues[m.queue], name, typ, size, now, now)
+		}
+	})
 }
 
 func dropDep(list []*storagev1.DependencyRecord, k key) []*storagev1.DependencyRecord {

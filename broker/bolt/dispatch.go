@@ -75,11 +75,12 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	if len(out) == 0 {
 		return nil, nil
 	}
-	out, err := e.fillSpecs(out)
+	kept, err := e.fillSpecs(out)
 	if err != nil {
+		e.releaseUnsent(p.SessionID, out, p.Now)
 		return nil, err
 	}
-	if len(out) == 0 {
+	if out = kept; len(out) == 0 {
 		return nil, nil
 	}
 	if p.Limit != nil {
@@ -88,13 +89,25 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	return out, nil
 }
 
+// releaseUnsent hands back leases just granted that the caller will never
+// learn of, because the call fails after granting them (a spec could not
+// be read): pending again at once, no retry counted, as for a session that
+// ended, instead of ACTIVE under a lease nobody holds until it lapses.
+func (e *Engine) releaseUnsent(session string, out []broker.Lease, now time.Time) {
+	refs := make([]broker.LeaseRef, len(out))
+	for i, l := range out {
+		refs[i] = broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}
+	}
+	_ = e.Release(context.Background(), broker.ReleaseParams{SessionID: session, Leases: refs, Now: now}) // fails only once closed
+}
+
 // fillSpecs completes leased tasks from their stored specs. A spec is
 // immutable and durable before its task can be leased, so reading it
 // outside the engine lock is safe. A task whose spec is missing (a damaged
 // file) is logged and left out, so that it cannot keep the others of the
 // call from their workers; its lease lapses.
 func (e *Engine) fillSpecs(out []broker.Lease) ([]broker.Lease, error) {
-	kept := out[:0]
+	kept := make([]broker.Lease, 0, len(out))
 	err := e.view(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTasks)
 		var spec storagev1.TaskSpec

@@ -58,6 +58,9 @@ type Config struct {
 	// mmapSize, set by tests, replaces the address space reserved for the
 	// file, so that a small file grows past it and remaps.
 	mmapSize int
+	// afterTxCommit, set by tests, runs once an EnqueueTx's commit is
+	// durable, before the call reads the existing tasks its items name.
+	afterTxCommit func()
 }
 
 func (c *Config) setDefaults() {

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,8 +21,17 @@ type pendingTask struct {
 	// spec and statusBytes are the records as written, encoded before the
 	// engine lock is taken.
 	spec, statusBytes []byte
-	// existing is set (EnqueueTx only) when the id already names a task.
+	// existing is set (EnqueueTx only) when the id already names a task;
+	// was is that task as the call found it (its answer should the task
+	// be gone by the time the call reads it whole), or dupOf, when the id
+	// is an earlier item's of the call, that item's index + 1.
 	existing bool
+	was      *broker.Task
+	dupOf    int
+	// wait is set when the task's id or unique key conflicts with a task
+	// whose enqueue is not durable yet: the task is tried again once that
+	// commit ends (see notDurableLocked).
+	wait bool
 	// deps is what the task's dependencies say (BLOCKED tasks only).
 	deps depStart
 	err  error
@@ -49,7 +59,8 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 		}
 		p.state = nt.State
 		next := now
-		if p.state == stateScheduled {
+		if p.state == stateScheduled || p.state == stateBlocked && nanos(nt.ProcessAt) > now {
+			// A BLOCKED task keeps its process time for its release.
 			next = nanos(nt.ProcessAt)
 		}
 		p.status = &storagev1.TaskStatus{
@@ -84,6 +95,9 @@ func checkNewTask(nt *broker.NewTask) error {
 	case statePending, stateScheduled, stateAggr, stateBlocked:
 	default:
 		return fmt.Errorf("a new task cannot start %s", nt.State)
+	}
+	if len(nt.DependsOn) > 0 && nt.State != stateBlocked {
+		return fmt.Errorf("a new task with dependencies starts %s, not %s", stateBlocked, nt.State)
 	}
 	if nt.Priority < 1 || nt.Priority > 9 {
 		return fmt.Errorf("priority %d is not 1..9", nt.Priority)
@@ -124,29 +138,77 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 	now := p.Now.UnixNano()
 	pend := prepare(p.Tasks, now)
 
-	lookup, err := e.lockForEnqueue(ctx, pend)
-	if err != nil {
-		return nil, err
-	}
-	b := e.enqueueLocked(pend, p.Now, lookup)
-	e.mu.Unlock()
-
-	if b != nil {
-		err = e.commit.wait(ctx, b)
-	}
+	// Each round inserts what it can. A task whose id or unique key
+	// conflicts with a task not durable yet waits for that commit and goes
+	// again, so already_exists only ever names a task that is stored.
 	res := make([]broker.EnqueueResult, len(pend))
-	for i := range pend {
-		pt := &pend[i]
-		switch {
-		case pt.err != nil:
-			res[i].Err = pt.err
-		case err != nil:
-			res[i].Err = err
-		default:
-			res[i].Task = newTaskView(pt)
-		}
+	todo := make([]int, len(pend)) // indexes into pend still to try
+	for i := range todo {
+		todo[i] = i
 	}
-	return res, err
+	var callErr error
+	for len(todo) > 0 {
+		round := make([]pendingTask, len(todo))
+		for j, i := range todo {
+			round[j] = pend[i]
+		}
+		lookup, err := e.lockForEnqueue(ctx, round, false)
+		if err != nil {
+			return nil, err
+		}
+		b := e.enqueueLocked(round, p.Now, lookup)
+		var later []int
+		var holder *batch // the holders' commits are at or before it
+		for j := range round {
+			if round[j].wait {
+				later = append(later, todo[j])
+			}
+		}
+		if len(later) > 0 {
+			holder = e.commit.syncPointLocked()
+		}
+		e.mu.Unlock()
+
+		if b != nil {
+			err = e.commit.wait(ctx, b)
+		}
+		for j, i := range todo {
+			switch pt := &round[j]; {
+			case pt.wait:
+			case pt.err != nil:
+				res[i].Err = pt.err
+			case err != nil:
+				res[i].Err = err
+			default:
+				res[i].Task = newTaskView(pt)
+			}
+		}
+		if err != nil {
+			callErr = err
+		}
+		if len(later) == 0 {
+			break
+		}
+		switch {
+		case err != nil:
+		case holder == nil: // cannot be: a task not durable is in a batch
+			err = errors.New("bolt: a task not durable yet is in no batch")
+		default:
+			// Once it ends, each holder is stored, or gone (the batch
+			// failed and memory was rebuilt from the file).
+			if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			for _, i := range later {
+				res[i].Err = err
+			}
+			return res, err
+		}
+		todo = later
+	}
+	return res, callErr
 }
 
 // enqueueLocked inserts each prepared task that passes its checks (its id
@@ -163,6 +225,9 @@ func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsL
 		}
 		if pt.nt.ID == "" {
 			pt.k = e.newIDLocked(at)
+		} else if e.notDurableLocked(pt.k) {
+			pt.wait = true
+			continue
 		} else if exists, err := lookup.exists(pt.k); err != nil {
 			pt.err = err
 			continue
@@ -172,6 +237,10 @@ func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsL
 		}
 		if err := e.checkQueueLocked(pt.nt.Queue); err != nil {
 			pt.err = err
+			continue
+		}
+		if e.uniqueNotDurableLocked(pt.nt.UniqueKey, now) {
+			pt.wait = true
 			continue
 		}
 		if err := e.checkUniqueLocked(pt.nt.UniqueKey, now); err != nil {
@@ -200,13 +269,31 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		}
 	}
 
-	lookup, err := e.lockForEnqueue(ctx, pend)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.checkTxLocked(pend, now, lookup); err != nil {
+	var lookup *existsLookup
+	for {
+		var err error
+		if lookup, err = e.lockForEnqueue(ctx, pend, true); err != nil {
+			return nil, err
+		}
+		err = e.checkTxLocked(pend, now, lookup)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNotDurable) {
+			e.mu.Unlock()
+			return nil, err
+		}
+		// An existing id or a held unique key names a task whose
+		// enqueue is not durable yet: check again once it is (or the
+		// batch failed and it is gone).
+		holder := e.commit.syncPointLocked()
 		e.mu.Unlock()
-		return nil, err
+		if holder == nil {
+			return nil, errors.New("bolt: a task not durable yet is in no batch")
+		}
+		if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
+			return nil, werr
+		}
 	}
 	for i := range pend {
 		pt := &pend[i]
@@ -232,6 +319,9 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			return nil, err
 		}
 	}
+	if e.cfg.afterTxCommit != nil {
+		e.cfg.afterTxCommit()
+	}
 	out := make([]*broker.Task, len(pend))
 	for i := range pend {
 		pt := &pend[i]
@@ -240,35 +330,79 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			continue
 		}
 		t, err := e.GetTask(ctx, pt.k.String())
-		if err != nil {
+		switch {
+		case errors.Is(err, broker.ErrNotFound):
+			// Deleted or purged since the call found it: the call
+			// committed all the same, and answers with the task as it
+			// found it.
+			if t = pt.was; pt.dupOf > 0 {
+				found := *out[pt.dupOf-1]
+				t = &found
+			}
+		case err != nil:
 			return nil, fmt.Errorf("items[%d]: read existing task %s: %w", i, pt.k, err)
 		}
+		t.Existed = true
 		out[i] = t
 	}
 	return out, nil
 }
 
+// existingViewLocked is task k, found to exist by lookup, as an EnqueueTx
+// item that names it answers should it be gone once the call can read it
+// whole: its spec and status when it is terminal (lookup read them from
+// the file), what memory knows when it is live.
+func (e *Engine) existingViewLocked(k key, lookup *existsLookup) (*broker.Task, error) {
+	if m, live := e.tasks.get(k); live {
+		return &broker.Task{ID: k.String(), Queue: e.queues[m.queue].name, State: m.state, Priority: int32(m.prio),
+			Retried: m.retried, MaxRetry: m.maxRetry}, nil
+	}
+	st, err := lookup.done().status(k)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("task %s exists, but no status of it was read", k)
+	}
+	spec := lookup.file.full[k]
+	if spec == nil {
+		spec = &storagev1.TaskSpec{}
+	}
+	return taskFrom(k, spec, st), nil
+}
+
 // checkTxLocked validates every item of an EnqueueTx before anything
 // changes: ids that exist (or repeat within the call) become no-ops, and a
 // unique key that is held, or claimed twice within the call, fails it all.
+// An id or a unique key of a task not durable yet returns errNotDurable.
 func (e *Engine) checkTxLocked(pend []pendingTask, now int64, lookup *existsLookup) error {
 	seenIDs := map[key]bool{}
+	firstOf := map[key]int{}
 	seenKeys := map[string]int{}
 	newQueues := map[string]bool{}
+	for i := range pend {
+		pend[i].existing, pend[i].was, pend[i].dupOf = false, nil, 0
+	}
 	for i := range pend {
 		pt := &pend[i]
 		if pt.nt.ID != "" {
 			if seenIDs[pt.k] {
-				pt.existing = true
+				pt.existing, pt.dupOf = true, firstOf[pt.k]+1
 				continue
 			}
-			seenIDs[pt.k] = true
+			seenIDs[pt.k], firstOf[pt.k] = true, i
+			if e.notDurableLocked(pt.k) {
+				return errNotDurable
+			}
 			exists, err := lookup.exists(pt.k)
 			if err != nil {
 				return err
 			}
 			if exists {
 				pt.existing = true
+				if pt.was, err = e.existingViewLocked(pt.k, lookup); err != nil {
+					return err
+				}
 				continue
 			}
 		}
@@ -290,12 +424,19 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64, lookup *existsLook
 			return fmt.Errorf("items[%d] and items[%d] share unique_key %q: %w", j, i, uk, broker.ErrAlreadyExists)
 		}
 		seenKeys[uk] = i
+		if e.uniqueNotDurableLocked(uk, now) {
+			return errNotDurable
+		}
 		if err := e.checkUniqueLocked(uk, now); err != nil {
 			return fmt.Errorf("items[%d]: %w", i, err)
 		}
 	}
 	return nil
 }
+
+// errNotDurable is checkTxLocked's answer when an item conflicts with a
+// task whose enqueue is not durable yet.
+var errNotDurable = errors.New("conflict with a task not durable yet")
 
 // checkUniqueLocked fails when an incomplete task holds the unique key.
 func (e *Engine) checkUniqueLocked(uk string, now int64) error {
@@ -310,6 +451,33 @@ func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
 	}
 	return nil
+}
+
+// notDurableLocked reports whether task k is known from memory only: it is
+// live and its enqueue is not durable yet, or it has just left memory and
+// that change (perhaps its enqueue too) is not durable yet. A conflict with
+// such a task waits for its commit: if that commit fails, the task never
+// existed.
+func (e *Engine) notDurableLocked(k key) bool {
+	if m, live := e.tasks.get(k); live {
+		return m.flags&flagCommitted == 0
+	}
+	_, settling := e.settling[k]
+	return settling
+}
+
+// uniqueNotDurableLocked reports whether the unique key is held by a task
+// whose enqueue is not durable yet.
+func (e *Engine) uniqueNotDurableLocked(uk string, now int64) bool {
+	if uk == "" {
+		return false
+	}
+	c, ok := e.unique[uk]
+	if !ok || !c.holdsAt(now) {
+		return false
+	}
+	m, live := e.tasks.get(c.k)
+	return live && m.flags&flagCommitted == 0
 }
 
 // insertLocked adds a new task to the in-memory indexes. It is not
@@ -346,13 +514,16 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 }
 
 // startBlockedLocked applies what a new BLOCKED task's dependencies say:
-// it waits for those still running, starts PENDING when none is left, and
-// carries a failure under ON_FAILURE_BLOCK. (A cascade cancel is applied
-// once its insert is queued: cascadeAtEnqueueLocked.) The status changed,
-// so it is encoded again.
+// it waits for those still running, starts as released (releaseState:
+// PENDING, AGGREGATING when it has a group, joining the group once
+// durable, or SCHEDULED until a process time still to come) when none is
+// left, and carries a failure under ON_FAILURE_BLOCK. (A cascade cancel
+// is applied once its insert is queued: cascadeAtEnqueueLocked.) The
+// status changed, so it is encoded again.
 func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	ds := pt.deps
-	e.linkDepsLocked(pt.k, m, ds.waitingOn)
+	release := releaseState(pt.nt.Group != "", pt.status.GetNextProcessAt(), pt.status.GetEnqueuedAt())
+	e.linkDepsLocked(pt.k, m, ds.waitingOn, release)
 	pt.status.WaitingOn = ds.waitingOn
 	if ds.failed != "" {
 		m.flags |= flagDepFailed
@@ -360,11 +531,18 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	} else if len(ds.waitingOn) == 0 && ds.cancel == "" {
 		// The caller's Now was read before the engine lock, so it may
 		// be older than a dependency's end: pending no earlier than that.
+		to := release // SCHEDULED: its process time is after now
 		m.due = max(m.due, ds.endedAt)
+		if to == stateScheduled {
+			pt.status.NextProcessAt = m.due
+			if e.dueHeap.add(timed{at: m.due, k: pt.k}) {
+				e.note.TimersChanged()
+			}
+		}
 		q.counts[m.state]--
-		m.state, pt.state = statePending, statePending
+		m.state, pt.state = to, to
 		q.counts[m.state]++
-		pt.status.State = int32(statePending)
+		pt.status.State = int32(to)
 	}
 	pt.statusBytes = marshal(pt.status)
 }
@@ -374,7 +552,7 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 func (e *Engine) cascadeAtEnqueueLocked(pend []pendingTask, now int64) {
 	for i := range pend {
 		pt := &pend[i]
-		if pt.err != nil || pt.existing || pt.deps.cancel == "" {
+		if pt.err != nil || pt.existing || pt.wait || pt.deps.cancel == "" {
 			continue
 		}
 		why := pt.deps.cancel
@@ -409,20 +587,29 @@ func (e *Engine) checkTxDepsLocked(pt *pendingTask, seen map[key]bool, lookup *e
 
 // queueInsertsLocked queues the writes of the inserted tasks and the hook
 // that makes them dispatchable once durable. It returns nil when nothing
-// was inserted.
+// was inserted. The write and the hook run after the caller may have
+// returned (its context ended): they use copies, never the caller's tasks.
 func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 	var keys []key
+	var queues []string
 	var specs, statuses [][]byte
 	var indexed, dependents [][]byte
-	var grouped []*pendingTask
+	type member struct {
+		k          key
+		name, typ  string
+		size       int
+		enqueuedAt int64
+	}
+	var grouped []member
 	for i := range pend {
 		pt := &pend[i]
-		if pt.err != nil || pt.existing {
+		if pt.err != nil || pt.existing || pt.wait {
 			continue
 		}
 		keys = append(keys, pt.k)
+		queues = append(queues, pt.nt.Queue)
 		if pt.state == stateAggr {
-			grouped = append(grouped, pt)
+			grouped = append(grouped, member{pt.k, pt.nt.Group, pt.nt.Type, len(pt.spec), pt.status.GetEnqueuedAt()})
 		}
 		specs = append(specs, pt.spec)
 		statuses = append(statuses, pt.statusBytes)
@@ -454,10 +641,8 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 				return err
 			}
 		}
-		for i := range pend {
-			if pt := &pend[i]; pt.err == nil && !pt.existing {
-				w.delta(pt.nt.Queue).enqueued++
-			}
+		for _, q := range queues {
+			w.delta(q).enqueued++
 		}
 		return nil
 	}
@@ -473,9 +658,9 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 				e.pushReadyLocked(k)
 			}
 		}
-		for _, pt := range grouped {
-			if m, ok := e.tasks.get(pt.k); ok && m.state == stateAggr {
-				e.joinGroupLocked(pt.k, e.queues[m.queue], pt.nt.Group, pt.nt.Type, len(pt.spec), pt.status.GetEnqueuedAt(), pt.status.GetEnqueuedAt())
+		for _, g := range grouped {
+			if m, ok := e.tasks.get(g.k); ok && m.state == stateAggr {
+				e.joinGroupLocked(g.k, e.queues[m.queue], g.name, g.typ, g.size, g.enqueuedAt, g.enqueuedAt)
 			}
 		}
 	}
@@ -490,12 +675,14 @@ type existsLookup struct {
 	file *fileRead
 }
 
-// lockForEnqueue reads from the file what the checks of pend may need (a
-// spec for each producer-chosen id and each dependency, the terminal
-// status of each dependency) and takes Engine.mu (see lockAndRead). It
-// returns with the mutex held, or with an error and the mutex not held.
-func (e *Engine) lockForEnqueue(ctx context.Context, pend []pendingTask) (*existsLookup, error) {
-	var ids, deps []key
+// lockForEnqueue reads from the file what the checks of pend may need
+// (whether each producer-chosen id and each dependency has a spec, the
+// terminal status of each dependency; for an EnqueueTx, the terminal
+// status and spec of each producer-chosen id too, for its answer) and takes
+// Engine.mu (see lockAndRead). It returns with the mutex held, or with an
+// error and the mutex not held.
+func (e *Engine) lockForEnqueue(ctx context.Context, pend []pendingTask, tx bool) (*existsLookup, error) {
+	var ids, done, full []key
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil {
@@ -503,14 +690,17 @@ func (e *Engine) lockForEnqueue(ctx context.Context, pend []pendingTask) (*exist
 		}
 		if pt.nt.ID != "" {
 			ids = append(ids, pt.k)
+			if tx {
+				done, full = append(done, pt.k), append(full, pt.k)
+			}
 		}
 		for _, d := range pt.nt.DependsOn {
 			if k, err := ulid.ParseStrict(d.TaskID); err == nil {
-				ids, deps = append(ids, k), append(deps, k)
+				ids, done = append(ids, k), append(done, k)
 			}
 		}
 	}
-	r, err := e.lockAndRead(ctx, ids, deps)
+	r, err := e.lockAndRead(ctx, ids, done, full)
 	if err != nil {
 		return nil, err
 	}

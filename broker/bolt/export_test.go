@@ -22,6 +22,10 @@ func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
 // instead of 1 GiB, so that a test's file grows past it and remaps.
 func SetMmapSize(cfg *Config, n int) { cfg.mmapSize = n }
 
+// SetAfterTxCommit makes EnqueueTx call fn once its commit is durable,
+// before it reads the existing tasks its items name.
+func SetAfterTxCommit(cfg *Config, fn func()) { cfg.afterTxCommit = fn }
+
 // BenchTasks is how many tasks a benchmark uses: CONVEYOR_BENCH_TASKS, or
 // def when it is unset.
 func BenchTasks(b *testing.B, def int) int { return benchTasks(b, def) }

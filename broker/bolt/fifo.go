@@ -73,6 +73,15 @@ func (f *fifo) pop() (key, bool) {
 	return k, true
 }
 
+// clear drops every key, as popping them all would.
+func (f *fifo) clear() {
+	if f.n == 0 {
+		return
+	}
+	f.n = 0
+	f.emptied()
+}
+
 // emptied keeps the one block of a queue just emptied if it is of the
 // smallest size, ready for the next push, and releases it otherwise.
 func (f *fifo) emptied() {

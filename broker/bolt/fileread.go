@@ -30,19 +30,24 @@ type fileRead struct {
 	specs map[key]bool
 	// done holds, for each key asked, its terminal status (nil: none).
 	done map[key]*storagev1.TaskStatus
+	// full holds, for each key asked whose spec the file holds, the spec.
+	full map[key]*storagev1.TaskSpec
 }
 
 // noRead is the read of nothing; it is never written to.
 var noRead fileRead
 
-// readFile reads the specs' presence and the terminal statuses of the
-// given keys in one read transaction. Engine.mu must not be held, but by
+// readFile reads the specs' presence, the terminal statuses and the whole
+// specs of the given keys in one read transaction. Engine.mu must not be held, but by
 // lockAndRead with no commit in flight.
-func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
-	if len(specs)+len(done) == 0 {
+func (e *Engine) readFile(specs, done, full []key) (*fileRead, error) {
+	if len(specs)+len(done)+len(full) == 0 {
 		return &noRead, nil // most enqueues
 	}
 	r := &fileRead{specs: make(map[key]bool, len(specs)), done: make(map[key]*storagev1.TaskStatus, len(done))}
+	if len(full) > 0 {
+		r.full = make(map[key]*storagev1.TaskSpec, len(full))
+	}
 	err := e.view(func(tx *bbolt.Tx) error {
 		r.txid = uint64(tx.ID())
 		tb := tx.Bucket(bucketTasks)
@@ -61,6 +66,15 @@ func (e *Engine) readFile(specs, done []key) (*fileRead, error) {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
 			r.done[k] = st
+		}
+		for _, k := range full {
+			if v := tb.Get(k[:]); v != nil {
+				spec := &storagev1.TaskSpec{}
+				if err := proto.Unmarshal(v, spec); err != nil {
+					return fmt.Errorf("spec of %s: %w", k, err)
+				}
+				r.full[k] = spec
+			}
 		}
 		return nil
 	})
@@ -83,9 +97,9 @@ const maxStaleReads = 2
 // is in flight. The committer needs the mutex to start the next one, so no
 // commit can be waiting to remap the file, and bbolt cannot make that read
 // wait for a Backup.
-func (e *Engine) lockAndRead(ctx context.Context, specs, done []key) (*fileRead, error) {
+func (e *Engine) lockAndRead(ctx context.Context, specs, done, full []key) (*fileRead, error) {
 	for stale := 0; stale < maxStaleReads; stale++ {
-		r, err := e.readFile(specs, done)
+		r, err := e.readFile(specs, done, full)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +128,7 @@ func (e *Engine) lockAndRead(ctx context.Context, specs, done []key) (*fileRead,
 			return nil, err
 		}
 	}
-	r, err := e.readFile(specs, done)
+	r, err := e.readFile(specs, done, full)
 	if err != nil {
 		e.mu.Unlock()
 		return nil, err
@@ -126,7 +140,7 @@ func (e *Engine) lockAndRead(ctx context.Context, specs, done []key) (*fileRead,
 // commit has been applied to memory since r's transaction began.
 // A read of nothing is always current.
 func (e *Engine) currentLocked(r *fileRead) bool {
-	return len(r.specs)+len(r.done) == 0 || e.commit.applied <= r.txid
+	return len(r.specs)+len(r.done)+len(r.full) == 0 || e.commit.applied <= r.txid
 }
 
 // purgeMayTakeLocked reports whether a Purge that is not durable yet may

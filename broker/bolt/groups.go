@@ -15,7 +15,8 @@ import (
 // time (GroupPolicy.FiresAt) comes, from a time-ordered heap that
 // PromoteDue drains; a fired group waits, closed, until a session that
 // handles its type leases it as one batch. Members stay AGGREGATING until
-// then; one that leaves meanwhile (canceled, deleted, expired) is skipped.
+// then; one that leaves meanwhile (canceled, deleted, expired) is skipped,
+// and one whose expiry or deadline passed is archived at the lease.
 
 // groupID names the groups of one (queue, group, type).
 type groupID struct {
@@ -110,6 +111,63 @@ func (e *Engine) fireDueLocked(now int64) int64 {
 	}
 }
 
+// liveMembersLocked counts g's members still AGGREGATING, up to upTo.
+func (e *Engine) liveMembersLocked(g *group, upTo int) int {
+	n := 0
+	for _, k := range g.members {
+		if n == upTo {
+			break
+		}
+		if m, live := e.tasks.get(k); live && m.state == stateAggr {
+			n++
+		}
+	}
+	return n
+}
+
+// expireMembersLocked archives g's members whose expiry or deadline
+// passed by now, as Lease does on a pop (they must not run), and returns
+// how many members are left.
+func (e *Engine) expireMembersLocked(g *group, now int64) int {
+	n := 0
+	for _, k := range g.members {
+		m, live := e.tasks.get(k)
+		if !live || m.state != stateAggr || e.expiredLocked(k, m, now) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// firedGroupFitsLocked reports whether the room under q's cap on ACTIVE
+// tasks just grew to what a fired group of q needs: its live members, or
+// the whole cap for a group larger than it (which goes in parts, see
+// batchSizeLocked). leftActiveLocked wakes the sessions for it.
+func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
+	if room <= 0 {
+		return false
+	}
+	for _, g := range q.fired {
+		if batchSizeLocked(q, e.liveMembersLocked(g, room+1)) == room {
+			return true
+		}
+	}
+	return false
+}
+
+// batchSizeLocked is how many of a fired group's live members go in its
+// next batch: all of them, or as many as q's cap on ACTIVE tasks allows
+// at all. A group larger than the cap (it gathered before the cap was
+// lowered, or its size policy is above it) could never go whole, so it
+// goes in parts of the cap, each once the queue has room for it.
+func batchSizeLocked(q *queue, live int) int {
+	if mx := int(q.cfg.MaxActive); mx > 0 {
+		return min(live, mx)
+	}
+	return live
+}
+
 // ReadyGroups reports fired groups waiting per queue; see broker.Broker.
 func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
 	e.mu.Lock()
@@ -146,17 +204,32 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	var keys []key
 	var starts []int64
 	kept := q.fired[:0]
+	starved := false // a group waits for the rate bucket
 	for _, g := range q.fired {
 		if len(out) == p.N || !slices.Contains(p.Types, g.id.typ) {
 			kept = append(kept, g)
 			continue
 		}
-		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(len(g.members)) > mx {
+		n := e.expireMembersLocked(g, now)
+		if n == 0 {
+			continue // every member left, or expired: the group is dropped, not sent empty
+		}
+		n = batchSizeLocked(q, n)
+		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(n) > mx {
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
 		}
+		if starved = starved || !e.groupTokensLocked(q, n, p.Now); starved {
+			kept = append(kept, g) // the rate limit lets it go later, and the younger ones after it
+			continue
+		}
 		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
-		for _, k := range g.members {
+		taken := 0
+		for i, k := range g.members {
+			if len(gl.Leases) == n {
+				break
+			}
+			taken = i + 1
 			m, live := e.tasks.get(k)
 			if !live || m.state != stateAggr {
 				continue // left the group meanwhile
@@ -165,8 +238,10 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			starts = append(starts, now)
 			gl.Leases = append(gl.Leases, e.grantLocked(k, &m, p.SessionID, now, expiry))
 		}
-		if len(gl.Leases) > 0 {
-			out = append(out, gl)
+		e.tookLocked(q, len(gl.Leases), p.Now)
+		out = append(out, gl)
+		if g.members = g.members[taken:]; len(g.members) > 0 {
+			kept = append(kept, g) // the rest of a group larger than the cap, next
 		}
 	}
 	clear(q.fired[len(kept):])
@@ -174,10 +249,14 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	for i := range out {
-		var err error
-		if out[i].Leases, err = e.fillSpecs(out[i].Leases); err != nil {
+		filled, err := e.fillSpecs(out[i].Leases)
+		if err != nil {
+			for _, gl := range out {
+				e.releaseUnsent(p.SessionID, gl.Leases, p.Now)
+			}
 			return nil, err
 		}
+		out[i].Leases = filled
 		if p.Limit != nil {
 			e.limitLeases(out[i].Leases, p.Limit)
 		}

@@ -76,7 +76,9 @@ type queue struct {
 	index  uint16
 	paused bool
 	// ready holds one FIFO per priority (index 1..9). Entries whose task is
-	// no longer pending are skipped when popped (lazy deletion).
+	// no longer pending are skipped when popped (lazy deletion), and all
+	// dropped when readyN falls to 0 (dropStaleReady): a queue with nothing
+	// ready is never popped.
 	ready [10]fifo
 	// readyN counts valid ready entries (tasks with flagInReady).
 	readyN    int
@@ -89,6 +91,18 @@ type queue struct {
 	// fired are the queue's fired groups, oldest first, waiting for a
 	// session that handles their type (groups.go).
 	fired []*group
+}
+
+// dropStaleReady empties q's ready FIFOs once nothing of q is ready: every
+// entry left is stale (its task was canceled, deleted or expired while it
+// waited, or went back to wait), and no pop would ever reach it.
+func (q *queue) dropStaleReady() {
+	if q.readyN != 0 {
+		return
+	}
+	for p := range q.ready {
+		q.ready[p].clear()
+	}
 }
 
 func (q *queue) info() broker.QueueInfo {

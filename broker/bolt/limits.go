@@ -23,6 +23,13 @@ type ckey struct {
 	// held are the key's pending tasks beyond the limit, in ready order
 	// (entries whose task is no longer held are skipped when popped).
 	held fifo
+	// refs counts the live tasks whose keyOf entry is this key, in any
+	// state (a RETRY, SCHEDULED or BLOCKED one, or one not committed yet,
+	// is neither admitted nor held). The key is forgotten only when it
+	// reaches 0: a task that comes back to wait must find the same
+	// admitted count, or two records of one key would each admit up to
+	// the limit.
+	refs int
 }
 
 // limit is how many of a key's tasks may be admitted at once.
@@ -33,7 +40,9 @@ func (c *ckey) limit() int {
 	return 1
 }
 
-// ckeyLocked returns the queue's concurrency key name, creating it.
+// ckeyLocked returns the queue's concurrency key name, creating it, for a
+// live task that the caller records in keyOf: the key counts it among its
+// references until dropKeyLocked.
 func (e *Engine) ckeyLocked(q *queue, name string) *ckey {
 	id := ckeyID{queue: q.index, name: name}
 	c := e.ckeys[id]
@@ -41,6 +50,7 @@ func (e *Engine) ckeyLocked(q *queue, name string) *ckey {
 		c = &ckey{q: q, name: name}
 		e.ckeys[id] = c
 	}
+	c.refs++
 	return c
 }
 
@@ -91,24 +101,31 @@ func (e *Engine) admitHeldLocked(c *ckey) {
 }
 
 // dropKeyLocked forgets a task's key when it leaves memory; a held task's
-// FIFO entry is skipped later.
+// FIFO entry is skipped later. The key itself is forgotten with its last
+// live task (none is admitted or held then: what its FIFO holds is stale).
 func (e *Engine) dropKeyLocked(k key) {
 	c := e.keyOf[k]
 	if c == nil {
 		return
 	}
 	delete(e.keyOf, k)
-	if c.admitted == 0 && c.held.len() == 0 {
+	if c.refs--; c.refs == 0 {
 		delete(e.ckeys, ckeyID{queue: c.q.index, name: c.name})
 		c.held.free()
 	}
 }
 
 // leftActiveLocked is called when a task leaves ACTIVE: its key admits the
-// next, and a queue that was at its cap on ACTIVE tasks has room again.
+// next, and a queue that was at its cap on ACTIVE tasks has room again:
+// for one more task, and for a fired group whose members now just fit.
 func (e *Engine) leftActiveLocked(k key, q *queue) {
 	e.unadmitLocked(k)
-	if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive] == mx-1 && q.readyN > 0 && !q.paused {
+	mx := int64(q.cfg.MaxActive)
+	if mx <= 0 || q.paused {
+		return
+	}
+	room := mx - q.counts[stateActive]
+	if room == 1 && q.readyN > 0 || e.firedGroupFitsLocked(q, int(room)) {
 		e.note.TasksReady(q.name)
 	}
 }
@@ -126,12 +143,31 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	}
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		q.bucket.refill(now, q.cfg)
-		n = min(n, int(q.bucket.tokens))
+		n = max(min(n, int(q.bucket.tokens)), 0) // in debt after a large group: none
 		if n == 0 {
-			e.armRefillLocked(q)
+			e.armRefillLocked(q, 1)
 		}
 	}
 	return n
+}
+
+// groupTokensLocked reports whether q's rate bucket lets a fired group of
+// n members go at now. Each member takes a token, as a task leased alone
+// does (tookLocked), so the group needs n tokens; one of more members
+// than the burst needs a full bucket and leaves it in debt, which the
+// queue's next dispatches wait out, so that it is not held back forever.
+// When the group must wait, the refill timer is armed for it.
+func (e *Engine) groupTokensLocked(q *queue, n int, now time.Time) bool {
+	if q.cfg.RatePerSecond <= 0 {
+		return true
+	}
+	q.bucket.refill(now, q.cfg)
+	need := min(float64(n), burstOf(q.cfg))
+	if q.bucket.tokens >= need {
+		return true
+	}
+	e.armRefillLocked(q, need)
+	return false
 }
 
 // took records that n tasks of q were leased at now (spending tokens).
@@ -141,23 +177,28 @@ func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
 	}
 	q.bucket.refill(now, q.cfg)
 	q.bucket.tokens -= float64(n)
-	if q.bucket.tokens < 1 && q.readyN > 0 {
-		e.armRefillLocked(q)
+	if q.bucket.tokens < 1 && (q.readyN > 0 || len(q.fired) > 0) {
+		e.armRefillLocked(q, 1)
 	}
 }
 
 // bucket is a token bucket for a queue's dispatches.
 type bucket struct {
-	tokens  float64
-	last    int64 // when tokens was computed (Unix ns); 0: never (full)
-	pending bool  // a refill timer is armed
+	tokens float64 // below 0 after a group of more members than the burst
+	last   int64   // when tokens was computed (Unix ns); 0: never (full)
+	wakeAt int64   // when the armed refill timer fires, in last's clock; 0: none
+}
+
+// burstOf is the capacity of a queue's rate bucket.
+func burstOf(cfg broker.QueueConfig) float64 {
+	if cfg.RateBurst > 0 {
+		return float64(cfg.RateBurst)
+	}
+	return float64(cfg.RatePerSecond)
 }
 
 func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
-	burst := float64(cfg.RateBurst)
-	if burst <= 0 {
-		burst = float64(cfg.RatePerSecond)
-	}
+	burst := burstOf(cfg)
 	t := now.UnixNano()
 	if b.last == 0 {
 		b.tokens, b.last = burst, t
@@ -169,19 +210,23 @@ func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
 	}
 }
 
-// armRefillLocked wakes q's sessions when its bucket holds a token again.
-func (e *Engine) armRefillLocked(q *queue) {
-	if q.bucket.pending {
+// armRefillLocked wakes q's sessions when its bucket holds want tokens
+// again (a task needs one, a fired group one per member), unless a timer
+// armed already fires no later.
+func (e *Engine) armRefillLocked(q *queue, want float64) {
+	wait := max(time.Duration((want-q.bucket.tokens)*1e9/float64(q.cfg.RatePerSecond)), time.Millisecond)
+	at := q.bucket.last + int64(wait)
+	if q.bucket.wakeAt != 0 && q.bucket.wakeAt <= at {
 		return
 	}
-	q.bucket.pending = true
-	need := 1 - q.bucket.tokens
-	wait := time.Duration(need * 1e9 / float64(q.cfg.RatePerSecond))
-	time.AfterFunc(max(wait, time.Millisecond), func() {
+	q.bucket.wakeAt = at
+	time.AfterFunc(wait, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		q.bucket.pending = false
-		if !e.closed && q.readyN > 0 && !q.paused {
+		if q.bucket.wakeAt == at {
+			q.bucket.wakeAt = 0
+		}
+		if !e.closed && (q.readyN > 0 || len(q.fired) > 0) && !q.paused {
 			e.note.TasksReady(q.name)
 		}
 	})

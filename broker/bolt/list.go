@@ -24,47 +24,28 @@ const (
 )
 
 // ListTasks returns a page of a queue's tasks from the listing index; see
-// broker.Broker. Within a state, tasks come in id order (enqueue order,
-// for server-made ids), whatever their types: the index keeps each
-// (queue, state, type) range contiguous and in id order, and a listing of
-// every type merges those ranges. A page costs what it returns (plus, with
-// a search, what it examines, and a seek per type in the state), whatever
-// the queue holds.
+// broker.Broker. Tasks come in id order (enqueue order, for server-made
+// ids), whatever their types and, in a listing of every state, their
+// states: the index keeps each (queue, state, type) range contiguous and
+// in id order, and a listing merges the ranges it covers. So a task that
+// changes state between two pages is still met once, at its id, in the
+// state it has then. A page costs what it returns (plus, with a search,
+// what it examines, and a seek per (state, type) range it covers),
+// whatever the queue holds.
 func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.ListPage, error) {
-	from, err := decodeCursor(p.Cursor)
+	from, err := decodeCursor(p.Cursor, p.State)
 	if err != nil {
 		return broker.ListPage{}, err
 	}
 	if err := e.Sync(ctx); err != nil {
 		return broker.ListPage{}, err
 	}
-	limit := max(p.Limit, 1)
-	states := []broker.State{p.State}
-	if p.State == broker.StateUnspecified {
-		states = states[:0]
-		for s := broker.StateScheduled; s < broker.NumStates; s++ {
-			states = append(states, s)
-		}
-	}
 	var page broker.ListPage
 	err = e.view(func(tx *bbolt.Tx) error {
-		l := lister{tx: tx, index: tx.Bucket(bucketIndex), p: p, limit: limit}
-		for _, s := range states {
-			if from != nil && s < from.state {
-				continue
-			}
-			at := position{state: s}
-			if from != nil && from.state == s {
-				at = *from
-			}
-			done, err := l.scan(at)
-			if err != nil || done {
-				page = l.page
-				return err
-			}
-		}
+		l := lister{tx: tx, index: tx.Bucket(bucketIndex), p: p, limit: max(p.Limit, 1)}
+		err := l.scan(from)
 		page = l.page
-		return nil
+		return err
 	})
 	return page, err
 }
@@ -80,16 +61,16 @@ type lister struct {
 	examined int
 }
 
-// scan lists the tasks of at.state from at's id on, in id order, and
-// reports whether the page is full (page.Next then set).
-func (l *lister) scan(at position) (bool, error) {
-	runs := l.runs(at)
+// scan lists the listing's tasks from id from on, in id order, until the
+// page is full (page.Next then set) or none is left.
+func (l *lister) scan(from key) error {
+	runs := l.runs(from)
 	for runs.Len() > 0 {
 		r := runs[0]
 		id := r.id()
 		if len(l.page.Tasks) == l.limit || l.bytes >= listMaxBytes || l.examined >= listMaxExamined {
-			l.page.Next = encodeCursor(position{state: at.state, id: id})
-			return true, nil
+			l.page.Next = encodeCursor(l.p.State, id)
+			return nil
 		}
 		if r.next() {
 			heap.Fix(&runs, 0)
@@ -98,7 +79,7 @@ func (l *lister) scan(at position) (bool, error) {
 		}
 		task, err := l.load(id)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if task == nil {
 			continue
@@ -110,23 +91,33 @@ func (l *lister) scan(at position) (bool, error) {
 		l.page.Tasks = append(l.page.Tasks, task)
 		l.bytes += len(task.Payload)
 	}
-	return false, nil
+	return nil
 }
 
-// runs positions a cursor on each (queue, state, type) range of at.state
-// (only the listing's type, when it names one), at its first task at or
-// after at.id, and returns those that have one, as a heap by id.
-func (l *lister) runs(at position) runHeap {
+// runs positions a cursor on each (queue, state, type) range the listing
+// covers (its state or every state; its type or every type), at the
+// range's first task at or after from, and returns those that have one,
+// as a heap by id.
+func (l *lister) runs(from key) runHeap {
+	states := []broker.State{l.p.State}
+	if l.p.State == broker.StateUnspecified {
+		states = states[:0]
+		for s := broker.StateScheduled; s < broker.NumStates; s++ {
+			states = append(states, s)
+		}
+	}
 	var prefixes [][]byte
-	if l.p.Type != "" {
-		prefixes = append(prefixes, indexPrefix(l.p.Queue, at.state, l.p.Type))
-	} else {
-		prefixes = l.typePrefixes(indexPrefix(l.p.Queue, at.state))
+	for _, s := range states {
+		if l.p.Type != "" {
+			prefixes = append(prefixes, indexPrefix(l.p.Queue, s, l.p.Type))
+		} else {
+			prefixes = append(prefixes, l.typePrefixes(indexPrefix(l.p.Queue, s))...)
+		}
 	}
 	var h runHeap
 	for _, prefix := range prefixes {
 		r := &run{c: l.index.Cursor(), prefix: prefix}
-		r.k, _ = r.c.Seek(append(bytes.Clone(prefix), at.id[:]...))
+		r.k, _ = r.c.Seek(append(bytes.Clone(prefix), from[:]...))
 		if r.valid() {
 			h = append(h, r)
 		}
@@ -224,28 +215,24 @@ func matches(t *broker.Task, s string) bool {
 	return false
 }
 
-// position is where a listing goes on: the first task of state at or
-// after id.
-type position struct {
-	state broker.State
-	id    key
+// A cursor is the listing's state (1 byte, 0 for every state) and the id
+// (16 bytes) of the next task to examine. A cursor of another listing's
+// state is refused: its position would mean nothing there.
+func encodeCursor(state broker.State, next key) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(state)}, next[:]...))
 }
 
-// A cursor is a position: the state (1 byte) and the id (16 bytes) of the
-// next task to examine.
-func encodeCursor(p position) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(p.state)}, p.id[:]...))
-}
-
-func decodeCursor(s string) (*position, error) {
+// decodeCursor returns the id a listing of state goes on from (the zero
+// key for an empty cursor: the start).
+func decodeCursor(s string, state broker.State) (key, error) {
+	var from key
 	if s == "" {
-		return nil, nil
+		return from, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 1+len(key{}) || !broker.State(b[0]).Valid() {
-		return nil, fmt.Errorf("page token %q was not issued by this listing: %w", s, broker.ErrInvalidArgument)
+	if err != nil || len(b) != 1+len(key{}) || broker.State(b[0]) != state {
+		return from, fmt.Errorf("page token %q was not issued by this listing: %w", s, broker.ErrInvalidArgument)
 	}
-	p := &position{state: broker.State(b[0])}
-	copy(p.id[:], b[1:])
-	return p, nil
+	copy(from[:], b[1:])
+	return from, nil
 }

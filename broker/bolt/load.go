@@ -224,7 +224,10 @@ func (e *Engine) indexLiveLocked(k key, r *liveRecord, specs *bbolt.Bucket) {
 	}
 	e.tasks.put(k, m)
 	if m.state == stateAggr {
-		e.joinGroupLocked(k, q, string(r.group), string(r.typ), len(specs.Get(k[:])), r.enqueuedAt, nanos(e.cfg.Now()))
+		// A member released by its dependencies joined when released
+		// (its next_process_at), any other when enqueued.
+		joined := max(r.enqueuedAt, r.nextProcessAt)
+		e.joinGroupLocked(k, q, string(r.group), string(r.typ), len(specs.Get(k[:])), joined, nanos(e.cfg.Now()))
 	}
 }
 
@@ -248,7 +251,7 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 	e.indexExpiryLocked(k, m, r.expiresAt, r.deadline)
 	if m.state == stateBlocked {
 		for _, d := range r.waitingOn {
-			e.addDepEdgeLocked(k, d.taskID, d.onFailure)
+			e.addDepEdgeLocked(k, d.taskID, d.onFailure, releaseState(len(r.group) > 0, r.nextProcessAt, r.enqueuedAt))
 		}
 		m.waiting = uint16(len(r.waitingOn))
 		if r.dependencyFailed {

@@ -39,7 +39,7 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 	}
 	now := p.Now.UnixNano()
 	for {
-		done, err := e.lockAndRead(ctx, nil, valid)
+		done, err := e.lockAndRead(ctx, nil, valid, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -55,7 +55,8 @@ func (e *Engine) SetQueueConfig(ctx context.Context, name string, cfg broker.Que
 // changeQueue applies change to a queue in memory and record to its
 // durable record, in the same critical section, creating the queue if
 // needed, and waits for the record to be durable. A queue that has ready
-// work after the change is signalled (a resume, a raised limit).
+// work or fired groups after the change is signalled (a resume, a raised
+// limit).
 func (e *Engine) changeQueue(ctx context.Context, name string, change func(q *queue), record func(rec *storagev1.QueueRecord)) (broker.QueueInfo, error) {
 	e.mu.Lock()
 	if e.closed {
@@ -78,7 +79,7 @@ func (e *Engine) changeQueue(ctx context.Context, name string, change func(q *qu
 		record(rec)
 		return w.qrecs.Put([]byte(name), marshal(rec))
 	}, nil)
-	if e.dispatchableLocked(q, e.cfg.Now()) > 0 {
+	if e.dispatchableLocked(q, e.cfg.Now()) > 0 || len(q.fired) > 0 && !q.paused {
 		e.note.TasksReady(name)
 	}
 	info := q.info()

@@ -101,7 +101,9 @@ func indexPrefix(queue string, state broker.State, typ ...string) []byte {
 // nanos is t in Unix nanoseconds, 0 for the zero time. Times beyond what
 // int64 nanoseconds hold (before 1678, after 2262) saturate at the ends
 // of the range: a far-future time stays far in the future and a
-// long-past one stays past, instead of wrapping around.
+// long-past one stays past, instead of wrapping around. The Unix epoch
+// itself, 0 in nanoseconds, is stored as 1 ns after it: 0 means unset
+// (a deadline or an expiry at the epoch must still count).
 func nanos(t time.Time) int64 {
 	switch {
 	case t.IsZero():
@@ -111,7 +113,10 @@ func nanos(t time.Time) int64 {
 	case t.Before(minNanosTime):
 		return math.MinInt64 + 1
 	}
-	return t.UnixNano()
+	if n := t.UnixNano(); n != 0 {
+		return n
+	}
+	return 1
 }
 
 var (

@@ -79,3 +79,60 @@ func TestHeartbeatsDoNotGrowTheLeaseHeap(t *testing.T) {
 		t.Fatalf("after 100,000 leases ended the heap holds %d entries in an array of %d", n, c)
 	}
 }
+
+// TestEnqueueTxExistingGoneMeanwhile: an EnqueueTx whose items name
+// existing tasks (stored before, or an earlier item of the call) answers
+// for them once its commit is durable; a task deleted in between does not
+// turn the committed call into a failure: the item is answered with the
+// task as the call found it.
+func TestEnqueueTxExistingGoneMeanwhile(t *testing.T) {
+	t.Parallel()
+	var e *bolt.Engine
+	var gone []string // deleted once the commit is durable
+	cfg := bolt.Config{}
+	bolt.SetAfterTxCommit(&cfg, func() {
+		if len(gone) == 0 {
+			return
+		}
+		res, err := e.Act(t.Context(), broker.ActParams{Action: broker.ActionDelete, IDs: gone, Now: bt.T0})
+		if err != nil {
+			t.Errorf("delete: %v", err)
+			return
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				t.Errorf("delete %s: %v", gone[i], r.Err)
+			}
+		}
+	})
+	e = openEngine(t, cfg)
+	live, done, n1 := bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q")
+	live.ID, done.ID, n1.ID = bt.NewID(), bt.NewID(), bt.NewID()
+	live.Type, done.Type = "orig-live", "orig-done"
+	bt.Enqueue(t, e, bt.T0, done)
+	bt.Succeed(t, e, "s1", bt.LeaseOne(t, e, "s1", "q", bt.T0), bt.T0)
+	bt.Enqueue(t, e, bt.T0, live)
+
+	again, againDone := live, done
+	again.Type, againDone.Type = "changed", "changed"
+	gone = []string{live.ID, done.ID, n1.ID}
+	out, err := e.EnqueueTx(t.Context(), broker.EnqueueParams{Now: bt.T0,
+		Tasks: bt.WithStates([]broker.NewTask{n1, again, againDone, n1}, bt.T0)})
+	if err != nil {
+		t.Fatalf("EnqueueTx whose existing tasks were deleted after it committed: %v", err)
+	}
+	if got := out[1]; got.ID != live.ID || got.Queue != "q" || got.State != broker.StatePending {
+		t.Fatalf("tasks[1] = %+v, want the pending task as found", got)
+	}
+	if got := out[2]; got.ID != done.ID || got.Type != "orig-done" || got.State != broker.StateCompleted {
+		t.Fatalf("tasks[2] = %+v, want the completed task as found", got)
+	}
+	if out[0].Existed || !out[1].Existed || !out[2].Existed || !out[3].Existed {
+		t.Fatalf("Existed = %v, %v, %v, %v; want it set on the existing tasks only",
+			out[0].Existed, out[1].Existed, out[2].Existed, out[3].Existed)
+	}
+	if out[0].ID != n1.ID || out[3].ID != n1.ID || out[3].State != broker.StatePending {
+		t.Fatalf("tasks[0] = %+v, tasks[3] = %+v, want both the new task", out[0], out[3])
+	}
+	bt.RequireCounts(t, e, "q", bt.Counts{})
+}

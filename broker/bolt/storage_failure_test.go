@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -185,4 +186,150 @@ func BenchmarkStorageFailure(b *testing.B) {
 		b.Cleanup(func() { _ = reopened.Close() }) // before openEngine's check
 
 	})
+}
+
+// TestConflictWaitsForDurable: a repeat of a task's id or unique key is
+// not answered already_exists while that task's enqueue is not durable
+// (its commit may never land): Enqueue and EnqueueTx wait for the commit,
+// bounded by their contexts, and answer from its outcome.
+func TestConflictWaitsForDurable(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(t, cfg)
+	d.full.Store(true)
+
+	first := bt.NewTask("q")
+	first.ID, first.UniqueKey = bt.NewID(), "u"
+	sameID := first
+	sameID.UniqueKey = ""
+	sameKey := bt.NewTask("q")
+	sameKey.UniqueKey = "u"
+	params := func(nt broker.NewTask) broker.EnqueueParams {
+		return broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{nt}, bt.T0)}
+	}
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if _, err := e.Enqueue(short(), params(first)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first Enqueue while the disk is full: %v, want DeadlineExceeded", err)
+	}
+	for name, nt := range map[string]broker.NewTask{"id": sameID, "unique key": sameKey} {
+		res, err := e.Enqueue(short(), params(nt))
+		if !errors.Is(err, context.DeadlineExceeded) || len(res) != 1 || !errors.Is(res[0].Err, context.DeadlineExceeded) {
+			t.Fatalf("Enqueue repeating the %s of a task not durable: %v, %+v; want DeadlineExceeded", name, err, res)
+		}
+		if _, err := e.EnqueueTx(short(), params(nt)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("EnqueueTx repeating the %s of a task not durable: %v, want DeadlineExceeded", name, err)
+		}
+	}
+
+	waiting := make(chan []broker.EnqueueResult, 1)
+	go func() {
+		res, _ := e.Enqueue(context.Background(), params(sameID))
+		waiting <- res
+	}()
+	d.full.Store(false)
+	select {
+	case res := <-waiting:
+		if !errors.Is(res[0].Err, broker.ErrAlreadyExists) {
+			t.Fatalf("repeat once the first landed: %v, want ErrAlreadyExists", res[0].Err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the repeat still waits after space returned")
+	}
+	bt.RequireState(t, e, first.ID, broker.StatePending)
+	res, err := e.Enqueue(t.Context(), params(sameKey))
+	if err != nil || !errors.Is(res[0].Err, broker.ErrAlreadyExists) {
+		t.Fatalf("unique key repeat once the first landed: %v, %v; want ErrAlreadyExists", err, res[0].Err)
+	}
+	if _, err := e.EnqueueTx(t.Context(), params(sameKey)); !errors.Is(err, broker.ErrAlreadyExists) {
+		t.Fatalf("EnqueueTx unique key repeat once the first landed: %v, want ErrAlreadyExists", err)
+	}
+}
+
+// TestConflictWithLostEnqueue: a task whose commit never lands (the
+// engine closed while the disk was full) was never reported to exist, and
+// its id is free after a restart.
+func TestConflictWithLostEnqueue(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{Path: filepath.Join(t.TempDir(), "conveyor.db")}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e, err := bolt.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(true)
+	nt := bt.NewTask("q")
+	nt.ID = bt.NewID()
+	p := broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{nt}, bt.T0)}
+	for range 2 { // the first enqueue, then its retry: neither is answered
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		res, err := e.Enqueue(ctx, p)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Enqueue while the disk is full: %v, %+v; want DeadlineExceeded", err, res)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(false)
+	e = openEngine(t, bolt.Config{Path: cfg.Path})
+	if _, err := e.GetTask(t.Context(), nt.ID); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("GetTask of the lost task: %v, want ErrNotFound", err)
+	}
+	bt.Enqueue(t, e, bt.T0, nt)
+	bt.RequireState(t, e, nt.ID, broker.StatePending)
+}
+
+// TestEnqueueKeepsNoCallerTasks: an Enqueue whose context ends before its
+// commit does not read the caller's tasks afterwards; a caller that reuses
+// its slice does not change what is stored when the commit lands.
+func TestEnqueueKeepsNoCallerTasks(t *testing.T) {
+	t.Parallel()
+	d := newDiskFull()
+	cfg := bolt.Config{Path: filepath.Join(t.TempDir(), "conveyor.db")}
+	bolt.SetCommitFault(&cfg, d.fault)
+	e := openEngine(t, cfg)
+	setCfg := broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}
+	if _, err := e.SetQueueConfig(t.Context(), "q", setCfg); err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(true)
+	tasks := []broker.NewTask{bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q")}
+	tasks[1].Group, tasks[2].Group = "g", "g"
+	tasks = bt.WithStates(tasks, bt.T0)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := e.Enqueue(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: tasks})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Enqueue while the disk is full: %v, want DeadlineExceeded", err)
+	}
+	for i := range tasks { // the caller reuses its tasks
+		tasks[i].Queue, tasks[i].Group, tasks[i].Type = "elsewhere", "other", "other"
+	}
+	d.full.Store(false)
+	if err := e.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	counts := []int{-1}
+	e.ReadyGroups([]string{"q"}, []string{"test"}, counts)
+	if counts[0] != 1 {
+		t.Fatalf("ReadyGroups = %d, want the group of the 2 grouped tasks fired", counts[0])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, bolt.Config{Path: cfg.Path}) // the counts as stored
+	if q := bt.Queue(t, e, "q"); q.Enqueued != 3 {
+		t.Fatalf("queue q: enqueued %d, want 3", q.Enqueued)
+	}
+	if q := bt.Queue(t, e, "elsewhere"); q.Name != "" {
+		t.Fatalf("queue elsewhere exists (%+v): the commit read the caller's tasks", q)
+	}
 }

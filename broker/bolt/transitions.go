@@ -59,6 +59,7 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 			m.flags &^= flagInReady
 			e.tasks.put(k, m)
 			q.readyN--
+			q.dropStaleReady()
 			return k, m, true
 		}
 	}
@@ -71,7 +72,9 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 func (e *Engine) unreadyLocked(k key, m *meta) {
 	if m.flags&flagInReady != 0 {
 		m.flags &^= flagInReady
-		e.queues[m.queue].readyN--
+		q := e.queues[m.queue]
+		q.readyN--
+		q.dropStaleReady()
 		e.unadmitLocked(k)
 	}
 	m.flags &^= flagHeld
@@ -113,15 +116,23 @@ func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 // past it) and reports whether it did. It is the mechanism that keeps such
 // a task from ever running: no attempt is counted.
 func (e *Engine) expiredLocked(k key, m meta, now int64) bool {
+	msg, expired := e.expiryPassedLocked(k, m, now)
+	if expired {
+		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
+	}
+	return expired
+}
+
+// expiryPassedLocked reports whether a live task's expiry or deadline
+// passed by now, and the message of its archival if so.
+func (e *Engine) expiryPassedLocked(k key, m meta, now int64) (string, bool) {
 	if at, ok := e.expires[k]; !ok || at > now {
-		return false
+		return "", false
 	}
-	msg := broker.ExpiredMessage
 	if m.flags&flagDeadlineFirst != 0 {
-		msg = broker.DeadlinePassedMessage
+		return broker.DeadlinePassedMessage, true
 	}
-	e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
-	return true
+	return broker.ExpiredMessage, true
 }
 
 // toPendingLocked makes a live task pending now and queues its write; fn
@@ -181,8 +192,15 @@ func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg strin
 // record moves to the done bucket) and is indexed for purging: by its own
 // purge time when it has a retention of its own (a COMPLETED task), else
 // by when it ended, under its class, for the purger's horizon. fn may
-// change more of the stored status.
+// change more of the stored status. Its dependents learn what its end
+// means for them (resolveDependentsLocked) before its write is queued.
 func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
+	e.cascadeLocked(e.beginFinishLocked(k, m, to, now, fn), now)
+}
+
+// beginFinishLocked is finishLocked up to its dependents: it returns the
+// frame that resolves them and then queues the task's write.
+func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) endFrame {
 	e.unreadyLocked(k, &m)
 	q := e.queues[m.queue]
 	q.counts[m.state]--
@@ -204,21 +222,24 @@ func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func
 		e.note.TimersChanged()
 	}
 	e.settling[k] = settled{n: e.settling[k].n + 1, state: to, at: now}
-	e.resolveDependentsLocked(k, to, now)
-	e.commit.appendLocked(func(w *txw) error {
-		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
-			st.State = int32(to)
-			st.CompletedAt = now
-			if fn != nil {
-				fn(st)
+	f := e.dependentsFrameLocked(k, to)
+	f.done = func() {
+		e.commit.appendLocked(func(w *txw) error {
+			return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
+				st.State = int32(to)
+				st.CompletedAt = now
+				if fn != nil {
+					fn(st)
+				}
+			})
+		}, func() {
+			if s := e.settling[k]; s.n <= 1 {
+				delete(e.settling, k)
+			} else {
+				s.n--
+				e.settling[k] = s
 			}
 		})
-	}, func() {
-		if s := e.settling[k]; s.n <= 1 {
-			delete(e.settling, k)
-		} else {
-			s.n--
-			e.settling[k] = s
-		}
-	})
+	}
+	return f
 }

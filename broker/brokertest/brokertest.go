@@ -152,16 +152,16 @@ func NewTask(queue string) broker.NewTask {
 	}
 }
 
-// InitialState is the state the server starts nt in at now: AGGREGATING
-// with a group, BLOCKED with dependencies, SCHEDULED with a later
+// InitialState is the state the server starts nt in at now: BLOCKED with
+// dependencies, AGGREGATING with a group, SCHEDULED with a later
 // ProcessAt, else PENDING. The suite's enqueue helpers apply it to tasks
 // whose State is unset.
 func InitialState(nt broker.NewTask, now time.Time) broker.State {
 	switch {
-	case nt.Group != "":
-		return aggregating
 	case len(nt.DependsOn) > 0:
 		return blocked
+	case nt.Group != "":
+		return aggregating
 	case nt.ProcessAt.After(now):
 		return scheduled
 	}

@@ -22,6 +22,8 @@ func depCases() []testCase {
 		{name: "DeletedDependency", fn: testDepsDeleted},
 		{name: "SurviveRestart", env: testDepsRestart},
 		{name: "StartedNotBeforeRelease", fn: testDepsStartedAfterRelease},
+		{name: "GroupedJoinsOnRelease", env: testDepsGrouped},
+		{name: "DelayKeptPastRelease", env: testDepsDelay},
 	}
 }
 
@@ -238,4 +240,96 @@ func testDepsStartedAfterRelease(t *testing.T, b broker.Broker) {
 			t.Fatalf("dependent %s: stored started_at %s is before its dependency completed, %s", l.Task.ID, got.StartedAt, done)
 		}
 	}
+}
+
+// testDepsGrouped: a grouped task with dependencies stays BLOCKED, never
+// batch-leased, until they succeed, then joins its group; its
+// dependencies are checked and their failures applied as for any task.
+func testDepsGrouped(t *testing.T, e *Env) {
+	b := e.B
+	policy(t, b, "q", 2, time.Hour, time.Hour)
+	withDeps := func(on ...broker.Dependency) broker.NewTask {
+		nt := grouped("q", "g", "t")
+		nt.DependsOn = on
+		return nt
+	}
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	waiting := EnqueueOne(t, b, T0, withDeps(dep(a.ID, 0)))
+	if waiting.State != blocked {
+		t.Fatalf("a grouped task with a running dependency starts %s, want blocked", waiting.State)
+	}
+	res := enqueueResults(t, b, T0, withDeps(dep(NewID(), 0)))
+	requireItemErr(t, res, 0, broker.ErrInvalidArgument)
+	x := EnqueueOne(t, b, T0, NewTask("deps2"))
+	doomed := EnqueueOne(t, b, T0, withDeps(dep(x.ID, broker.OnFailureCascadeCancel)))
+	other := EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d: the blocked members count toward the group", n)
+	}
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with one member aggregating and the rest blocked", gl)
+	}
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "deps2", T0), "bad", T0)
+	RequireState(t, b, doomed.ID, canceled)
+
+	b = e.Reopen() // the blocked member and its group survive a restart
+	RequireState(t, b, waiting.ID, blocked)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", at(time.Second)), at(time.Second))
+	RequireState(t, b, waiting.ID, aggregating)
+	gl := leaseGroups(t, b, "q", 5, at(2*time.Second), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 2 || gl[0].Leases[0].Task.ID != other.ID || gl[0].Leases[1].Task.ID != waiting.ID {
+		t.Fatalf("LeaseGroups = %+v once the dependency completed, want %s and %s in one batch", gl, other.ID, waiting.ID)
+	}
+
+	// A dependency already done at enqueue: the task joins its group at once.
+	late := EnqueueOne(t, b, at(3*time.Second), withDeps(dep(a.ID, 0)))
+	if late.State != aggregating {
+		t.Fatalf("a grouped task whose dependency completed starts %s, want aggregating", late.State)
+	}
+	EnqueueOne(t, b, at(3*time.Second), grouped("q", "g", "t"))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d with both members in, want 1", n)
+	}
+	RequireCounts(t, b, "q", Counts{active: 2, aggregating: 2, canceled: 1})
+}
+
+// testDepsDelay: a BLOCKED task with a process time is SCHEDULED until
+// then once its dependencies are done (at enqueue or later, across a
+// restart), and PENDING when that time has passed by then.
+func testDepsDelay(t *testing.T, e *Env) {
+	b := e.B
+	delayed := func(processAt time.Time, on ...broker.Dependency) broker.NewTask {
+		nt := dependent("q", on...)
+		nt.ProcessAt = processAt
+		return nt
+	}
+	a := EnqueueOne(t, b, T0, NewTask("deps"))
+	d := EnqueueOne(t, b, T0, delayed(at(time.Hour), dep(a.ID, 0)))
+	if d.State != blocked || !d.NextProcessAt.Equal(at(time.Hour)) {
+		t.Fatalf("a delayed task with a running dependency starts %s due %v, want blocked due %v", d.State, d.NextProcessAt, at(time.Hour))
+	}
+	soon := EnqueueOne(t, b, T0, delayed(at(time.Minute), dep(a.ID, 0)))
+
+	b = e.Reopen()
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", at(2*time.Minute)), at(2*time.Minute))
+	if got := RequireState(t, b, d.ID, scheduled); !got.NextProcessAt.Equal(at(time.Hour)) {
+		t.Fatalf("released, due %v, want its process time %v", got.NextProcessAt, at(time.Hour))
+	}
+	RequireState(t, b, soon.ID, pending) // its time passed while it was blocked
+	late := EnqueueOne(t, b, at(3*time.Minute), delayed(at(2*time.Hour), dep(a.ID, 0)))
+	if late.State != scheduled || !late.NextProcessAt.Equal(at(2*time.Hour)) {
+		t.Fatalf("a delayed task whose dependency completed starts %s due %v, want scheduled due %v", late.State, late.NextProcessAt, at(2*time.Hour))
+	}
+
+	b = e.Reopen()
+	if next := promote(t, b, at(59*time.Minute)); !next.Equal(at(time.Hour)) {
+		t.Fatalf("PromoteDue next = %v, want the released task's process time %v", next, at(time.Hour))
+	}
+	if n := Ready(b, "q"); n != 1 {
+		t.Fatalf("Ready = %d before the process time, want only the task whose time passed", n)
+	}
+	promote(t, b, at(time.Hour))
+	RequireState(t, b, d.ID, pending)
+	RequireState(t, b, late.ID, scheduled)
+	RequireCounts(t, b, "q", Counts{pending: 2, scheduled: 1})
 }

@@ -146,6 +146,10 @@ func testEnqueueTxExistingID(t *testing.T, b broker.Broker) {
 	if out[0].Type != "n1" || out[3].Type != "n2" || out[0].State != pending || out[3].State != pending {
 		t.Fatalf("new items not stored in request order: %+v, %+v", out[0], out[3])
 	}
+	if out[0].Existed || !out[1].Existed || !out[2].Existed || out[3].Existed {
+		t.Fatalf("Existed = %v, %v, %v, %v; want it set on the existing tasks only",
+			out[0].Existed, out[1].Existed, out[2].Existed, out[3].Existed)
+	}
 	RequireState(t, b, out[0].ID, pending)
 	RequireState(t, b, out[3].ID, pending)
 	RequireCounts(t, b, "q", Counts{pending: 3, completed: 1})
@@ -167,6 +171,9 @@ func testEnqueueTxDuplicateIDInCall(t *testing.T, b broker.Broker) {
 		if task.ID != first.ID || task.Type != "first" || task.State != pending {
 			t.Fatalf("tasks[%d] = %+v, want the first item's task", i, task)
 		}
+	}
+	if out[0].Existed || !out[1].Existed {
+		t.Fatalf("Existed = %v, %v; want it set on the repeat only", out[0].Existed, out[1].Existed)
 	}
 	if got := GetTask(t, b, first.ID); got.Type != "first" {
 		t.Fatalf("stored type %q, want the first item's", got.Type)

@@ -17,6 +17,9 @@ func groupCases() []testCase {
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
+		{name: "WokenWhenDispatchable", env: testGroupWoken},
+		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
+		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
 	}
 }
 
@@ -224,5 +227,138 @@ func testGroupByBytes(t *testing.T, e *Env) {
 	gs, err := b.Groups(t.Context(), "q")
 	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {
 		t.Fatalf("Groups after the batch left = %+v, %v; want the last member gathering alone", gs, err)
+	}
+}
+
+// drainReady forgets the TasksReady signals queued so far.
+func drainReady(n *Notes) {
+	for len(n.ready) > 0 {
+		<-n.ready
+	}
+}
+
+// testGroupWoken: a fired group that could not be leased (its queue
+// paused, or too little room under max_active for its members) signals
+// TasksReady once it can be: sessions sleep until told.
+func testGroupWoken(t *testing.T, e *Env) {
+	b := e.B
+	group := broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}
+	setConfig(t, b, "paused", broker.QueueConfig{Group: group})
+	if _, err := b.SetQueuePaused(t.Context(), "paused", true); err != nil {
+		t.Fatal(err)
+	}
+	Enqueue(t, b, T0, grouped("paused", "g", "t"), grouped("paused", "g", "t")) // fires while paused
+	drainReady(e.Notes)
+	if _, err := b.SetQueuePaused(t.Context(), "paused", false); err != nil {
+		t.Fatal(err)
+	}
+	e.Notes.RequireReady(t, "paused")
+	if gl := leaseGroups(t, b, "paused", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups after the resume = %+v, want the group of 2", gl)
+	}
+
+	setConfig(t, b, "capped", broker.QueueConfig{MaxActive: 3, Group: group})
+	Enqueue(t, b, T0, NewTask("capped"), NewTask("capped"), NewTask("capped"))
+	ls := Lease(t, b, "s1", "capped", 3, T0, TTL)
+	if len(ls) != 3 {
+		t.Fatalf("leased %d, want 3 up to the cap", len(ls))
+	}
+	Enqueue(t, b, T0, grouped("capped", "g", "t"), grouped("capped", "g", "t"))
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with the cap full", gl)
+	}
+	Succeed(t, b, "s1", ls[0], T0) // room for one: not for the group of 2
+	drainReady(e.Notes)
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with room for 1 of its 2 members", gl)
+	}
+	Succeed(t, b, "s1", ls[1], T0) // room for both
+	e.Notes.RequireReady(t, "capped")
+	if gl := leaseGroups(t, b, "capped", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups with room for the group = %+v, want the group of 2", gl)
+	}
+}
+
+// testGroupExpiredMembers: a member whose deadline or expiry passed while
+// its fired group waited is archived when the group is leased, as Lease
+// archives such a task (whether or not PromoteDue ran since); a group
+// left with no member is dropped, never sent as an empty batch.
+func testGroupExpiredMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 3, time.Hour, time.Hour)
+	late := grouped("q", "g", "t")
+	late.Deadline = at(time.Second)
+	stale := grouped("q", "g", "t")
+	stale.ExpiresAt = at(time.Second)
+	ts := Enqueue(t, b, T0, late, stale, grouped("q", "g", "t")) // fires by size
+	gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 1 || gl[0].Leases[0].Task.ID != ts[2].ID {
+		t.Fatalf("LeaseGroups a minute on = %+v, want one batch of the one member still in time", gl)
+	}
+	if got := RequireState(t, b, ts[0].ID, archived); got.LastError != broker.DeadlinePassedMessage {
+		t.Fatalf("member past its deadline: last error %q, want %q", got.LastError, broker.DeadlinePassedMessage)
+	}
+	if got := RequireState(t, b, ts[1].ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("member past its expiry: last error %q, want %q", got.LastError, broker.ExpiredMessage)
+	}
+
+	for range 3 {
+		EnqueueOne(t, b, T0, late)
+	}
+	if gl := leaseGroups(t, b, "q", 5, at(time.Minute), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v for a group whose every member is past its deadline, want none", gl)
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d once the group's last member left, want 0", n)
+	}
+	RequireCounts(t, b, "q", Counts{active: 1, archived: 5})
+}
+
+// testGroupLargerThanCap: a fired group with more members than the
+// queue's max_active could never go whole; it goes in batches of the cap,
+// in member order, each once the queue has room for it (the sessions are
+// woken then), and none passes the cap.
+func testGroupLargerThanCap(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 2, Group: broker.GroupPolicy{MaxSize: 5, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	var members []broker.NewTask
+	for range 5 {
+		members = append(members, grouped("q", "g", "t"))
+	}
+	ts := Enqueue(t, b, T0, members...) // fires by size
+	var got []string
+	batch := func(want int) []broker.Lease {
+		t.Helper()
+		gl := leaseGroups(t, b, "q", 5, T0, "t")
+		if len(gl) != 1 || len(gl[0].Leases) != want {
+			t.Fatalf("LeaseGroups = %+v, want one batch of %d", gl, want)
+		}
+		for _, l := range gl[0].Leases {
+			got = append(got, l.Task.ID)
+		}
+		return gl[0].Leases
+	}
+	first := batch(2)
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 || readyGroups(b, "q", "t") != 1 {
+		t.Fatalf("with the cap full: LeaseGroups = %+v, ReadyGroups %d; want none leased, the rest waiting", gl, readyGroups(b, "q", "t"))
+	}
+	Succeed(t, b, "s1", first[0], T0) // room for 1 of the next 2
+	drainReady(e.Notes)
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v with room for one, want the next batch of 2 to wait", gl)
+	}
+	Succeed(t, b, "s1", first[1], T0)
+	e.Notes.RequireReady(t, "q")
+	second := batch(2)
+	for _, l := range second {
+		Succeed(t, b, "s1", l, T0)
+	}
+	batch(1)
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d after the last part left", n)
+	}
+	for i, id := range got {
+		if id != ts[i].ID {
+			t.Fatalf("members went as %v, want in member order %v", got, ts)
+		}
 	}
 }

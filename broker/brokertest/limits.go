@@ -13,8 +13,11 @@ func limitCases() []testCase {
 		{name: "ConcurrencyKeyNoHeadOfLine", fn: testConcurrencyKeyNoHOL},
 		{name: "ConcurrencyLimitRaised", fn: testConcurrencyLimitRaised},
 		{name: "ConcurrencyKeyReleasedEveryWay", fn: testConcurrencyKeyReleased},
+		{name: "ConcurrencyKeyWhileOthersWait", fn: testConcurrencyKeyWhileOthersWait},
 		{name: "MaxActive", env: testMaxActive},
 		{name: "RateLimit", fn: testRateLimit},
+		{name: "RateLimitGroups", fn: testRateLimitGroups},
+		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
 		{name: "ConfigPersists", env: testConfigPersists},
 	}
 }
@@ -115,6 +118,39 @@ func testConcurrencyKeyReleased(t *testing.T, b broker.Broker) {
 	}
 }
 
+// testConcurrencyKeyWhileOthersWait: a key's limit holds for its tasks
+// that wait on a timer (RETRY, SCHEDULED) while every other task of the
+// key finishes and a new one runs: when they come back, they wait for
+// the one running.
+func testConcurrencyKeyWhileOthersWait(t *testing.T, b broker.Broker) {
+	later := keyed("q", "k")
+	later.ProcessAt = at(10 * time.Second)
+	Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), later)
+	a := LeaseOne(t, b, "s1", "q", T0)
+	Fail(t, b, "s1", a, "x", T0, at(10*time.Second)) // RETRY; the second is admitted
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	// No task of the key is ready, held or ACTIVE now; two wait on a timer.
+	c := EnqueueOne(t, b, T0, keyed("q", "k"))
+	running := LeaseOne(t, b, "s1", "q", T0)
+	if running.Task.ID != c.ID {
+		t.Fatalf("leased %s, want the new task %s", running.Task.ID, c.ID)
+	}
+	now := at(11 * time.Second)
+	promote(t, b, now) // the RETRY and the SCHEDULED task are due
+	RequireCounts(t, b, "q", Counts{active: 1, pending: 2, completed: 1})
+	// Each runs in turn, one at a time.
+	for turn := range 3 {
+		if ls := Lease(t, b, "s1", "q", 10, now, TTL); len(ls) != 0 {
+			t.Fatalf("turn %d: leased %d more of key k while %s runs (limit 1)", turn, len(ls), running.Task.ID)
+		}
+		Succeed(t, b, "s1", running, now)
+		if turn < 2 {
+			running = LeaseOne(t, b, "s1", "q", now)
+		}
+	}
+	RequireCounts(t, b, "q", Counts{completed: 4})
+}
+
 func testMaxActive(t *testing.T, e *Env) {
 	b := e.B
 	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 2})
@@ -158,6 +194,67 @@ func testRateLimit(t *testing.T, b broker.Broker) {
 	}
 	if n := len(Lease(t, b, "s1", "q", 20, T0.Add(10*time.Second), TTL)); n != 3 {
 		t.Fatalf("leased %d after a long pause, want the burst of 3 (tokens do not pile up)", n)
+	}
+}
+
+// testRateLimitGroups: a fired group's members take a token each from
+// the queue's rate bucket, as tasks leased alone do; a group waits until
+// the bucket holds a token per member (a full bucket, for a group of more
+// members than the burst, which then leaves the bucket in debt).
+func testRateLimitGroups(t *testing.T, b broker.Broker) {
+	cfg := broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}
+	setConfig(t, b, "q", cfg)
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), NewTask("q"), NewTask("q"), NewTask("q"))
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups with a full bucket of 3 = %+v, want the group of 2", gl)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 1 {
+		t.Fatalf("leased %d alone after a group of 2 took 2 of the 3 tokens, want 1", n)
+	}
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if gl := leaseGroups(t, b, "q", 5, at(100*time.Millisecond), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups with 1 token for 2 members = %+v, want none", gl)
+	}
+	if gl := leaseGroups(t, b, "q", 5, at(200*time.Millisecond), "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups once 2 tokens came back = %+v, want the group of 2", gl)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, at(200*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d alone with the bucket empty", n)
+	}
+
+	cfg.Group.MaxSize = 5 // more than the burst (the change fills the bucket)
+	setConfig(t, b, "q", cfg)
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if gl := leaseGroups(t, b, "q", 5, at(time.Second), "t"); len(gl) != 1 || len(gl[0].Leases) != 5 {
+		t.Fatalf("LeaseGroups of a group of 5 with a full bucket of 3 = %+v, want the group", gl)
+	}
+	// 3 - 5 = -2 tokens: the next task waits 300ms for a token.
+	if n := len(Lease(t, b, "s1", "q", 10, at(time.Second+200*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d alone with the bucket in debt", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, at(time.Second+300*time.Millisecond), TTL)); n != 1 {
+		t.Fatalf("leased %d alone once the debt was paid and a token came back, want 1", n)
+	}
+}
+
+// testRateLimitGroupsWoken: a queue whose only work is a fired group that
+// waits for the rate bucket signals TasksReady once the bucket can pay
+// for it (the timer runs on the wall clock: 200ms here).
+func testRateLimitGroupsWoken(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 2, Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 1 {
+		t.Fatalf("LeaseGroups with a full bucket = %+v, want the group", gl)
+	}
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	drainReady(e.Notes) // the fire's signal, and any timer's so far
+	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups with the bucket empty = %+v, want none", gl)
+	}
+	e.Notes.RequireReady(t, "q")
+	if gl := leaseGroups(t, b, "q", 5, at(200*time.Millisecond), "t"); len(gl) != 1 {
+		t.Fatalf("LeaseGroups once the bucket refilled = %+v, want the group", gl)
 	}
 }
 

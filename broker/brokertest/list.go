@@ -15,6 +15,7 @@ func listCases() []testCase {
 		{name: "Filters", fn: testListFilters},
 		{name: "StableWhileEnqueuing", fn: testListStable},
 		{name: "FollowsStateChanges", fn: testListFollows},
+		{name: "EveryStateWhileTasksMove", fn: testListEveryStateWhileMoving},
 		{name: "BadCursor", fn: testListBadCursor},
 		{name: "AfterRestart", env: testListRestart},
 	}
@@ -181,6 +182,55 @@ func testListFollows(t *testing.T, b broker.Broker) {
 	if page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Limit: 10}); err != nil || len(page.Tasks) != 0 {
 		t.Fatalf("a deleted task is still listed: %v, %v", page.Tasks, err)
 	}
+}
+
+// testListEveryStateWhileMoving: a listing of every state, paged one task
+// at a time while tasks move to states listed before and after theirs
+// (PENDING to ACTIVE to RETRY and back to PENDING, PENDING to ARCHIVED and
+// back), meets every task exactly once, in id order.
+func testListEveryStateWhileMoving(t *testing.T, b broker.Broker) {
+	var ids []string
+	for range 6 {
+		ids = append(ids, EnqueueOne(t, b, T0, NewTask("q")).ID)
+	}
+	moves := []func(){
+		func() { actOK(t, b, broker.ActionArchive, T0, ids[5]) },
+		func() { actOK(t, b, broker.ActionRun, T0, ids[5]) }, // ARCHIVED, listed after PENDING, back to PENDING
+		func() {
+			l := LeaseOne(t, b, "s1", "q", T0) // the oldest pending: ids[0], already listed
+			Fail(t, b, "s1", l, "x", T0, at(time.Minute))
+		},
+		func() { actOK(t, b, broker.ActionRun, T0, ids[0]) }, // RETRY to PENDING
+		func() { actOK(t, b, broker.ActionArchive, T0, ids[4]) },
+	}
+	p := broker.ListParams{Queue: "q", Limit: 1}
+	var got []string
+	for i := 0; ; i++ {
+		page, err := b.ListTasks(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		if i < len(moves) {
+			moves[i]()
+		}
+		p.Cursor = page.Next
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("listed %v, want each of %v once, in id order", got, ids)
+	}
+	// A cursor carries its listing's state: another listing refuses it.
+	page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Limit: 1})
+	if err != nil || page.Next == "" {
+		t.Fatalf("first page = %v, %v", page, err)
+	}
+	_, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: pending, Cursor: page.Next, Limit: 1})
+	requireErrIs(t, "a cursor of every state, in a listing of PENDING", err, broker.ErrInvalidArgument)
 }
 
 func testListBadCursor(t *testing.T, b broker.Broker) {

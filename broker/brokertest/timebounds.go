@@ -26,6 +26,32 @@ func timeBoundCases() []testCase {
 		{name: "DeadlineFarFuture", fn: testDeadlineFarFuture},
 		{name: "RetentionHuge", fn: testRetentionHuge},
 		{name: "BackoffHuge", fn: testBackoffHuge},
+		{name: "AtTheEpoch", fn: testTimesAtEpoch},
+	}
+}
+
+// testTimesAtEpoch: a deadline or an expiry of exactly the Unix epoch is
+// set, and long past: the task is archived, never leased. (An engine may
+// store the epoch as a nanosecond after it.)
+func testTimesAtEpoch(t *testing.T, b broker.Broker) {
+	epoch := time.Unix(0, 0)
+	dl, ex := NewTask("q"), NewTask("q")
+	dl.Deadline, ex.ExpiresAt = epoch, epoch
+	tasks := Enqueue(t, b, T0, dl, ex)
+	if d := tasks[0].Deadline; d.IsZero() || d.After(epoch.Add(time.Microsecond)) {
+		t.Fatalf("deadline at the epoch reads back as %v", d)
+	}
+	if x := tasks[1].ExpiresAt; x.IsZero() || x.After(epoch.Add(time.Microsecond)) {
+		t.Fatalf("expires_at at the epoch reads back as %v", x)
+	}
+	if ls := Lease(t, b, "s1", "q", 2, T0, TTL); len(ls) != 0 {
+		t.Fatalf("leased %d tasks whose deadline or expiry is the epoch", len(ls))
+	}
+	if got := RequireState(t, b, tasks[0].ID, archived); got.LastError != broker.DeadlinePassedMessage {
+		t.Fatalf("deadline at the epoch: archived with %q, want %q", got.LastError, broker.DeadlinePassedMessage)
+	}
+	if got := RequireState(t, b, tasks[1].ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("expires_at at the epoch: archived with %q, want %q", got.LastError, broker.ExpiredMessage)
 	}
 }
 

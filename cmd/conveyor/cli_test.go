@@ -371,3 +371,24 @@ func TestEnqueueGroupAndConcurrencyKey(t *testing.T) {
 		t.Errorf("--group with --concurrency-key: %v (exit %d)", err, exitCode(err))
 	}
 }
+
+// TestServerBrokerFlags: the scale-out engine's flags are refused, with
+// what to do instead, until the engine exists; nothing starts.
+func TestServerBrokerFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "--data-dir", dir, "--broker", "postgres", "--database-url", "postgres://localhost/conveyor"}, "the PostgreSQL engine is not built"},
+		{[]string{"server", "--data-dir", dir, "--database-url", "postgres://localhost/conveyor"}, "--database-url applies to --broker postgres only"},
+	} {
+		_, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused server created %d files in its data dir", len(entries))
+	}
+}

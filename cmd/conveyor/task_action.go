@@ -69,7 +69,7 @@ func (f *taskActionFlags) run(k *kong.Context, in stdin, a taskAction) error {
 	if len(ids) == 1 {
 		return f.runOne(ctx, k.Stdout, cn, a, ids[0])
 	}
-	return f.runBatch(ctx, k.Stdout, cn, a, ids)
+	return f.runBatch(ctx, k.Stdout, k.Stderr, cn, a, ids)
 }
 
 // expandIDs replaces '-' with the ids read from standard input and drops
@@ -122,12 +122,13 @@ func (f *taskActionFlags) runOne(ctx context.Context, w io.Writer, cn *conn, a t
 	return tb.flush()
 }
 
-// runBatch sends the ids in chunks of batchSize, with a progress bar when
-// there is more than one chunk, and prints one result per id.
-func (f *taskActionFlags) runBatch(ctx context.Context, w io.Writer, cn *conn, a taskAction, ids []string) error {
+// runBatch sends the ids in chunks of batchSize, with a progress bar (on
+// errw, which is not the result) when there is more than one chunk, and
+// prints one result per id on w.
+func (f *taskActionFlags) runBatch(ctx context.Context, w, errw io.Writer, cn *conn, a taskAction, ids []string) error {
 	var bar *progressBar
 	if len(ids) > batchSize && !f.JSON {
-		bar = &progressBar{w: w, tty: isTerminal(w), label: a.verb}
+		bar = &progressBar{w: errw, tty: isTerminal(errw), label: a.verb}
 	}
 	results := make([]*conveyorv1.BatchTaskResult, 0, len(ids))
 	var failed int64
@@ -164,7 +165,8 @@ func (f *taskActionFlags) runBatch(ctx context.Context, w io.Writer, cn *conn, a
 }
 
 // runBulk asks the server to act on every task that matches the filter,
-// showing the progress it streams.
+// showing the progress it streams on standard error and the final counts,
+// the result, on standard output.
 func (f *taskActionFlags) runBulk(ctx context.Context, k *kong.Context, cn *conn, a taskAction) error {
 	stream, err := cn.admin.BulkTasks(ctx, connect.NewRequest(&conveyorv1.BulkTasksRequest{
 		Action: a.bulk, Queue: f.Queue, State: parseState(f.State), Type: f.Type, Search: f.Search,
@@ -175,7 +177,7 @@ func (f *taskActionFlags) runBulk(ctx context.Context, k *kong.Context, cn *conn
 	defer func() { _ = stream.Close() }()
 	var bar *progressBar
 	if !f.JSON {
-		bar = &progressBar{w: k.Stdout, tty: isTerminal(k.Stdout), label: a.verb}
+		bar = &progressBar{w: k.Stderr, tty: isTerminal(k.Stderr), label: a.verb}
 	}
 	last := &conveyorv1.BulkTasksProgress{}
 	for stream.Receive() {

@@ -100,14 +100,16 @@ func TestTaskActionsBatch(t *testing.T) {
 	for i := range ids {
 		ids[i] = ulid.Make().String()
 	}
-	out, err = runCLI(t, strings.Join(ids, "\n"), "task", "delete", addr, "-")
+	out, stderr, err := runCLIFull(t, strings.Join(ids, "\n"), "task", "delete", addr, "-")
 	if exitCode(err) != exitPartial {
 		t.Errorf("deleting unknown ids: %v (exit %d)", err, exitCode(err))
 	}
+	if stderr != "delete: 1000/1001 tasks, 1000 failed\ndelete: 1001/1001 tasks, 1001 failed\n" {
+		t.Errorf("progress on standard error:\n%s", stderr)
+	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if lines[0] != "delete: 1000/1001 tasks, 1000 failed" || lines[1] != "delete: 1001/1001 tasks, 1001 failed" ||
-		len(lines) != 2+1+len(ids) || !strings.HasPrefix(lines[len(lines)-1], ids[len(ids)-1]+"  ") {
-		t.Errorf("progress and results:\n%s", strings.Join(lines[:4], "\n"))
+	if len(lines) != 1+len(ids) || !strings.HasPrefix(lines[0], "ID ") || !strings.HasPrefix(lines[len(lines)-1], ids[len(ids)-1]+"  ") {
+		t.Errorf("results on standard output:\n%s", strings.Join(lines[:3], "\n"))
 	}
 }
 
@@ -176,7 +178,14 @@ func TestTaskBulk(t *testing.T) {
 	other := enqueueID(t, addr, "--queue", "q", "other")
 	mustRun(t, append([]string{"task", "archive", addr, other}, ids...)...)
 
-	golden(t, "task_run_bulk", mustRun(t, "task", "run", addr, "--queue", "q", "--state", "archived", "--type", "t"))
+	out, stderr, err := runCLIFull(t, "", "task", "run", addr, "--queue", "q", "--state", "archived", "--type", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "task_run_bulk", out)
+	if stderr != "run: 3/4 tasks\n" { // the progress, not the result: on standard error
+		t.Errorf("bulk run's standard error: %q", stderr)
+	}
 	for _, id := range ids {
 		if st := taskState(t, s, id); st != "pending" {
 			t.Errorf("%s is %s after the bulk run", id, st)
@@ -191,7 +200,7 @@ func TestTaskBulk(t *testing.T) {
 	startWorker(t, s, "w", nil)
 	held := enqueueID(t, addr, "--queue", "w", "hold")
 	waitState(t, s, held, "active")
-	out, err := runCLI(t, "", "task", "delete", addr, "--queue", "w", "--state", "active")
+	out, err = runCLI(t, "", "task", "delete", addr, "--queue", "w", "--state", "active")
 	if exitCode(err) != exitPartial {
 		t.Errorf("bulk delete of a running task: %v (exit %d)", err, exitCode(err))
 	}

@@ -51,7 +51,7 @@ func TestTaskLs(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"every state", nil, []string{c, a, b, d}}, // by state, then id
+		{"every state", nil, []string{a, b, c, d}}, // by id, whatever the state
 		{"state", []string{"--state", "pending"}, []string{a, b, d}},
 		{"type", []string{"--type", "report"}, []string{c, d}},
 		{"type and state", []string{"--type", "report", "--state", "pending"}, []string{d}},
@@ -75,7 +75,7 @@ func TestTaskLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listIDs(t, out); strings.Join(got, ",") != strings.Join([]string{c, a, b}, ",") {
+	if got := listIDs(t, out); strings.Join(got, ",") != strings.Join([]string{a, b, c}, ",") {
 		t.Errorf("--limit 3 listed %v", got)
 	}
 	token, ok := strings.CutPrefix(strings.TrimSpace(stderr), "more tasks: continue with --page-token ")

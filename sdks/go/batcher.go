@@ -209,17 +209,34 @@ func (b *enqueueBatcher) lingerLocked(target int, wait time.Duration) {
 }
 
 // leaveLocked sends the gathering batch. Call with b.mu.
+//
+// A caller whose context has ended is taken out here, its task not sent,
+// even if it has not woken to take itself out yet: the batch may leave
+// while another holds b.mu (an RPC returning, the linger timer, a call
+// that fills the batch), and the promise is that such a task is not sent.
+// It gets its context's error through its done channel, which its own
+// goroutine reads first once it has b.mu.
 func (b *enqueueBatcher) leaveLocked() {
 	g := b.gathering
 	b.gathering = nil
 	g.left = true
 	calls := make([]*enqueueCall, 0, g.live)
 	for _, c := range g.calls {
-		if !c.removed {
+		switch {
+		case c.removed:
+		case c.ctx.Err() != nil:
+			c.removed = true
+			g.live--
+			g.bytes -= c.size
+			c.finish(nil, ctxError(c.ctx))
+		default:
 			calls = append(calls, c)
 		}
 	}
 	g.calls = nil
+	if len(calls) == 0 {
+		return // every caller gave up: nothing to send
+	}
 	g.waiting = len(calls)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel

@@ -15,9 +15,9 @@ import (
 // (executions take concurrency slots in dispatch order), for a slot, and
 // for any earlier attempt of the same task on the session to be answered;
 // then runs the handler and queues exactly one Result (or BatchResult). An
-// execution that cannot start (canceled, past its deadline, or parked by a
-// drain) is settled without running; see session for when a Result is
-// still owed.
+// execution that cannot start (canceled, past its attempt's bound, or
+// parked by a drain) is settled without running; see session for when a
+// Result is still owed.
 
 // execution is one dispatched task, or one batch, on a session.
 type execution struct {
@@ -27,12 +27,20 @@ type execution struct {
 	// attempts are the attempt ids of ids' deliveries, echoed in their
 	// Results and in Heartbeats; empty from a server that does not fence
 	// attempts.
-	attempts     []string
-	batch        *DeliveryBatch
-	batchFrame   bool // it came as a BatchDispatch, and is answered with a BatchResult
-	ctx          context.Context
-	cancel       context.CancelCauseFunc
-	stopDeadline context.CancelFunc
+	attempts   []string
+	batch      *DeliveryBatch
+	batchFrame bool // it came as a BatchDispatch, and is answered with a BatchResult
+	// ctx ends when the execution is canceled (a server Cancel, a lapsed
+	// lease, a drain, the session's end); the handler's context adds the
+	// task's own deadline to it (see begin).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// startBy is the attempt's bound as the server reckons it: the
+	// earliest, over its tasks, of the Deadline option and receipt plus the
+	// Timeout option (Dispatch.deadline without its lease part), or zero.
+	// Heartbeats hold a lease only a little past it (5s, on our server),
+	// so an execution still waiting to start then gives its tasks back.
+	startBy time.Time
 	// prev is an earlier execution of the same task id on this session
 	// (its lease lapsed and the task came back here): its Result must go
 	// first, since the server drops the first Result after a lapse as the
@@ -64,11 +72,11 @@ func (s *session) dispatch(base context.Context, d *conveyorv1.Dispatch, now tim
 		s.log.Warn("ignored a dispatch without a task id")
 		return
 	}
-	del := newDelivery(env, now)
+	del := newDelivery(env)
 	if del.AttemptID == "" {
 		del.AttemptID = d.GetAttemptId() // the same as the envelope's, when both are set
 	}
-	ex := s.newExecution(base, []*Delivery{del}, del.Deadline, now)
+	ex := s.newExecution(base, []*Delivery{del}, now)
 	if s.w.batchHandlerFor(del.Type) != nil {
 		// A batch member back on its own: a batch of one.
 		ex.batch = &DeliveryBatch{Tasks: []*Delivery{del}}
@@ -89,34 +97,50 @@ func (s *session) dispatchBatch(base context.Context, b *conveyorv1.BatchDispatc
 		return
 	}
 	batch := &DeliveryBatch{Group: b.GetGroup()}
-	var deadline time.Time
 	for _, env := range envs {
-		d := newDelivery(env, now)
-		batch.Tasks = append(batch.Tasks, d)
-		if !d.Deadline.IsZero() && (deadline.IsZero() || d.Deadline.Before(deadline)) {
-			deadline = d.Deadline
-		}
+		batch.Tasks = append(batch.Tasks, newDelivery(env))
 	}
-	ex := s.newExecution(base, batch.Tasks, deadline, now)
+	ex := s.newExecution(base, batch.Tasks, now)
 	ex.batch, ex.batchFrame = batch, true
 	s.admit(ex)
 }
 
 // newExecution builds an execution of dels (one task, or a batch's
-// members) whose context ends at deadline (none when zero).
-func (s *session) newExecution(base context.Context, dels []*Delivery, deadline, now time.Time) *execution {
+// members), received at now.
+func (s *session) newExecution(base context.Context, dels []*Delivery, now time.Time) *execution {
 	ctx, cancel := context.WithCancelCause(base)
-	stop := context.CancelFunc(func() {})
-	if !deadline.IsZero() {
-		ctx, stop = context.WithDeadline(ctx, deadline)
-	}
-	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel, stopDeadline: stop,
+	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL),
 		ids: make([]string, len(dels)), attempts: make([]string, len(dels))}
 	for i, d := range dels {
 		ex.ids[i], ex.attempts[i] = d.ID, d.AttemptID
+		ex.startBy = earlier(ex.startBy, d.attemptBound(now))
 	}
 	return ex
+}
+
+// deliveries are the tasks of ex: a batch's members, or the one task.
+func (ex *execution) deliveries() []*Delivery {
+	if ex.batch != nil {
+		return ex.batch.Tasks
+	}
+	return []*Delivery{ex.d}
+}
+
+// begin starts the clock of each task's Timeout at start, the handler's
+// start (a task that waited for a slot, or behind an earlier attempt, keeps
+// its whole Timeout), and returns the handler's context, which ends at
+// the earliest of the tasks' bounds.
+func (ex *execution) begin(start time.Time) (context.Context, context.CancelFunc) {
+	var end time.Time
+	for _, d := range ex.deliveries() {
+		d.Deadline = d.attemptBound(start)
+		end = earlier(end, d.Deadline)
+	}
+	if end.IsZero() {
+		return ex.ctx, func() {}
+	}
+	return context.WithDeadline(ex.ctx, end)
 }
 
 // admit registers ex with the session and starts its goroutine.
@@ -125,7 +149,6 @@ func (s *session) admit(ex *execution) {
 	if s.ended {
 		s.mu.Unlock()
 		ex.cancel(ErrSessionLost)
-		ex.stopDeadline()
 		return
 	}
 	if !ex.batchFrame {
@@ -148,61 +171,85 @@ func (s *session) admit(ex *execution) {
 func (s *session) execute(ex *execution) {
 	defer s.w.running.Done()
 	defer ex.cancel(nil)
-	defer ex.stopDeadline()
 	if !s.acquire(ex) {
 		return
 	}
 	defer func() { <-s.w.slots }()
+	ctx, stop := ex.begin(time.Now())
+	defer stop()
 	// Settle in a defer, so that even a handler that never returns
 	// normally (runtime.Goexit, as t.FailNow does) yields one Result.
-	rs := ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "the handler exited without returning (runtime.Goexit)")
-	defer func() { s.settle(ex, rs) }()
-	rs = s.w.invoke(ex)
+	var rs []*conveyorv1.Result
+	defer func() {
+		if rs == nil {
+			rs = ex.failedResults(ctx, errHandlerExited)
+		}
+		s.settle(ex, rs)
+	}()
+	rs = s.w.invoke(ctx, ex)
+}
+
+// errHandlerExited stands for a handler that ended by runtime.Goexit.
+var errHandlerExited = errors.New("the handler exited without returning (runtime.Goexit)")
+
+// failedResults are the results of a handler that ended without returning
+// (a panic, runtime.Goexit), err saying how: the outcome of a handler that
+// returned err (see resultFor), so RETRY, or RELEASED once the drain
+// abandoned it (protocol §5.10: never RETRY for that).
+func (ex *execution) failedResults(ctx context.Context, err error) []*conveyorv1.Result {
+	dels := ex.deliveries()
+	rs := make([]*conveyorv1.Result, len(dels))
+	for i, d := range dels {
+		rs[i] = resultFor(ctx, d, err)
+	}
+	return rs
 }
 
 // acquire waits for ex's turn (executions take concurrency slots in the
 // order they were dispatched, so the server's priority order holds even
 // when dispatches queue up locally), then for a slot, then for an earlier
 // attempt of the same task to be settled, and marks ex started. It returns
-// false, having settled ex, when ex must not start: its context ended
-// first, or the session is draining (ex then stays listed in heartbeats
-// until the session ends).
+// false, having settled ex, when ex must not start: it was canceled or its
+// startBy passed first, or the session is draining (ex then stays listed
+// in heartbeats until the session ends or its startBy passes).
 func (s *session) acquire(ex *execution) bool {
+	wait, stopWait := ex.waitContext()
+	defer stopWait()
 	select {
 	case <-ex.after:
-	case <-ex.ctx.Done():
-		s.endUnstarted(ex)
+	case <-wait.Done():
+		s.endUnstarted(ex, wait)
 		s.passTurn(ex)
 		return false
 	case <-s.drainCh:
 		s.passTurn(ex)
-		s.park(ex)
+		s.park(ex, wait)
 		return false
 	}
 	select {
 	case s.w.slots <- struct{}{}:
 		close(ex.turn)
-	case <-ex.ctx.Done():
+	case <-wait.Done():
 		close(ex.turn)
-		s.endUnstarted(ex)
+		s.endUnstarted(ex, wait)
 		return false
 	case <-s.drainCh:
 		close(ex.turn)
-		s.park(ex)
+		s.park(ex, wait)
 		return false
 	}
 	if ex.prev != nil {
 		select {
 		case <-ex.prev.done:
-		case <-ex.ctx.Done():
+		case <-wait.Done():
 		case <-s.drainCh:
 		}
 	}
 	s.mu.Lock()
-	if s.draining || s.ended || ex.ctx.Err() != nil {
+	if s.draining || s.ended || wait.Err() != nil {
 		s.mu.Unlock()
 		<-s.w.slots
-		s.park(ex)
+		s.park(ex, wait)
 		return false
 	}
 	ex.started = true
@@ -218,19 +265,33 @@ func (s *session) passTurn(ex *execution) {
 	close(ex.turn)
 }
 
-// park holds an execution that will not start until its context ends (at
-// the latest when the session does), then settles it.
-func (s *session) park(ex *execution) {
-	<-ex.ctx.Done()
-	s.endUnstarted(ex)
+// waitContext is ex's context until it starts: it also ends at startBy.
+func (ex *execution) waitContext() (context.Context, context.CancelFunc) {
+	if ex.startBy.IsZero() {
+		return ex.ctx, func() {}
+	}
+	return context.WithDeadline(ex.ctx, ex.startBy)
 }
 
-// endUnstarted settles an execution whose context ended before it started.
-func (s *session) endUnstarted(ex *execution) {
-	cause := context.Cause(ex.ctx)
+// park holds an execution that will not start until wait ends (at the
+// latest when the session does, or at its startBy), then settles it.
+func (s *session) park(ex *execution, wait context.Context) {
+	<-wait.Done()
+	s.endUnstarted(ex, wait)
+}
+
+// endUnstarted settles an execution whose wait (see waitContext) ended
+// before it started.
+func (s *session) endUnstarted(ex *execution, wait context.Context) {
+	cause := context.Cause(wait)
 	switch {
 	case errors.Is(cause, context.DeadlineExceeded):
-		s.settle(ex, ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, "task deadline exceeded before the task started"))
+		// Its startBy passed, and the server is about to take its lease
+		// back as a failed attempt: give it back first. It never ran, so
+		// this is no failure of the task (nor, in a drain, may it be one:
+		// protocol §5.10).
+		s.settle(ex, ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED,
+			"released unstarted: its timeout or deadline passed while it waited to start"))
 	case errors.Is(cause, ErrCanceledByServer), errors.Is(cause, ErrLeaseExpired):
 		// The server still expects this attempt's Result (it drops it),
 		// before any Result for a redelivery of the task.
@@ -378,23 +439,23 @@ func progressFrame(ex *execution) *conveyorv1.WorkerMessage {
 		TaskId: ex.d.ID, Percent: ex.prog.percent, Message: ex.prog.message}}}
 }
 
-// invoke runs the handler for ex and maps its return (or panic) to its
-// results.
-func (w *Worker) invoke(ex *execution) (rs []*conveyorv1.Result) {
+// invoke runs the handler for ex with ctx and maps its return (or panic)
+// to its results.
+func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Result) {
 	d := ex.d
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error("task handler panicked", "task", d.ID, "type", d.Type, "panic", p, "stack", string(debug.Stack()))
-			rs = ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, fmt.Sprintf("panic: %v", p))
+			rs = ex.failedResults(ctx, fmt.Errorf("panic: %v", p))
 		}
 	}()
 	if b := ex.batch; b != nil {
-		err := w.batchHandlerFor(d.Type).ProcessBatch(ex.ctx, b)
+		err := w.batchHandlerFor(d.Type).ProcessBatch(ctx, b)
 		rs = make([]*conveyorv1.Result, 0, len(b.Tasks))
 		for _, m := range b.Tasks {
-			rs = append(rs, resultFor(ex.ctx, m, b.memberErr(m, err)))
+			rs = append(rs, resultFor(ctx, m, b.memberErr(m, err)))
 		}
 		return rs
 	}
-	return []*conveyorv1.Result{resultFor(ex.ctx, d, w.handlerFor(d.Type).ProcessTask(ex.ctx, d))}
+	return []*conveyorv1.Result{resultFor(ctx, d, w.handlerFor(d.Type).ProcessTask(ctx, d))}
 }

@@ -129,10 +129,10 @@ type Delivery struct {
 	// option, or the server default of 4 when it was not set.
 	Priority int
 	// Deadline is when the handler's context ends on its own: the earlier
-	// of the task's Deadline option and the time the worker received the
-	// task plus its Timeout option. It is zero when the task has neither.
-	// The lease is not part of it: the worker's heartbeats keep the lease
-	// alive for as long as the handler runs.
+	// of the task's Deadline option and the time the handler started plus
+	// its Timeout option. It is zero when the task has neither. The lease
+	// is not part of it: the worker's heartbeats keep the lease alive for
+	// as long as the handler runs.
 	Deadline time.Time
 	// Options are the task's options as the producer gave them.
 	Options TaskOptions
@@ -236,8 +236,9 @@ func (b *DeliveryBatch) memberErr(d *Delivery, batchErr error) error {
 	return batchErr
 }
 
-// newDelivery builds the Delivery for an envelope received at now.
-func newDelivery(env *conveyorv1.TaskEnvelope, now time.Time) *Delivery {
+// newDelivery builds the Delivery for an envelope. Its Deadline is set
+// when its handler starts (see execution.begin).
+func newDelivery(env *conveyorv1.TaskEnvelope) *Delivery {
 	opts := env.GetOptions()
 	d := &Delivery{
 		ID:          env.GetId(),
@@ -266,15 +267,26 @@ func newDelivery(env *conveyorv1.TaskEnvelope, now time.Time) *Delivery {
 	if d.Priority <= 0 {
 		d.Priority = workerDefaultPriority
 	}
-	if to := opts.GetTimeout(); to != nil && to.AsDuration() > 0 {
-		d.Deadline = now.Add(to.AsDuration())
-	}
-	if dl := opts.GetDeadline(); dl != nil && dl.IsValid() {
-		if t := dl.AsTime(); d.Deadline.IsZero() || t.Before(d.Deadline) {
-			d.Deadline = t
-		}
-	}
 	return d
+}
+
+// attemptBound is when an attempt of d that starts at start must end: the
+// earlier of its Deadline option and start plus its Timeout option, or
+// zero when it has neither.
+func (d *Delivery) attemptBound(start time.Time) time.Time {
+	bound := d.Options.Deadline
+	if to := d.Options.Timeout; to > 0 {
+		bound = earlier(bound, start.Add(to))
+	}
+	return bound
+}
+
+// earlier returns the earlier of a and b, where zero means no bound.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // HandleJSON registers fn for taskType, decoding each payload as JSON into

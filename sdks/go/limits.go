@@ -35,6 +35,12 @@ const (
 	// frameSlack is left of maxFrameBytes for the frame's own fields
 	// around a BatchResult's results.
 	frameSlack = 64
+	// maxHeartbeatIDs bounds the ids, task ids and attempt ids together,
+	// of one Heartbeat, as the server bounds them: a fencing server counts
+	// each held task twice, so six full batches (of 10,000 members) would
+	// pass it. A session holding more is heartbeated in several frames;
+	// see heartbeatFrames.
+	maxHeartbeatIDs = 100_000
 )
 
 // truncatedSuffix ends a message cut to fit its bound.

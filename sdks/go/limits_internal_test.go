@@ -78,3 +78,29 @@ func TestBoundBatch(t *testing.T) {
 		t.Fatalf("%d of %d results kept whole, want all that fit in 32 MiB (about 2,040)", kept, len(rs))
 	}
 }
+
+// TestHeartbeatFrames: deliveries fill a Heartbeat up to the bound, a
+// delivery's two ids never split across frames, and an idle session still
+// has its one (empty) Heartbeat.
+func TestHeartbeatFrames(t *testing.T) {
+	t.Parallel()
+	if got := newHeartbeatFrames(4).frames; len(got) != 1 || proto.Size(got[0]) != 0 {
+		t.Fatalf("no deliveries: %v, want one empty heartbeat", got)
+	}
+	h := newHeartbeatFrames(4)
+	for _, d := range [][2]string{{"t1", "a1"}, {"t2", "a2"}, {"t3", ""}, {"", "a4"}, {"t5", "a5"}} {
+		h.add(d[0], d[1])
+	}
+	want := []*conveyorv1.Heartbeat{
+		{ActiveTaskIds: []string{"t1", "t2"}, ActiveAttemptIds: []string{"a1", "a2"}},
+		{ActiveTaskIds: []string{"t3", "t5"}, ActiveAttemptIds: []string{"a4", "a5"}},
+	}
+	if len(h.frames) != len(want) {
+		t.Fatalf("%d frames %v, want %v", len(h.frames), h.frames, want)
+	}
+	for i := range want {
+		if !proto.Equal(h.frames[i], want[i]) {
+			t.Errorf("frame %d = %v, want %v", i, h.frames[i], want[i])
+		}
+	}
+}

@@ -24,7 +24,8 @@ import (
 //   - the heartbeat ticker asks the writer for a Heartbeat every
 //     Welcome.heartbeat_interval, listing every task the session holds
 //     (running, waiting for a concurrency slot, or parked by a drain), by
-//     task id and by attempt id;
+//     task id and by attempt id, in several frames if one would pass the
+//     server's bound on ids;
 //   - the controller runs the drain when the Worker stops.
 //
 // Each Dispatch becomes an execution with a goroutine of its own that waits
@@ -49,7 +50,7 @@ import (
 // heartbeat time + lease_ttl, so a long task that heartbeats must not be
 // stopped when the first lease expiry passes. The handler's context
 // therefore ends at the task's own bound only, computed from the envelope's
-// options (the earlier of options.deadline and receive time +
+// options (the earlier of options.deadline and handler start +
 // options.timeout; see Delivery.Deadline), and the lease part is tracked
 // separately: each execution's lease is reckoned as receive time + lease_ttl
 // and pushed to heartbeat time + lease_ttl by every Heartbeat actually
@@ -57,12 +58,20 @@ import (
 // handler canceled, with cause ErrLeaseExpired. A handler that overruns its
 // task's bound gets context.DeadlineExceeded and is reported RETRY.
 //
+// The timeout counts from the handler's start, not from receipt, so that a
+// task that waited for a slot still gets its whole Timeout. A task that has
+// not started by the time its bound counted from receipt passes (the
+// server's own reckoning, past which heartbeats no longer hold its lease)
+// is reported RELEASED: it never ran, and holding it longer would only let
+// the server take it back as a failed attempt.
+//
 // # Drain
 //
 // When the Worker stops, the controller stops new starts (a dispatch that
 // arrives or is still waiting for a slot is not started but stays listed in
 // heartbeats, so its lease survives until the close releases it with no
-// penalty, protocol §5.10), gives the running handlers the drain grace to
+// penalty, protocol §5.10, or is RELEASED once its bound passes, as above),
+// gives the running handlers the drain grace to
 // finish and report their real outcome, cancels the rest with cause
 // ErrWorkerShutdown (reported RELEASED), closes the request side and waits,
 // bounded, for the server to end the stream.
@@ -268,10 +277,10 @@ func (s *session) writeLoop() {
 			s.outbox = nil
 			beat := s.heartbeatDue
 			s.heartbeatDue = false
-			var hb *conveyorv1.Heartbeat
+			var hbs []*conveyorv1.Heartbeat
 			var beating []*execution
 			if beat {
-				hb, beating = s.heartbeatLocked()
+				hbs, beating = s.heartbeatLocked()
 			}
 			closing := s.closeRequested
 			s.mu.Unlock()
@@ -283,12 +292,8 @@ func (s *session) writeLoop() {
 					return
 				}
 			}
-			if beat {
-				at := time.Now()
-				if !s.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: hb}}) {
-					return
-				}
-				s.extendLeases(beating, at.Add(s.leaseTTL))
+			if beat && !s.sendHeartbeats(hbs, beating) {
+				return
 			}
 			if closing {
 				if err := s.stream.CloseRequest(); err != nil {
@@ -300,29 +305,84 @@ func (s *session) writeLoop() {
 	}
 }
 
-// heartbeatLocked builds a Heartbeat of everything the session holds, and
-// returns the executions whose leases it renews. Call with s.mu.
+// heartbeatLocked builds the Heartbeats of everything the session holds
+// (one, unless it holds more than maxHeartbeatIDs ids), and returns the
+// executions whose leases they renew. Call with s.mu.
 //
 // active_task_ids lists each task id held (for servers that do not fence
 // attempts); active_attempt_ids lists the attempt of every delivery still
 // held, including an earlier attempt of a redelivered task that has yet to
 // be answered (a fencing server extends exactly those, and ignores the
 // ones it has taken back).
-func (s *session) heartbeatLocked() (*conveyorv1.Heartbeat, []*execution) {
-	hb := &conveyorv1.Heartbeat{ActiveTaskIds: make([]string, 0, len(s.tasks))}
+func (s *session) heartbeatLocked() ([]*conveyorv1.Heartbeat, []*execution) {
+	hbs := newHeartbeatFrames(maxHeartbeatIDs)
 	beating := make([]*execution, 0, len(s.tasks))
-	for id, ex := range s.tasks {
-		hb.ActiveTaskIds = append(hb.ActiveTaskIds, id)
-		beating = append(beating, ex)
-	}
 	for ex := range s.live {
-		for _, a := range ex.attempts {
-			if a != "" {
-				hb.ActiveAttemptIds = append(hb.ActiveAttemptIds, a)
+		renewed := false
+		for i, id := range ex.ids {
+			taskID := ""
+			if s.tasks[id] == ex { // the newest delivery of id
+				taskID, renewed = id, true
 			}
+			hbs.add(taskID, ex.attempts[i])
+		}
+		if renewed {
+			beating = append(beating, ex)
 		}
 	}
-	return hb, beating
+	return hbs.frames, beating
+}
+
+// heartbeatFrames packs the deliveries a session holds into Heartbeats of
+// at most limit ids each. Several frames do what one would: the server
+// extends the leases each one names, and takes nothing from what a frame
+// leaves out (a lease lapses only when no frame renews it in time). A
+// delivery's task id and attempt id go in the same frame, so that every
+// frame reads the same to a server that fences attempts (it goes by
+// attempt ids) and to one that does not (it goes by task ids).
+type heartbeatFrames struct {
+	limit  int
+	frames []*conveyorv1.Heartbeat // never empty: an idle session still heartbeats
+}
+
+func newHeartbeatFrames(limit int) *heartbeatFrames {
+	return &heartbeatFrames{limit: limit, frames: []*conveyorv1.Heartbeat{{}}}
+}
+
+// add lists one delivery by its task id and its attempt id; either may be
+// empty (not listed).
+func (h *heartbeatFrames) add(taskID, attemptID string) {
+	n := 0
+	if taskID != "" {
+		n++
+	}
+	if attemptID != "" {
+		n++
+	}
+	hb := h.frames[len(h.frames)-1]
+	if len(hb.ActiveTaskIds)+len(hb.ActiveAttemptIds)+n > h.limit {
+		hb = &conveyorv1.Heartbeat{}
+		h.frames = append(h.frames, hb)
+	}
+	if taskID != "" {
+		hb.ActiveTaskIds = append(hb.ActiveTaskIds, taskID)
+	}
+	if attemptID != "" {
+		hb.ActiveAttemptIds = append(hb.ActiveAttemptIds, attemptID)
+	}
+}
+
+// sendHeartbeats sends hbs and records the leases of beating as renewed
+// from the moment the first was sent; false means the stream is broken.
+func (s *session) sendHeartbeats(hbs []*conveyorv1.Heartbeat, beating []*execution) bool {
+	at := time.Now()
+	for _, hb := range hbs {
+		if !s.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Heartbeat{Heartbeat: hb}}) {
+			return false
+		}
+	}
+	s.extendLeases(beating, at.Add(s.leaseTTL))
+	return true
 }
 
 // send sends one frame; false means the stream is broken.
@@ -388,17 +448,21 @@ const (
 	waitEnded                      // the stream ended
 )
 
-// await waits for ch, at most d, watching for Close, for Shutdown's
-// context and for the stream's end.
-func (s *session) await(ch <-chan struct{}, d time.Duration) waitResult {
+// await waits for ch, at most d, watching for Close and for the stream's
+// end, and for Shutdown's context too when abandonable.
+func (s *session) await(ch <-chan struct{}, d time.Duration, abandonable bool) waitResult {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var abandon <-chan struct{} // nil: never ready
+	if abandonable {
+		abandon = s.w.abandonCh
+	}
 	select {
 	case <-ch:
 		return waitReached
 	case <-t.C:
 		return waitTimedOut
-	case <-s.w.abandonCh:
+	case <-abandon:
 		return waitAbandon
 	case <-s.w.killCh:
 		return waitKilled
@@ -421,32 +485,47 @@ func (s *session) control() {
 		return
 	default:
 	}
-	idle, running := s.beginDrain()
-	s.log.Info("worker draining", "running", running, "grace", s.w.cfg.drainGrace)
-	switch s.await(idle, s.w.cfg.drainGrace) {
-	case waitKilled:
-		s.abort()
+	if !s.drain() {
 		return
-	case waitEnded:
-		return
-	case waitReached:
-	default:
-		n := s.cancelStarted(ErrWorkerShutdown)
-		s.log.Info("drain grace over: releasing the tasks still running", "count", n)
-		switch s.await(idle, drainUnwind) {
-		case waitKilled:
-			s.abort()
-			return
-		case waitEnded:
-			return
-		}
 	}
 	s.requestClose()
-	switch s.await(s.done, closeWait) {
+	// Not abandonable: the results just queued go out before the close,
+	// and cutting the stream now could lose them.
+	switch s.await(s.done, closeWait, false) {
 	case waitReached, waitEnded:
 	default:
 		s.abort()
 	}
+}
+
+// drain stops new starts, lets the running handlers finish within the
+// drain grace (or until Shutdown's context ends), then cancels the rest
+// and waits, bounded, for them to return. It returns false if the stream
+// ended or was cut meanwhile.
+func (s *session) drain() bool {
+	idle, running := s.beginDrain()
+	s.log.Info("worker draining", "running", running, "grace", s.w.cfg.drainGrace)
+	switch s.await(idle, s.w.cfg.drainGrace, true) {
+	case waitKilled:
+		s.abort()
+		return false
+	case waitEnded:
+		return false
+	case waitReached:
+		return true
+	}
+	n := s.cancelStarted(ErrWorkerShutdown)
+	s.log.Info("drain grace over: releasing the tasks still running", "count", n)
+	// Not abandonable: Shutdown's context may be what ended the grace,
+	// and the handlers just canceled are still to be reported RELEASED.
+	switch s.await(idle, drainUnwind, false) {
+	case waitKilled:
+		s.abort()
+		return false
+	case waitEnded:
+		return false
+	}
+	return true
 }
 
 // beginDrain stops new starts and returns a channel closed once no started

@@ -134,7 +134,10 @@ func MaxRetry(n int) TaskOption {
 }
 
 // Timeout bounds one attempt: the worker's deadline for an attempt is at
-// most its start plus d. Zero means no per-attempt bound.
+// most its start plus d. Zero means no per-attempt bound. The server counts
+// d from dispatch, so a Worker that could not start the task within d of
+// receiving it (every slot busy, or a drain) gives it back unstarted
+// (RELEASED, no retry counted).
 func Timeout(d time.Duration) TaskOption {
 	return taskOptionFunc(func(t *Task) { t.options().Timeout = durationpb.New(d) })
 }

@@ -355,10 +355,11 @@ func (w *Worker) requestStop() { w.stopOnce.Do(func() { close(w.stopCh) }) }
 
 // Shutdown stops the Worker gracefully, as canceling Run's context does,
 // and waits for Run to return. If ctx ends first, the drain is cut short:
-// running handlers are canceled at once (cause ErrWorkerShutdown, reported
-// RELEASED), the stream is closed, and Shutdown returns ctx's error once
-// Run has returned. Shutdown is safe to call more than once and before or
-// without Run.
+// running handlers are canceled at once (cause ErrWorkerShutdown) and, as
+// at the end of the drain grace, are reported RELEASED (or with their real
+// outcome, if they finished) if they return within 5 seconds; the stream
+// is then closed, and Shutdown returns ctx's error once Run has returned.
+// Shutdown is safe to call more than once and before or without Run.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.requestStop()
 	if !w.wasStarted() {

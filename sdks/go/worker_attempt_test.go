@@ -2,7 +2,9 @@ package conveyor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +140,54 @@ func TestWorkerFakeNoAttemptIDs(t *testing.T) {
 	if r := s.next("A's result", wtIsResult("A"), nil).GetResult(); r.GetAttemptId() != "" {
 		t.Fatalf("A's result names attempt %q, want none", r.GetAttemptId())
 	}
+}
+
+// TestWorkerFakeHeartbeatWithinServerBound: six full batches in flight
+// from a fencing server are 120,000 ids (a task id and an attempt id per
+// member), past the 100,000 the server accepts in one Heartbeat (it ends
+// the session with invalid_argument, which stops the worker for good).
+// The worker heartbeats them in several frames, each within the bound and
+// listing a member's task id and attempt id together.
+func TestWorkerFakeHeartbeatWithinServerBound(t *testing.T) {
+	t.Parallel()
+	const groups, members, serverBound = 6, 10_000, 100_000 // server.MaxGroupSize, server.MaxHeartbeatIDs
+	f := &wtFake{heartbeat: 200 * time.Millisecond}
+	url := wtStartFake(t, f)
+	w := wtNewWorker(t, url, conveyor.WithConcurrency(groups))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(ctx context.Context, _ *conveyor.DeliveryBatch) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	wtRun(t, w)
+	s := f.session(t)
+	for g := range groups {
+		bd := &conveyorv1.BatchDispatch{Group: fmt.Sprint("g", g), Deadline: timestamppb.New(time.Now().Add(time.Hour))}
+		for i := range members {
+			id := fmt.Sprintf("T%d-%05d", g, i)
+			bd.Tasks = append(bd.Tasks, &conveyorv1.TaskEnvelope{Id: id, Queue: "default", Type: "agg", AttemptId: "a-" + id})
+		}
+		s.send(&conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}})
+	}
+	renewed := map[string]bool{} // task ids heartbeated, with their attempts
+	s.next("heartbeats renewing every member", func(m *conveyorv1.WorkerMessage) bool {
+		hb := m.GetHeartbeat()
+		if hb == nil {
+			return false
+		}
+		tasks, attempts := hb.GetActiveTaskIds(), hb.GetActiveAttemptIds()
+		if n := len(tasks) + len(attempts); n > serverBound {
+			t.Fatalf("a heartbeat lists %d ids; the server refuses more than %d", n, serverBound)
+		}
+		paired := make([]string, len(attempts))
+		for i, a := range attempts {
+			paired[i] = strings.TrimPrefix(a, "a-")
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(tasks)), slices.Sorted(slices.Values(paired))) {
+			t.Fatalf("a heartbeat lists %d task ids and %d attempt ids, not of the same deliveries", len(tasks), len(attempts))
+		}
+		for _, id := range tasks {
+			renewed[id] = true
+		}
+		return len(renewed) == groups*members
+	}, wtNoResult(t))
 }

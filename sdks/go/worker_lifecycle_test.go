@@ -6,7 +6,9 @@ package conveyor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,6 +195,51 @@ func TestWorkerDrainReleases(t *testing.T) {
 	}
 }
 
+// TestWorkerDrainReleasesHandlersThatDoNotReturn: a handler abandoned by
+// the drain that panics, or ends with runtime.Goexit, is released like
+// one that returns an error: its task back to PENDING with no retry.
+func TestWorkerDrainReleasesHandlersThatDoNotReturn(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		unwind func()
+	}{
+		{"panic", func() { panic("unwinding on shutdown") }},
+		{"Goexit", runtime.Goexit},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := wtSetup(t, server.Config{})
+			id := e.enqueue(wtReq("dx", "block", "{}", nil))
+			started := make(chan struct{}, 1)
+			w := e.newWorker(conveyor.WithQueue("dx", 1), conveyor.WithDrainGrace(50*time.Millisecond))
+			w.HandleFunc("block", func(ctx context.Context, _ *conveyor.Delivery) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				if !errors.Is(context.Cause(ctx), conveyor.ErrWorkerShutdown) {
+					return context.Cause(ctx)
+				}
+				tc.unwind()
+				return nil
+			})
+			r := wtRun(t, w)
+			wtRecv(t, started, 10*time.Second, "the task starts")
+			if err := w.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown = %v", err)
+			}
+			if err := r.wait(t, time.Second); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			info := e.get(id)
+			if info.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || info.GetRetried() != 0 {
+				t.Fatalf("after the drain the task is %s with retried %d (%q), want PENDING with 0",
+					info.GetState(), info.GetRetried(), info.GetLastError())
+			}
+		})
+	}
+}
+
 func TestWorkerDrainLetsRunningTasksFinish(t *testing.T) {
 	t.Parallel()
 	e := wtSetup(t, server.Config{})
@@ -253,6 +300,49 @@ func TestWorkerShutdownContextCutsDrainShort(t *testing.T) {
 		info := e.get(id)
 		return info.GetState() == conveyorv1.TaskState_TASK_STATE_PENDING && info.GetRetried() == 0
 	})
+}
+
+// TestWorkerShutdownContextEndStillReports: when Shutdown's context ends,
+// the handlers it cancels are still reported before the stream closes, so
+// one that finishes as it is canceled keeps its result.
+func TestWorkerShutdownContextEndStillReports(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{})
+	id := e.enqueue(wtReq("ab", "work", "{}", nil))
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	finish := make(chan struct{})
+	wrapUp := sync.OnceFunc(func() { close(finish) })
+	w := e.newWorker(conveyor.WithQueue("ab", 1)) // default grace: 30s
+	w.HandleFunc("work", func(ctx context.Context, d *conveyor.Delivery) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-finish // the work in hand takes a moment to wrap up
+		d.SetResult([]byte("finished"))
+		return nil
+	})
+	r := wtRun(t, w)
+	t.Cleanup(wrapUp) // before the worker's cleanup, should the test fail first
+	wtRecv(t, started, 10*time.Second, "the task starts")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Shutdown's context has ended already
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(ctx) }()
+	if c := wtRecv(t, causes, 10*time.Second, "the handler's cancellation"); !errors.Is(c, conveyor.ErrWorkerShutdown) {
+		t.Fatalf("cause = %v, want ErrWorkerShutdown", c)
+	}
+	wrapUp()
+	if err := wtRecv(t, shut, 15*time.Second, "Shutdown returns"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	}
+	if err := r.wait(t, time.Second); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	info := e.get(id)
+	if info.GetState() != conveyorv1.TaskState_TASK_STATE_COMPLETED || string(info.GetResult()) != "finished" {
+		t.Fatalf("task is %s with result %q, want COMPLETED with %q (its result was dropped)", info.GetState(), info.GetResult(), "finished")
+	}
 }
 
 func TestWorkerReconnectsAfterServerRestart(t *testing.T) {

@@ -1,0 +1,127 @@
+// Tasks a worker holds without starting them: parked by a drain, or
+// waiting for a slot that a handler of a lost session still holds. Only a
+// scripted server can dispatch at such moments (see worker_fake_test.go).
+
+package conveyor_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+)
+
+// TestWorkerFakeDrainReleasesParkedTaskAtItsTimeout: a late dispatch
+// parked by a drain never runs, so when its timeout passes it is given
+// back (RELEASED), never failed (RETRY) as if it had run too long.
+func TestWorkerFakeDrainReleasesParkedTaskAtItsTimeout(t *testing.T) {
+	t.Parallel()
+	f := &wtFake{}
+	url := wtStartFake(t, f)
+	logs := wtLogWatch{msgs: make(chan string, 256)}
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	w := wtNewWorker(t, url, conveyor.WithConcurrency(2), conveyor.WithDrainGrace(10*time.Second), conveyor.WithLogger(slog.New(logs)))
+	w.HandleFunc("t", func(ctx context.Context, d *conveyor.Delivery) error {
+		started <- d.ID
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	wtRun(t, w)
+	s := f.session(t)
+	s.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
+	wtRecv(t, started, 10*time.Second, "A starts")
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(context.Background()) }()
+	logs.await(t, "worker draining")
+
+	timeout := &conveyorv1.TaskOptions{Timeout: durationpb.New(200 * time.Millisecond)}
+	s.send(wtDispatch("B", "t", "{}", timeout, time.Now().Add(200*time.Millisecond)))
+	r := s.next("B's result", wtIsResult("B"), wtNoResult(t)).GetResult()
+	if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED || !strings.Contains(r.GetErrorMsg(), "unstarted") {
+		t.Fatalf("B's result = %v, want RELEASED unstarted", r)
+	}
+	close(release)
+	if r := s.next("A's result", wtIsResult("A"), wtNoResult(t)).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		t.Fatalf("A's result = %v, want SUCCESS", r)
+	}
+	for m := range s.in {
+		if r := m.GetResult(); r != nil {
+			t.Fatalf("result after the drain: %v", r)
+		}
+	}
+	s.end <- nil
+	if err := wtRecv(t, shut, 10*time.Second, "Shutdown returns"); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	select {
+	case id := <-started:
+		t.Fatalf("%s started during the drain", id)
+	default:
+	}
+}
+
+// TestWorkerFakeTimeoutCountsFromStart: after a reconnect, the new
+// session's tasks wait for the slot a handler of the lost session holds
+// while it unwinds. One whose timeout passes meanwhile is given back
+// unstarted (RELEASED); one that starts later gets its whole timeout,
+// counted from its start.
+func TestWorkerFakeTimeoutCountsFromStart(t *testing.T) {
+	t.Parallel()
+	f := &wtFake{}
+	url := wtStartFake(t, f)
+	unwound := make(chan struct{})
+	unwind := sync.OnceFunc(func() { close(unwound) })
+	started := make(chan *conveyor.Delivery, 4)
+	w := wtNewWorker(t, url, conveyor.WithConcurrency(1))
+	w.HandleFunc("t", func(ctx context.Context, d *conveyor.Delivery) error {
+		started <- d
+		if d.ID == "A" {
+			<-ctx.Done()
+			<-unwound // a slow unwind keeps the only slot
+		}
+		return nil
+	})
+	wtRun(t, w)
+	t.Cleanup(unwind) // before the worker's cleanup, should the test fail first
+	s1 := f.session(t)
+	s1.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
+	wtRecv(t, started, 10*time.Second, "A starts")
+	s1.end <- connect.NewError(connect.CodeUnavailable, errors.New("going away"))
+
+	s2 := f.session(t)
+	short := &conveyorv1.TaskOptions{Timeout: durationpb.New(150 * time.Millisecond)}
+	long := &conveyorv1.TaskOptions{Timeout: durationpb.New(time.Minute)}
+	s2.send(wtDispatch("B", "t", "{}", short, time.Now().Add(150*time.Millisecond)))
+	s2.send(wtDispatch("C", "t", "{}", long, time.Now().Add(time.Minute)))
+	r := s2.next("B's result", wtIsResult("B"), wtNoResult(t)).GetResult()
+	if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED {
+		t.Fatalf("B's result = %v, want RELEASED (it never started)", r)
+	}
+	freed := time.Now()
+	unwind() // C cannot start before this
+	c := wtRecv(t, started, 10*time.Second, "C starts")
+	if c.ID != "C" {
+		t.Fatalf("%s started, want C (B was given back)", c.ID)
+	}
+	if want := freed.Add(time.Minute); c.Deadline.Before(want) {
+		t.Fatalf("C's deadline is %s after the slot freed, want its whole timeout (1m) from its start",
+			c.Deadline.Sub(freed))
+	}
+	if r := s2.next("C's result", wtIsResult("C"), wtNoResult(t)).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		t.Fatalf("C's result = %v, want SUCCESS", r)
+	}
+}

@@ -56,6 +56,10 @@ type committer struct {
 	storageErr error
 	// busy is the total time spent in transactions (under Engine.mu).
 	busy time.Duration
+	// committed is the bbolt id of the latest transaction committed (the
+	// committer's own), applied that of the latest one whose post-commit
+	// hooks have run (under Engine.mu; see Engine.currentLocked).
+	committed, applied uint64
 
 	// Transactions and Ops count commits and the ops they carried, so tests
 	// and benchmarks can see how much group commit merges.
@@ -182,6 +186,7 @@ func (c *committer) drain() {
 		var op *opError
 		switch {
 		case err == nil:
+			c.applied = c.committed
 			for _, f := range b.post {
 				f()
 			}
@@ -268,7 +273,10 @@ func (c *committer) commitOnce(b *batch) error {
 			return err
 		}
 	}
-	return c.e.db.Update(func(tx *bbolt.Tx) error { return runOps(tx, b.ops) })
+	return c.e.db.Update(func(tx *bbolt.Tx) error {
+		c.committed = uint64(tx.ID())
+		return runOps(tx, b.ops)
+	})
 }
 
 func (c *committer) setStorageErr(err error) {

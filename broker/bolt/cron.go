@@ -100,6 +100,10 @@ func (e *Engine) Crons(context.Context) ([]broker.CronEntry, error) {
 // DeleteCron removes an entry; see broker.Broker.
 func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errClosed
+	}
 	if _, ok := e.crons[id]; !ok {
 		e.mu.Unlock()
 		return fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
@@ -112,6 +116,10 @@ func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 // SetCronPaused pauses or resumes an entry; see broker.Broker.
 func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (broker.CronEntry, error) {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return broker.CronEntry{}, errClosed
+	}
 	old, ok := e.crons[id]
 	if !ok {
 		e.mu.Unlock()
@@ -136,10 +144,9 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	if !f.Skip {
 		pend = prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
+	lookup, err := e.lockForEnqueue(ctx, pend, false)
+	if err != nil {
+		return nil, err
 	}
 	old, ok := e.crons[f.ID]
 	switch {
@@ -160,7 +167,7 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 		e.mu.Unlock()
 		return nil, e.commit.wait(ctx, b)
 	}
-	b := e.enqueueLocked(pend, f.Now)
+	b := e.enqueueLocked(pend, f.Now, lookup)
 	rec.LastRun = nanos(f.Now)
 	pt := &pend[0]
 	if pt.err == nil {

@@ -65,6 +65,9 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 			ds.states = append(ds.states, m.state)
 			continue
 		} else if s, ok := e.settling[k]; ok {
+			if s.state == 0 { // deleted, not durable yet
+				return ds, fmt.Errorf("depends_on[%d]: task %s does not exist: %w", i, d.TaskID, broker.ErrInvalidArgument)
+			}
 			state = s.state
 			ds.endedAt = max(ds.endedAt, s.at)
 		} else {

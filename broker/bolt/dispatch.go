@@ -75,9 +75,13 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	if len(out) == 0 {
 		return nil, nil
 	}
-	if err := e.fillSpecs(out); err != nil {
+	kept, err := e.fillSpecs(out)
+	if err != nil {
 		e.releaseUnsent(p.SessionID, out, p.Now)
 		return nil, err
+	}
+	if out = kept; len(out) == 0 {
+		return nil, nil
 	}
 	if p.Limit != nil {
 		e.limitLeases(out, p.Limit)
@@ -99,9 +103,12 @@ func (e *Engine) releaseUnsent(session string, out []broker.Lease, now time.Time
 
 // fillSpecs completes leased tasks from their stored specs. A spec is
 // immutable and durable before its task can be leased, so reading it
-// outside the engine lock is safe.
-func (e *Engine) fillSpecs(out []broker.Lease) error {
-	return e.view(func(tx *bbolt.Tx) error {
+// outside the engine lock is safe. A task whose spec is missing (a damaged
+// file) is logged and left out, so that it cannot keep the others of the
+// call from their workers; its lease lapses.
+func (e *Engine) fillSpecs(out []broker.Lease) ([]broker.Lease, error) {
+	kept := make([]broker.Lease, 0, len(out))
+	err := e.view(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTasks)
 		var spec storagev1.TaskSpec
 		for i := range out {
@@ -109,7 +116,8 @@ func (e *Engine) fillSpecs(out []broker.Lease) error {
 			k, _ := parseKey(t.ID)
 			v := b.Get(k[:])
 			if v == nil {
-				return fmt.Errorf("spec of leased task %s is missing", t.ID)
+				e.log.Error("spec of leased task is missing; leaving it out", "task", t.ID, "queue", t.Queue)
+				continue
 			}
 			spec.Reset()
 			if err := proto.Unmarshal(v, &spec); err != nil {
@@ -117,9 +125,11 @@ func (e *Engine) fillSpecs(out []broker.Lease) error {
 			}
 			fillFromSpec(t, &spec)
 			spec.Metadata, spec.Payload, spec.Options = nil, nil, nil
+			kept = append(kept, out[i])
 		}
 		return nil
 	})
+	return kept, err
 }
 
 // limitLeases caps each new lease's expiry, and every renewal of it, at

@@ -46,7 +46,13 @@
 //     than memory says fails its batch and every op queued behind it, and
 //     the indexes are rebuilt from the file.
 //   - A long read transaction delays the file's growth (bbolt remaps only
-//     when no reader is open), so readers here are kept short.
+//     when no reader is open), so readers here are kept short. A Backup is
+//     a long reader: while a commit waits for it to remap the file, bbolt
+//     makes every new reader wait too. Calls that read the file (Lease for
+//     the specs, GetTask, ListTasks, enqueues with a producer-chosen id or
+//     dependencies, Act) wait then; no read transaction is ever begun
+//     under the engine's mutex, so the calls that need only memory
+//     (heartbeats, results, timers) go on.
 //   - Within a priority, FIFO order is by when a task became ready; after a
 //     restart it is by task id, which is by enqueue time.
 package bolt

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	cryptorand "crypto/rand"
 	"errors"
@@ -54,6 +55,9 @@ type Config struct {
 	// afterOpenFile, set by tests, runs once the file is open, before its
 	// lock is taken.
 	afterOpenFile func()
+	// mmapSize, set by tests, replaces the address space reserved for the
+	// file, so that a small file grows past it and remaps.
+	mmapSize int
 	// afterTxCommit, set by tests, runs once an EnqueueTx's commit is
 	// durable, before the call reads the existing tasks its items name.
 	afterTxCommit func()
@@ -129,6 +133,11 @@ type Engine struct {
 	entropy    *ulid.MonotonicEntropy
 	lastID     ulid.ULID
 
+	// purging counts the Purge commits not applied yet, and purgeHorizons
+	// holds the latest horizons any Purge was given (fileread.go).
+	purging       int
+	purgeHorizons [1 + numClasses]int64
+
 	commit committer
 	grower tableGrower
 }
@@ -145,7 +154,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	db, err := openFile(cfg.Path, cfg.afterOpenFile)
+	db, err := openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +181,7 @@ func Open(cfg Config) (*Engine, error) {
 // would leave the engine on the replaced file, where every later write is
 // lost: so once the lock is held, path must still name the file locked, or
 // the open starts over on the new one.
-func openFile(path string, afterOpen func()) (*bbolt.DB, error) {
+func openFile(path string, mmapSize int, afterOpen func()) (*bbolt.DB, error) {
 	for attempt := 1; ; attempt++ {
 		var opened *os.File
 		db, err := bbolt.Open(path, 0o600, &bbolt.Options{
@@ -183,7 +192,7 @@ func openFile(path string, afterOpen func()) (*bbolt.DB, error) {
 			FreelistType: bbolt.FreelistMapType,
 			// Reserve address space up front so that growing the file
 			// rarely remaps (a remap waits for every reader).
-			InitialMmapSize: 1 << 30,
+			InitialMmapSize: mmapSize,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag, perm)
 				opened = f

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bbolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
@@ -154,12 +152,11 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 		for j, i := range todo {
 			round[j] = pend[i]
 		}
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return nil, errClosed
+		lookup, err := e.lockForEnqueue(ctx, round, false)
+		if err != nil {
+			return nil, err
 		}
-		b := e.enqueueLocked(round, p.Now)
+		b := e.enqueueLocked(round, p.Now, lookup)
 		var later []int
 		var holder *batch // the holders' commits are at or before it
 		for j := range round {
@@ -172,7 +169,6 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 		}
 		e.mu.Unlock()
 
-		var err error
 		if b != nil {
 			err = e.commit.wait(ctx, b)
 		}
@@ -218,11 +214,10 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 // enqueueLocked inserts each prepared task that passes its checks (its id
 // free, its queue within the limit, its unique key free, its dependencies
 // known) and queues their writes; it returns the batch to wait for (nil
-// when nothing was inserted). Each task's error is left in pend.
-func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time) *batch {
+// when nothing was inserted). Each task's error is left in pend. lookup is
+// from lockForEnqueue.
+func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsLookup) *batch {
 	now := at.UnixNano()
-	lookup := e.newExistsLookup()
-	defer lookup.close()
 	for i := range pend {
 		pt := &pend[i]
 		if pt.err != nil {
@@ -274,13 +269,13 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		}
 	}
 
-	e.mu.Lock()
+	var lookup *existsLookup
 	for {
-		if e.closed {
-			e.mu.Unlock()
-			return nil, errClosed
+		var err error
+		if lookup, err = e.lockForEnqueue(ctx, pend, true); err != nil {
+			return nil, err
 		}
-		err := e.checkTxLocked(pend, now)
+		err = e.checkTxLocked(pend, now, lookup)
 		if err == nil {
 			break
 		}
@@ -299,7 +294,6 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
 			return nil, werr
 		}
-		e.mu.Lock()
 	}
 	for i := range pend {
 		pt := &pend[i]
@@ -312,9 +306,7 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 		if pt.state == stateBlocked {
 			// checkTxLocked checked every dependency; earlier items are
 			// live by now.
-			lookup := e.newExistsLookup()
 			pt.deps, _ = e.checkDepsLocked(pt.nt.DependsOn, lookup.done())
-			lookup.close()
 		}
 		e.insertLocked(pt, now)
 	}
@@ -365,17 +357,16 @@ func (e *Engine) existingViewLocked(k key, lookup *existsLookup) (*broker.Task, 
 		return &broker.Task{ID: k.String(), Queue: e.queues[m.queue].name, State: m.state, Priority: int32(m.prio),
 			Retried: m.retried, MaxRetry: m.maxRetry}, nil
 	}
-	done := lookup.done()
-	defer done.close()
-	st, err := done.status(k)
+	st, err := lookup.done().status(k)
 	if err != nil {
 		return nil, err
 	}
-	spec := &storagev1.TaskSpec{}
-	if v := done.tx.Bucket(bucketTasks).Get(k[:]); v != nil {
-		if err := proto.Unmarshal(v, spec); err != nil {
-			return nil, fmt.Errorf("spec of %s: %w", k, err)
-		}
+	if st == nil {
+		return nil, fmt.Errorf("task %s exists, but no status of it was read", k)
+	}
+	spec := lookup.file.full[k]
+	if spec == nil {
+		spec = &storagev1.TaskSpec{}
 	}
 	return taskFrom(k, spec, st), nil
 }
@@ -384,9 +375,7 @@ func (e *Engine) existingViewLocked(k key, lookup *existsLookup) (*broker.Task, 
 // changes: ids that exist (or repeat within the call) become no-ops, and a
 // unique key that is held, or claimed twice within the call, fails it all.
 // An id or a unique key of a task not durable yet returns errNotDurable.
-func (e *Engine) checkTxLocked(pend []pendingTask, now int64) error {
-	lookup := e.newExistsLookup()
-	defer lookup.close()
+func (e *Engine) checkTxLocked(pend []pendingTask, now int64, lookup *existsLookup) error {
 	seenIDs := map[key]bool{}
 	firstOf := map[key]int{}
 	seenKeys := map[string]int{}
@@ -679,47 +668,63 @@ func (e *Engine) queueInsertsLocked(pend []pendingTask) *batch {
 }
 
 // existsLookup answers "does a task with this id exist?" for producer-chosen
-// ids: live and settling tasks from memory, terminal ones from the file.
+// ids: live and settling tasks from memory, terminal ones from what
+// lockForEnqueue read of the file.
 type existsLookup struct {
-	e  *Engine
-	tx *bbolt.Tx
+	e    *Engine
+	file *fileRead
 }
 
-func (e *Engine) newExistsLookup() *existsLookup { return &existsLookup{e: e} }
+// lockForEnqueue reads from the file what the checks of pend may need
+// (whether each producer-chosen id and each dependency has a spec, the
+// terminal status of each dependency; for an EnqueueTx, the terminal
+// status and spec of each producer-chosen id too, for its answer) and takes
+// Engine.mu (see lockAndRead). It returns with the mutex held, or with an
+// error and the mutex not held.
+func (e *Engine) lockForEnqueue(ctx context.Context, pend []pendingTask, tx bool) (*existsLookup, error) {
+	var ids, done, full []key
+	for i := range pend {
+		pt := &pend[i]
+		if pt.err != nil {
+			continue
+		}
+		if pt.nt.ID != "" {
+			ids = append(ids, pt.k)
+			if tx {
+				done, full = append(done, pt.k), append(full, pt.k)
+			}
+		}
+		for _, d := range pt.nt.DependsOn {
+			if k, err := ulid.ParseStrict(d.TaskID); err == nil {
+				ids, done = append(ids, k), append(done, k)
+			}
+		}
+	}
+	r, err := e.lockAndRead(ctx, ids, done, full)
+	if err != nil {
+		return nil, err
+	}
+	return &existsLookup{e: e, file: r}, nil
+}
 
 func (l *existsLookup) exists(k key) (bool, error) {
 	if _, ok := l.e.tasks.get(k); ok {
 		return true, nil
 	}
-	if _, ok := l.e.settling[k]; ok {
-		return true, nil
+	if s, ok := l.e.settling[k]; ok {
+		// A task deleted, not durably yet, is gone: a new task's write
+		// with its id would follow the delete's in the file.
+		return s.state != 0, nil
 	}
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err != nil {
-			return false, fmt.Errorf("read transaction: %w", err)
-		}
-		l.tx = tx
+	spec, ok := l.file.specs[k]
+	if !ok {
+		return false, fmt.Errorf("task %s was not read from the file", k)
 	}
-	return l.tx.Bucket(bucketTasks).Get(k[:]) != nil, nil
+	return spec, nil
 }
 
 // done returns a lookup of terminal statuses (for dependencies).
-func (l *existsLookup) done() *doneLookup {
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err == nil {
-			l.tx = tx
-		}
-	}
-	return &doneLookup{e: l.e, tx: l.tx, shared: true}
-}
-
-func (l *existsLookup) close() {
-	if l.tx != nil {
-		_ = l.tx.Rollback()
-	}
-}
+func (l *existsLookup) done() *doneLookup { return &doneLookup{file: l.file} }
 
 // newTaskView is the Task an enqueue call returns for a task it stored.
 func newTaskView(pt *pendingTask) *broker.Task {

@@ -18,6 +18,10 @@ func SetCommitFault(cfg *Config, fault func() error) { cfg.commitFault = fault }
 // it takes the file's lock.
 func SetAfterOpenFile(cfg *Config, fn func()) { cfg.afterOpenFile = fn }
 
+// SetMmapSize makes Open reserve n bytes of address space for the file
+// instead of 1 GiB, so that a test's file grows past it and remaps.
+func SetMmapSize(cfg *Config, n int) { cfg.mmapSize = n }
+
 // SetAfterTxCommit makes EnqueueTx call fn once its commit is durable,
 // before it reads the existing tasks its items name.
 func SetAfterTxCommit(cfg *Config, fn func()) { cfg.afterTxCommit = fn }

@@ -249,12 +249,14 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	for i := range out {
-		if err := e.fillSpecs(out[i].Leases); err != nil {
+		filled, err := e.fillSpecs(out[i].Leases)
+		if err != nil {
 			for _, gl := range out {
 				e.releaseUnsent(p.SessionID, gl.Leases, p.Now)
 			}
 			return nil, err
 		}
+		out[i].Leases = filled
 		if p.Limit != nil {
 			e.limitLeases(out[i].Leases, p.Limit)
 		}

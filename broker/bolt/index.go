@@ -27,7 +27,7 @@ type meta struct {
 // settled is a task that left memory and whose change is not durable yet.
 type settled struct {
 	n     int          // changes in flight
-	state broker.State // the terminal state it took
+	state broker.State // the terminal state it took (0: it was deleted)
 	at    int64        // when it took it (Unix ns)
 }
 

@@ -69,10 +69,13 @@ func (e *Engine) reloadLocked() error {
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap = nil, nil, nil
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
+	e.purging = 0
 
 	var wasActive, wasCanceled []key
-	var canceledIn []string // wasCanceled[i]'s queue
 	err := e.db.View(func(tx *bbolt.Tx) error {
+		// Memory is rebuilt from this transaction: reads begun before it
+		// are not current (see Engine.currentLocked).
+		e.commit.applied = uint64(tx.ID())
 		if err := tx.Bucket(bucketQueues).ForEach(func(name, v []byte) error {
 			rec := &storagev1.QueueRecord{}
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -107,14 +110,15 @@ func (e *Engine) reloadLocked() error {
 			if err := checkLiveStatus(r); err != nil {
 				return fmt.Errorf("status of %s: %w", k, err)
 			}
-			if r.State() == stateActive && r.cancelRequested {
-				// Canceled while it ran, and its worker is gone: canceled.
-				wasCanceled = append(wasCanceled, k)
-				canceledIn = append(canceledIn, string(r.queue))
-				return nil
-			}
 			if r.State() == stateActive {
-				wasActive = append(wasActive, k)
+				if r.cancelRequested {
+					// Canceled while it ran, and its worker is gone: it
+					// is finished as canceled below, once every task is
+					// indexed.
+					wasCanceled = append(wasCanceled, k)
+				} else {
+					wasActive = append(wasActive, k)
+				}
 				r.state = int32(statePending)
 			}
 			e.indexLiveLocked(k, r, specs)
@@ -131,17 +135,28 @@ func (e *Engine) reloadLocked() error {
 	}
 	if len(wasActive)+len(wasCanceled) > 0 {
 		now := nanos(e.cfg.Now())
+		// A task canceled while it ran is finished as any cancel is, which
+		// also resolves its dependents; its changes go into the
+		// transaction below rather than to the committer.
+		open := e.commit.open
+		e.commit.open = newBatch()
+		for _, k := range wasCanceled {
+			if m, ok := e.tasks.get(k); ok {
+				e.finishLocked(k, m, stateCanceled, now, nil)
+			}
+		}
+		canceled := e.commit.open
+		e.commit.open = open
 		err = e.db.Update(func(tx *bbolt.Tx) error {
+			e.commit.applied = uint64(tx.ID())
 			w := newTxw(tx)
 			for _, k := range wasActive {
 				if err := w.updateLive(k, func(st *storagev1.TaskStatus) { st.State = int32(statePending) }); err != nil {
 					return err
 				}
 			}
-			for _, k := range wasCanceled {
-				if err := w.finish(k, 0, func(st *storagev1.TaskStatus) {
-					st.State, st.CompletedAt = int32(stateCanceled), now
-				}); err != nil {
+			for _, o := range canceled.ops {
+				if err := o(w); err != nil {
 					return err
 				}
 			}
@@ -150,11 +165,11 @@ func (e *Engine) reloadLocked() error {
 		if err != nil {
 			return fmt.Errorf("release tasks that were active: %w", err)
 		}
-		for _, name := range canceledIn {
-			e.queueLocked(name).counts[stateCanceled]++
-			e.endedFirst[classArchived] = minSet(e.endedFirst[classArchived], now)
+		for _, f := range canceled.post {
+			f()
 		}
-		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive))
+		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive),
+			"canceled", len(wasCanceled))
 	}
 	return nil
 }
@@ -224,12 +239,8 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 	}
 	if len(r.uniqueKey) > 0 {
 		uk := string(r.uniqueKey)
-		// Several live tasks may name one key when earlier claims ran out
-		// of TTL. A claim is granted only once the one before it ran out,
-		// so the holder is the task that claimed last, whatever order the
-		// scan (by id, which a producer may choose) meets them in.
 		c := uniqueClaim{k: k, until: r.uniqueUntil, since: r.enqueuedAt}
-		if old, ok := e.unique[uk]; !ok || c.since > old.since || c.since == old.since && c.k.Compare(old.k) > 0 {
+		if old, ok := e.unique[uk]; !ok || c.outlasts(old) {
 			e.unique[uk] = c
 		}
 		e.uniqOf[k] = uk
@@ -247,4 +258,24 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 			m.flags |= flagDepFailed
 		}
 	}
+}
+
+// outlasts reports whether claim c, rather than old, holds their key
+// after a reopen. Several live tasks may name one key when earlier claims
+// ran out of TTL. A claim is granted (at enqueue, or by RunTask, which the
+// file does not date) only once every other live claim on the key has
+// run out, so at most one of them can still hold: the one that runs out
+// last (until 0: never, while its task is live). That one is the holder,
+// whatever order the scan (by id, which a producer may choose) meets them
+// in; when none holds any more, which is chosen does not matter.
+func (c uniqueClaim) outlasts(old uniqueClaim) bool {
+	switch {
+	case (c.until == 0) != (old.until == 0):
+		return c.until == 0
+	case c.until != old.until:
+		return c.until > old.until
+	case c.since != old.since:
+		return c.since > old.since
+	}
+	return c.k.Compare(old.k) > 0
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -13,43 +12,70 @@ import (
 
 // Act applies an operator action to each task on its own; see
 // broker.Broker. The actions are durable when Act returns.
+//
+// Terminal tasks are decided on their status in the file, read before the
+// lock (see fileRead). An action on a task whose last change is not
+// durable yet (it just finished, or another action on it is being
+// committed), or that a Purge under way may delete, waits for that commit
+// and decides again: a second action on one task gets the answer it would
+// get after the first, and is never applied to a status the first one
+// changed.
 func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResult, error) {
-	// Terminal tasks are read from the file: let every change decided so
-	// far reach it first.
-	if err := e.Sync(ctx); err != nil {
-		return nil, err
-	}
-	now := p.Now.UnixNano()
 	res := make([]broker.ActResult, len(p.IDs))
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, errClosed
-	}
-	done := e.newDoneLookup()
+	keys := make([]key, len(p.IDs))
+	valid := make([]key, 0, len(p.IDs))
 	for i, id := range p.IDs {
 		k, err := parseKey(id)
 		if err != nil {
 			res[i].Err = err
 			continue
 		}
-		if m, live := e.tasks.get(k); live {
-			res[i] = e.actLiveLocked(p.Action, k, m, now)
+		keys[i] = k
+		valid = append(valid, k)
+	}
+	// Let every change decided so far reach the file first.
+	if err := e.Sync(ctx); err != nil {
+		return nil, err
+	}
+	now := p.Now.UnixNano()
+	for {
+		done, err := e.lockAndRead(ctx, nil, valid, nil)
+		if err != nil {
+			return nil, err
+		}
+		if b, again := e.actMustWaitLocked(valid, done); again {
+			e.mu.Unlock()
+			if b != nil {
+				if err := e.commit.wait(ctx, b); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
-		st, err := done.status(k)
-		switch {
-		case err != nil:
-			res[i].Err = err
-		case st == nil && e.settling[k].n > 0:
-			res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
-		case st == nil:
-			res[i].Err = fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
-		default:
-			res[i].Err = e.actDoneLocked(p.Action, k, st, now)
+		for i, id := range p.IDs {
+			if res[i].Err != nil {
+				continue
+			}
+			k := keys[i]
+			if m, live := e.tasks.get(k); live {
+				res[i] = e.actLiveLocked(p.Action, k, m, now)
+				continue
+			}
+			// A task settling now was changed by this call (an id given
+			// twice, a dependent its earlier delete canceled): what was
+			// read of it is no longer its state.
+			s, settling := e.settling[k]
+			switch st := done.done[k]; {
+			case settling && s.state != 0:
+				res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
+			case st != nil && !settling:
+				res[i].Err = e.actDoneLocked(p.Action, k, st, now)
+			default:
+				res[i].Err = fmt.Errorf("task %s: %w", id, broker.ErrNotFound)
+			}
 		}
+		break
 	}
-	done.close()
 	b := e.commit.syncPointLocked()
 	e.mu.Unlock()
 	if b != nil {
@@ -58,6 +84,24 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 		}
 	}
 	return res, nil
+}
+
+// actMustWaitLocked reports whether Act cannot decide on what it read
+// from the file yet, and the commit to wait for before it reads again
+// (nil: read again at once).
+func (e *Engine) actMustWaitLocked(keys []key, r *fileRead) (*batch, bool) {
+	for _, k := range keys {
+		if _, live := e.tasks.get(k); live {
+			continue
+		}
+		if _, ok := e.settling[k]; ok {
+			return e.commit.syncPointLocked(), true
+		}
+		if st := r.done[k]; st != nil && e.purgeMayTakeLocked(st) {
+			return e.commit.syncPointLocked(), true
+		}
+	}
+	return nil, false
 }
 
 func notApplicable(a broker.Action, k key, s broker.State) error {
@@ -129,7 +173,22 @@ func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 			return err
 		}
 		return w.tasks.Delete(k[:])
-	}, nil)
+	}, e.settleLocked(k, 0, now))
+}
+
+// settleLocked records that task k, which memory no longer holds live, has
+// a change on its way to the file (it took state to; 0: it was deleted),
+// and returns the post-commit hook that ends the record.
+func (e *Engine) settleLocked(k key, to broker.State, now int64) func() {
+	e.settling[k] = settled{n: e.settling[k].n + 1, state: to, at: now}
+	return func() {
+		if s := e.settling[k]; s.n <= 1 {
+			delete(e.settling, k)
+		} else {
+			s.n--
+			e.settling[k] = s
+		}
+	}
 }
 
 // forgetLocked drops a task that leaves memory from every side index
@@ -176,7 +235,7 @@ func (e *Engine) actDoneLocked(a broker.Action, k key, st *storagev1.TaskStatus,
 				return err
 			}
 			return w.index.Delete(indexKey(st.GetQueue(), s, st.GetType(), k))
-		}, nil)
+		}, e.settleLocked(k, 0, now))
 	}
 	return nil
 }
@@ -197,6 +256,9 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	revived := proto.CloneOf(st)
 	revived.State = int32(statePending)
 	revived.CompletedAt, revived.PurgeAt, revived.ExpiresAt, revived.NextProcessAt = 0, 0, 0, now
+	// A cancel of an earlier run is spent: left in the file, it would make
+	// a restart while the revived task runs cancel it.
+	revived.CancelRequested = false
 	if uk := st.GetUniqueKey(); uk != "" {
 		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil(), since: now}
 		e.uniqOf[k] = uk
@@ -223,37 +285,14 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	return nil
 }
 
-// doneLookup reads terminal statuses from the file, in one read
-// transaction opened on first use.
-type doneLookup struct {
-	e      *Engine
-	tx     *bbolt.Tx
-	shared bool // the transaction is another lookup's, which closes it
-}
-
-func (e *Engine) newDoneLookup() *doneLookup { return &doneLookup{e: e} }
+// doneLookup answers the terminal status of a task from what was read of
+// the file before the lock (see fileRead).
+type doneLookup struct{ file *fileRead }
 
 func (l *doneLookup) status(k key) (*storagev1.TaskStatus, error) {
-	if l.tx == nil {
-		tx, err := l.e.db.Begin(false)
-		if err != nil {
-			return nil, fmt.Errorf("read transaction: %w", err)
-		}
-		l.tx = tx
-	}
-	v := l.tx.Bucket(bucketDone).Get(k[:])
-	if v == nil {
-		return nil, nil
-	}
-	st := &storagev1.TaskStatus{}
-	if err := proto.Unmarshal(v, st); err != nil {
-		return nil, fmt.Errorf("status of %s: %w", k, err)
+	st, ok := l.file.done[k]
+	if !ok {
+		return nil, fmt.Errorf("status of %s was not read from the file", k)
 	}
 	return st, nil
-}
-
-func (l *doneLookup) close() {
-	if l.tx != nil && !l.shared {
-		_ = l.tx.Rollback()
-	}
 }

@@ -35,11 +35,16 @@ func (e *Engine) Purge(ctx context.Context, p broker.PurgeParams) (broker.PurgeN
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 	var res purgeResult
 	limit := max(p.Limit, 1)
+	e.purging++
+	for i, h := range horizons {
+		e.purgeHorizons[i] = max(e.purgeHorizons[i], h)
+	}
 	b := e.commit.appendSyncLocked(func(w *txw) error {
 		var err error
 		res, err = purgeDue(w, horizons, limit)
 		return err
 	}, func() {
+		e.purging--
 		for _, g := range res.gone {
 			if q := e.byName[g.queue]; q != nil {
 				q.counts[g.state]--

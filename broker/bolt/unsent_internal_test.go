@@ -10,15 +10,17 @@ import (
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
 )
 
-// breakSpec removes a task's stored spec behind the engine's back, as a
-// damaged file would lose it: reading it fails after the task is leased.
+// breakSpec garbles a task's stored spec behind the engine's back, as a
+// damaged file would: reading it fails after the task is leased. (A spec
+// missing altogether is left out of the call instead; see
+// TestLeaseLeavesOutATaskWithoutSpec.)
 func breakSpec(t *testing.T, e *Engine, id string) {
 	t.Helper()
 	k, err := parseKey(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketTasks).Delete(k[:]) }); err != nil {
+	if err := e.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketTasks).Put(k[:], []byte{0xff, 0xff}) }); err != nil {
 		t.Fatal(err)
 	}
 }

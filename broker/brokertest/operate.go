@@ -13,12 +13,17 @@ func operateCases() []testCase {
 		{name: "CancelWaiting", fn: testCancelWaiting},
 		{name: "CancelActive", fn: testCancelActive},
 		{name: "CancelActiveSurvivesRestart", env: testCancelActiveRestart},
+		{name: "CancelActiveRestartResolvesDependents", env: testCancelActiveRestartDependents},
+		{name: "RunCanceledThenRestartWhileActive", env: testRunCanceledRestart},
 		{name: "Run", fn: testRun},
 		{name: "RunUniqueKeyTaken", fn: testRunUniqueTaken},
 		{name: "Archive", fn: testArchive},
 		{name: "Delete", fn: testDelete},
 		{name: "NotApplicable", fn: testActNotApplicable},
 		{name: "Durable", env: testActDurable},
+		{name: "ConcurrentOnFinished", env: testActConcurrentOnFinished},
+		{name: "ConcurrentWithPurge", env: testActConcurrentWithPurge},
+		{name: "RepeatedID", fn: testActRepeatedID},
 	}
 }
 
@@ -148,6 +153,53 @@ func testCancelActiveRestart(t *testing.T, e *Env) {
 	RequireCounts(t, b, "q", Counts{canceled: 1})
 	if ls := Lease(t, b, "s2", "q", 10, at(time.Hour), TTL); len(ls) != 0 {
 		t.Fatal("a task canceled while it ran was redelivered after a restart")
+	}
+}
+
+// testCancelActiveRestartDependents: a task canceled while it ran and
+// found running by a restart ends canceled like any other, and its
+// dependents are told, each by its on_failure.
+func testCancelActiveRestartDependents(t *testing.T, e *Env) {
+	task := EnqueueOne(t, e.B, T0, NewTask("q"))
+	cont := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureContinue)))
+	cascade := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureCascadeCancel)))
+	block := EnqueueOne(t, e.B, T0, dependent("deps", dep(task.ID, broker.OnFailureBlock)))
+	LeaseOne(t, e.B, "s1", "q", T0)
+	actOK(t, e.B, broker.ActionCancel, T0, task.ID)
+	for range 2 { // the second restart finds what the first left
+		b := e.Reopen()
+		RequireState(t, b, task.ID, canceled)
+		RequireState(t, b, cont.ID, pending)
+		RequireState(t, b, cascade.ID, canceled)
+		if got := RequireState(t, b, block.ID, blocked); !strings.Contains(got.LastError, task.ID) {
+			t.Fatalf("a BLOCK dependent of a task canceled by the restart: last error %q, want it to name the dependency", got.LastError)
+		}
+		RequireCounts(t, b, "q", Counts{canceled: 1})
+		RequireCounts(t, b, "deps", Counts{pending: 1, canceled: 1, blocked: 1})
+	}
+	if l := LeaseOne(t, e.B, "s2", "deps", at(time.Minute)); l.Task.ID != cont.ID {
+		t.Fatalf("leased %s, want the CONTINUE dependent %s", l.Task.ID, cont.ID)
+	}
+}
+
+// testRunCanceledRestart: a task canceled while it ran and then run again
+// by an operator is a task like any other: a restart while it runs again
+// makes it pending, not canceled.
+func testRunCanceledRestart(t *testing.T, e *Env) {
+	task := EnqueueOne(t, e.B, T0, NewTask("q"))
+	l := LeaseOne(t, e.B, "s1", "q", T0)
+	actOK(t, e.B, broker.ActionCancel, T0, task.ID)
+	Decide(t, e.B, broker.Released("s1", Ref(l), T0))
+	RequireState(t, e.B, task.ID, canceled)
+	actOK(t, e.B, broker.ActionRun, at(time.Second), task.ID)
+	if l := LeaseOne(t, e.B, "s2", "q", at(2*time.Second)); l.Task.ID != task.ID {
+		t.Fatalf("leased %s, want the task run again", l.Task.ID)
+	}
+	b := e.Reopen()
+	RequireState(t, b, task.ID, pending)
+	RequireCounts(t, b, "q", Counts{pending: 1})
+	if l := LeaseOne(t, b, "s3", "q", at(time.Minute)); l.Task.ID != task.ID {
+		t.Fatalf("after the restart leased %s, want the task run again", l.Task.ID)
 	}
 }
 

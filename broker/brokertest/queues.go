@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -97,6 +98,9 @@ func testClosed(t *testing.T, b broker.Broker) {
 	EnqueueOne(t, b, T0, NewTask("q"))
 	l := LeaseOne(t, b, "s1", "q", T0)
 	task := EnqueueOne(t, b, T0, NewTask("q"))
+	if _, err := b.PutCron(t.Context(), cronEntry("c"), true); err != nil {
+		t.Fatalf("PutCron: %v", err)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -132,4 +136,14 @@ func testClosed(t *testing.T, b broker.Broker) {
 	check("Purge", err)
 	_, err = b.SetQueuePaused(ctx, "q", true)
 	check("SetQueuePaused", err)
+	// A call that waited for a write no one will make would block until
+	// its context ends: bound it, so that the answer is ErrClosed or a
+	// failure, never a hang.
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = b.PutCron(bounded, cronEntry("c"), false)
+	check("PutCron", err)
+	_, err = b.SetCronPaused(bounded, "c", true, T0)
+	check("SetCronPaused", err)
+	check("DeleteCron", b.DeleteCron(bounded, "c"))
 }

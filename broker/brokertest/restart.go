@@ -16,6 +16,7 @@ func restartCases() []testCase {
 		{name: "ActiveBecomesPending", env: testRestartActiveBecomesPending},
 		{name: "EnqueueDurableOnReturn", env: testRestartEnqueueDurable},
 		{name: "UniqueClaimWhateverTheIDOrder", env: testRestartUniqueClaimOrder},
+		{name: "UniqueClaimOfARunTask", env: testRestartUniqueClaimOfRun},
 	}
 }
 
@@ -267,4 +268,26 @@ func testRestartUniqueClaimOrder(t *testing.T, e *Env) {
 	dup := NewTask("q")
 	dup.UniqueKey = "k"
 	requireItemErr(t, enqueueResults(t, b, T0.Add(2*time.Minute), dup), 0, broker.ErrAlreadyExists)
+}
+
+// testRestartUniqueClaimOfRun: a task run again by an operator takes its
+// unique key back from a live task whose claim ran out; after a restart
+// it still holds it, though the other task was enqueued after it.
+func testRestartUniqueClaimOfRun(t *testing.T, e *Env) {
+	holder := NewTask("q")
+	holder.UniqueKey = "k"
+	revived := EnqueueOne(t, e.B, T0, holder)
+	Archive(t, e.B, "s1", LeaseOne(t, e.B, "s1", "q", T0), "dead", T0) // the key is free
+	later := NewTask("q")
+	later.UniqueKey, later.UniqueUntil, later.ProcessAt = "k", at(time.Minute), at(24*time.Hour)
+	// It claims the key for a minute and stays scheduled; once the minute
+	// is over, the archived task is run and takes the key back.
+	EnqueueOne(t, e.B, at(10*time.Second), later)
+	actOK(t, e.B, broker.ActionRun, at(2*time.Minute), revived.ID)
+	dup := NewTask("q")
+	dup.UniqueKey = "k"
+	requireItemErr(t, enqueueResults(t, e.B, at(3*time.Minute), dup), 0, broker.ErrAlreadyExists)
+	b := e.Reopen()
+	RequireState(t, b, revived.ID, pending)
+	requireItemErr(t, enqueueResults(t, b, at(3*time.Minute), dup), 0, broker.ErrAlreadyExists)
 }

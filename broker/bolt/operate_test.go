@@ -1,0 +1,121 @@
+package bolt_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/broker/bolt"
+	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+)
+
+// TestLeaseLeavesOutATaskWithoutSpec: a live task whose spec is missing
+// from the file (damage) is left out of a Lease; the call's other tasks
+// are still handed out.
+func TestLeaseLeavesOutATaskWithoutSpec(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "conveyor.db")
+	e := openEngine(t, bolt.Config{Path: path})
+	tasks := bt.Enqueue(t, e, bt.T0, bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := ulid.MustParse(tasks[1].ID)
+	err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("tasks")).Delete(broken[:]) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, bolt.Config{Path: path})
+	ls := bt.Lease(t, e, "s", "q", 3, bt.T0, bt.TTL)
+	if len(ls) != 2 || ls[0].Task.ID != tasks[0].ID || ls[1].Task.ID != tasks[2].ID {
+		t.Fatalf("leased %d tasks (%v), want the two with specs, %s and %s", len(ls), ls, tasks[0].ID, tasks[2].ID)
+	}
+	for _, l := range ls {
+		if len(l.Task.Payload) == 0 {
+			t.Fatalf("task %s leased without its payload", l.Task.ID)
+		}
+	}
+}
+
+// TestDeletedNotDurableIsGone: a task whose delete is decided but not yet
+// durable no longer exists for an enqueue: a dependency on it is refused,
+// and its id may be taken again (the new task's write follows the
+// delete's in the file).
+func TestDeletedNotDurableIsGone(t *testing.T) {
+	var held atomic.Bool
+	gate := make(chan struct{})
+	cfg := bolt.Config{Path: filepath.Join(t.TempDir(), "conveyor.db")}
+	bolt.SetCommitFault(&cfg, func() error {
+		if held.Load() {
+			<-gate
+		}
+		return nil
+	})
+	e := openEngine(t, cfg)
+	id := bt.NewID()
+	nt := bt.NewTask("q")
+	nt.ID = id
+	bt.EnqueueOne(t, e, bt.T0, nt)
+	bt.Succeed(t, e, "s", bt.LeaseOne(t, e, "s", "q", bt.T0), bt.T0)
+	if err := e.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	held.Store(true)
+	deleted := make(chan error, 1)
+	go func() {
+		res, err := e.Act(context.Background(), broker.ActParams{Action: broker.ActionDelete, IDs: []string{id}, Now: bt.T0})
+		if err == nil {
+			err = res[0].Err
+		}
+		deleted <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); bt.Queue(t, e, "q").Counts[broker.StateCompleted] != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the delete was not decided")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	dependent := bt.NewTask("q")
+	dependent.DependsOn = []broker.Dependency{{TaskID: id}}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := e.EnqueueTx(ctx, broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{dependent}, bt.T0)})
+	if !errors.Is(err, broker.ErrInvalidArgument) {
+		t.Errorf("EnqueueTx depending on a deleted task: %v, want invalid_argument", err)
+	}
+	again := make(chan []broker.EnqueueResult, 1)
+	go func() {
+		res, _ := e.Enqueue(context.Background(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates([]broker.NewTask{nt}, bt.T0)})
+		again <- res
+	}()
+
+	held.Store(false)
+	close(gate)
+	if err := <-deleted; err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if res := <-again; len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("enqueue of the deleted task's id: %+v, want it stored", res)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, bolt.Config{Path: cfg.Path})
+	bt.RequireState(t, e, id, broker.StatePending)
+	bt.RequireCounts(t, e, "q", bt.Counts{broker.StatePending: 1})
+}

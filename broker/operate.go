@@ -59,6 +59,10 @@ type ActParams struct {
 	Action Action
 	IDs    []string
 	Now    time.Time
+	// From, when set, is the state the caller found the tasks in (a bulk
+	// action over one state's listing): a task in another state by the
+	// time the action reaches it is left alone, with ErrInvalidState.
+	From State
 }
 
 // ActResult is the outcome of an action on one task.

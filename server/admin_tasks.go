@@ -71,7 +71,13 @@ func listParams(queue string, state conveyorv1.TaskState, typ, search string) (b
 // act applies an action to ids and tells the sessions of canceled running
 // tasks to stop them.
 func (a *adminService) act(ctx context.Context, action broker.Action, ids []string) ([]broker.ActResult, error) {
-	res, err := a.apply(ctx, action, ids)
+	return a.actFrom(ctx, action, broker.StateUnspecified, ids)
+}
+
+// actFrom is act on tasks the caller found in state from (any, when
+// unspecified): one that has left it meanwhile is refused.
+func (a *adminService) actFrom(ctx context.Context, action broker.Action, from broker.State, ids []string) ([]broker.ActResult, error) {
+	res, err := a.apply(ctx, broker.ActParams{Action: action, IDs: ids, From: from})
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +85,9 @@ func (a *adminService) act(ctx context.Context, action broker.Action, ids []stri
 	return res, nil
 }
 
-func (a *adminService) apply(ctx context.Context, action broker.Action, ids []string) ([]broker.ActResult, error) {
-	res, err := a.broker.Act(ctx, broker.ActParams{Action: action, IDs: ids, Now: a.server.now()})
+func (a *adminService) apply(ctx context.Context, p broker.ActParams) ([]broker.ActResult, error) {
+	p.Now = a.server.now()
+	res, err := a.broker.Act(ctx, p)
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
@@ -106,7 +113,7 @@ func (a *adminService) actOne(ctx context.Context, action broker.Action, id stri
 	if id == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
 	}
-	res, err := a.apply(ctx, action, []string{id})
+	res, err := a.apply(ctx, broker.ActParams{Action: action, IDs: []string{id}})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +239,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 			ids = append(ids, t.ID)
 		}
 		if len(ids) > 0 {
-			res, err := a.act(ctx, action, ids)
+			res, err := a.actFrom(ctx, action, p.State, ids)
 			if err != nil {
 				return err
 			}

@@ -58,6 +58,10 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 			}
 			k := keys[i]
 			if m, live := e.tasks.get(k); live {
+				if p.From != broker.StateUnspecified && m.state != p.From {
+					res[i].Err = movedOn(id, m.state, p.From)
+					continue
+				}
 				res[i] = e.actLiveLocked(p.Action, k, m, now)
 				continue
 			}
@@ -68,6 +72,8 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 			switch st := done.done[k]; {
 			case settling && s.state != 0:
 				res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
+			case st != nil && !settling && p.From != broker.StateUnspecified && broker.State(st.State) != p.From:
+				res[i].Err = movedOn(id, broker.State(st.State), p.From)
 			case st != nil && !settling:
 				res[i].Err = e.actDoneLocked(p.Action, k, st, now)
 			default:
@@ -84,6 +90,12 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 		}
 	}
 	return res, nil
+}
+
+// movedOn is the refusal of an action on a task that left the state its
+// caller found it in.
+func movedOn(id string, now, from broker.State) error {
+	return fmt.Errorf("task %s is %s now, no longer %s: %w", id, now, from, broker.ErrInvalidState)
 }
 
 // actMustWaitLocked reports whether Act cannot decide on what it read

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func operateCases() []testCase {
 		{name: "ConcurrentOnFinished", env: testActConcurrentOnFinished},
 		{name: "ConcurrentWithPurge", env: testActConcurrentWithPurge},
 		{name: "RepeatedID", fn: testActRepeatedID},
+		{name: "FromState", fn: testActFromState},
 	}
 }
 
@@ -310,4 +312,31 @@ func testActDurable(t *testing.T, e *Env) {
 	_, err := b.GetTask(t.Context(), ids[aggregating])
 	requireErrIs(t, "GetTask of a deleted task after a restart", err, broker.ErrNotFound)
 	RequireCounts(t, b, "q", Counts{pending: 1, canceled: 1, archived: 1, blocked: 1})
+}
+
+// testActFromState: an action told the state its caller found the tasks
+// in (a bulk action's listing) leaves alone, as ErrInvalidState, a task
+// that has moved on since: one a worker took, one that finished.
+func testActFromState(t *testing.T, b broker.Broker) {
+	ts := Enqueue(t, b, T0, NewTask("q"), NewTask("q"), NewTask("q"))
+	taken := LeaseOne(t, b, "s1", "q", T0) // ts[0], ACTIVE now
+	done := LeaseOne(t, b, "s1", "q", T0)  // ts[1]
+	Succeed(t, b, "s1", done, T0)          // COMPLETED now
+	res, err := b.Act(t.Context(), broker.ActParams{Action: broker.ActionCancel, IDs: []string{ts[0].ID, ts[1].ID, ts[2].ID}, Now: T0, From: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantErr := range []bool{true, true, false} {
+		if got := res[i].Err != nil; got != wantErr || wantErr && !errors.Is(res[i].Err, broker.ErrInvalidState) {
+			t.Fatalf("cancel from PENDING of task %d: %v; want refused with ErrInvalidState: %v", i, res[i].Err, wantErr)
+		}
+	}
+	if res[0].Running != nil {
+		t.Fatalf("the running task was marked for cancel: %+v", res[0])
+	}
+	RequireState(t, b, ts[0].ID, active)
+	RequireState(t, b, ts[1].ID, completed)
+	RequireState(t, b, ts[2].ID, canceled)
+	Succeed(t, b, "s1", taken, T0) // its lease is intact: its Result lands
+	RequireState(t, b, ts[0].ID, completed)
 }

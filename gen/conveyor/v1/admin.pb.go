@@ -1030,8 +1030,9 @@ func (x *ListTasksRequest) GetSearch() string {
 // ListTasksResponse is one page of tasks.
 type ListTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tasks are grouped by state, then by type, and ordered by id within a
-	// type. The order is stable: paging while tasks are enqueued never skips
+	// tasks are in id order (enqueue order for ids the server made), whatever
+	// their types and, when every state is listed, their states. The order
+	// is stable: paging while tasks are enqueued or change state never skips
 	// nor repeats a task that is present throughout.
 	Tasks []*TaskInfo `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// next_page_token continues the listing; empty on the last page.

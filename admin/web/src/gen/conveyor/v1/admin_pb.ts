@@ -553,8 +553,9 @@ export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*
  */
 export type ListTasksResponse = Message<"conveyor.v1.ListTasksResponse"> & {
   /**
-   * tasks are grouped by state, then by type, and ordered by id within a
-   * type. The order is stable: paging while tasks are enqueued never skips
+   * tasks are in id order (enqueue order for ids the server made), whatever
+   * their types and, when every state is listed, their states. The order
+   * is stable: paging while tasks are enqueued or change state never skips
    * nor repeats a task that is present throughout.
    *
    * @generated from field: repeated conveyor.v1.TaskInfo tasks = 1;

@@ -141,19 +141,34 @@ func (e *Engine) expireMembersLocked(g *group, now int64) int {
 }
 
 // firedGroupFitsLocked reports whether the room under q's cap on ACTIVE
-// tasks just grew to what a fired group of q needs: its live members, or
-// the whole cap for a group larger than it (which goes in parts, see
-// batchSizeLocked). leftActiveLocked wakes the sessions for it.
+// tasks holds what a fired group of q needs: its live members, or the
+// whole cap for a group larger than it (which goes in parts, see
+// batchSizeLocked). The room grows as tasks leave ACTIVE
+// (leftActiveLocked) and the need shrinks as members leave the group
+// (groupShrankLocked): either wakes the sessions once a group fits.
 func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 	if room <= 0 {
 		return false
 	}
 	for _, g := range q.fired {
-		if batchSizeLocked(q, e.liveMembersLocked(g, room+1)) == room {
+		if n := batchSizeLocked(q, e.liveMembersLocked(g, room+1)); n > 0 && n <= room {
 			return true
 		}
 	}
 	return false
+}
+
+// groupShrankLocked is called when an AGGREGATING task of q leaves its
+// group other than by being leased with it (canceled, deleted, expired):
+// a fired group waiting for room under the cap may fit now.
+func (e *Engine) groupShrankLocked(q *queue) {
+	mx := int(q.cfg.MaxActive)
+	if mx <= 0 || q.paused || len(q.fired) == 0 {
+		return
+	}
+	if e.firedGroupFitsLocked(q, mx-int(q.counts[stateActive])) {
+		e.note.TasksReady(q.name)
+	}
 }
 
 // batchSizeLocked is how many of a fired group's live members go in its
@@ -261,7 +276,9 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			e.limitLeases(out[i].Leases, p.Limit)
 		}
 	}
-	return out, nil
+	// A batch whose every member was left out (their specs are missing)
+	// is not a batch: it would take a slot no Result can free.
+	return slices.DeleteFunc(out, func(gl broker.GroupLease) bool { return len(gl.Leases) == 0 }), nil
 }
 
 // Groups lists waiting groups; see broker.Broker.

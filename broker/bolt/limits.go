@@ -117,7 +117,7 @@ func (e *Engine) dropKeyLocked(k key) {
 
 // leftActiveLocked is called when a task leaves ACTIVE: its key admits the
 // next, and a queue that was at its cap on ACTIVE tasks has room again:
-// for one more task, and for a fired group whose members now just fit.
+// for one more task, and for a fired group whose members now fit.
 func (e *Engine) leftActiveLocked(k key, q *queue) {
 	e.unadmitLocked(k)
 	mx := int64(q.cfg.MaxActive)

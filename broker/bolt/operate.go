@@ -166,8 +166,12 @@ func (e *Engine) actLiveLocked(a broker.Action, k key, m meta, now int64) broker
 // in the file.
 func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 	e.unreadyLocked(k, &m)
-	e.queues[m.queue].counts[m.state]--
+	q := e.queues[m.queue]
+	q.counts[m.state]--
 	e.forgetLocked(k)
+	if m.state == stateAggr {
+		e.groupShrankLocked(q)
+	}
 	e.resolveDependentsLocked(k, stateCanceled, now)
 	e.commit.appendLocked(func(w *txw) error {
 		ls, err := w.loadLive(k)

@@ -50,6 +50,47 @@ func TestLeaseLeavesOutATaskWithoutSpec(t *testing.T) {
 	}
 }
 
+// TestLeaseGroupsWithoutSpecs: a fired group whose every member lost its
+// spec is not handed out as an empty batch (it would hold a session slot
+// that no Result can free).
+func TestLeaseGroupsWithoutSpecs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "conveyor.db")
+	e := openEngine(t, bolt.Config{Path: path})
+	if _, err := e.SetQueueConfig(t.Context(), "q", broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	member := bt.NewTask("q")
+	member.Group, member.Type = "g", "t"
+	tasks := bt.Enqueue(t, e, bt.T0, member, member) // fires by size
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		for _, task := range tasks {
+			k := ulid.MustParse(task.ID)
+			if err := tx.Bucket([]byte("tasks")).Delete(k[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, bolt.Config{Path: path})
+	gl, err := e.LeaseGroups(t.Context(), broker.GroupLeaseParams{SessionID: "s", Queue: "q", Types: []string{"t"}, N: 5, Now: bt.T0, TTL: bt.TTL})
+	if err != nil || len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v, %v; want no batch for a group with no spec left", gl, err)
+	}
+}
+
 // TestDeletedNotDurableIsGone: a task whose delete is decided but not yet
 // durable no longer exists for an enqueue: a dependency on it is refused,
 // and its id may be taken again (the new task's write follows the

@@ -92,6 +92,9 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	if from == stateActive && to != stateActive {
 		e.leftActiveLocked(k, q)
 	}
+	if from == stateAggr && to != stateActive {
+		e.groupShrankLocked(q)
+	}
 }
 
 // indexExpiryLocked indexes a live task's expiry or its deadline,
@@ -210,6 +213,9 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 	}
 	r, ownRetention := e.retention[k]
 	e.forgetLocked(k)
+	if m.state == stateAggr {
+		e.groupShrankLocked(q)
+	}
 	var purgeAt int64 // 0: by class
 	if ownRetention && to == stateCompleted {
 		purgeAt = satAdd(now, time.Duration(r))

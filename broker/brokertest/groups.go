@@ -20,6 +20,7 @@ func groupCases() []testCase {
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
 		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
 		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
+		{name: "WokenWhenMembersLeave", env: testGroupWokenAsItShrinks},
 	}
 }
 
@@ -360,5 +361,39 @@ func testGroupLargerThanCap(t *testing.T, e *Env) {
 		if id != ts[i].ID {
 			t.Fatalf("members went as %v, want in member order %v", got, ts)
 		}
+	}
+}
+
+// testGroupWokenAsItShrinks: a fired group waiting for room under
+// max_active wakes the sessions once it fits, whether the room grew past
+// what it needs or its need shrank (members canceled) with no task
+// leaving ACTIVE after.
+func testGroupWokenAsItShrinks(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 4, Group: broker.GroupPolicy{MaxSize: 4, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	Enqueue(t, b, T0, NewTask("q"), NewTask("q"), NewTask("q"), NewTask("q"))
+	running := Lease(t, b, "s1", "q", 4, T0, TTL)
+	members := Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	Succeed(t, b, "s1", running[0], T0)
+	Succeed(t, b, "s1", running[1], T0) // room 2 of the 4 it needs
+	drainReady(e.Notes)
+	actOK(t, b, broker.ActionCancel, T0, members[0].ID, members[1].ID) // it needs 2 now: it fits
+	e.Notes.RequireReady(t, "q")
+	if gl := leaseGroups(t, b, "q", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups once the group fits = %+v, want its 2 members", gl)
+	}
+
+	// Four ACTIVE again (two plain, the batch of two): a group of four
+	// waits with no room at all.
+	more := Enqueue(t, b, T0, grouped("q", "h", "t"), grouped("q", "h", "t"), grouped("q", "h", "t"), grouped("q", "h", "t"))
+	drainReady(e.Notes)
+	Succeed(t, b, "s1", running[2], T0) // room 1
+	e.Notes.RequireNoReady(t)
+	actOK(t, b, broker.ActionCancel, T0, more[0].ID, more[1].ID, more[2].ID) // it needs 1 now
+	e.Notes.RequireReady(t, "q")
+	Succeed(t, b, "s1", running[3], T0) // room 2, past its need: still woken
+	e.Notes.RequireReady(t, "q")
+	if gl := leaseGroups(t, b, "q", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 1 {
+		t.Fatalf("LeaseGroups = %+v, want the group's one member left", gl)
 	}
 }

@@ -180,3 +180,51 @@ func TestSmallBatchesFillTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallBatchesUnderASmallByteBudget: with MaxSessionBytes below what
+// a batch may cost at most, small batches still fill the session's
+// concurrency: each is charged what it holds.
+func TestSmallBatchesUnderASmallByteBudget(t *testing.T) {
+	t.Parallel()
+	const batches = 6
+	s := servertest.Start(t, server.Config{MaxSessionBytes: 16 << 20, GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
+	tasks := taskClient(t, s, servertest.GRPC)
+	for range 2 * batches {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
+			Options: &conveyorv1.TaskOptions{Group: "g"}})
+	}
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: batches,
+		BatchTypes: []string{"sum"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range batches { // none answered
+		if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
+			t.Fatalf("batch %d of %d unanswered ones: got %v, want a BatchDispatch of 2", i, batches, bd)
+		}
+	}
+}
+
+// TestBatchWhileATaskIsHeld: a session that holds a task unanswered is
+// still sent a fired group of its batch type.
+func TestBatchWhileATaskIsHeld(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{MaxSessionBytes: 16 << 20, GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "single", Payload: []byte("x")})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 4,
+		BatchTypes: []string{"sum"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := w.next(10 * time.Second).GetDispatch(); d == nil {
+		t.Fatal("the single task was not dispatched")
+	}
+	for range 2 {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
+			Options: &conveyorv1.TaskOptions{Group: "g"}})
+	}
+	if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
+		t.Fatalf("got %v, want the fired group of 2 while the single is held", bd)
+	}
+}

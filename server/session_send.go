@@ -42,19 +42,36 @@ type dispatchPlan struct {
 }
 
 // free is how many more deliveries the session may be sent now, when each
-// may cost up to unit bytes (maxEnvelopeBytes for a Dispatch,
-// maxBatchBytes for a BatchDispatch): its free slots, fewer when the bytes
-// in flight near Config.MaxSessionBytes (at least one while nothing is in
-// flight, so any single task or batch can be sent).
+// may cost up to unit bytes: its free slots, fewer when the bytes in
+// flight near Config.MaxSessionBytes. At least one is allowed while
+// nothing is in flight, so any single task or batch can be sent.
 func (s *session) free(unit int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.freeLocked(unit, s.flight.slots == 0)
+}
+
+// freeBatches is free for BatchDispatches. Their worst case (maxBatchBytes,
+// about 22 MiB) is far above what most batches hold, and a batch is
+// charged what it really holds once leased: so one more is allowed
+// whenever the session holds less than Config.MaxSessionBytes, not only
+// when it holds nothing. Otherwise a budget below the worst case would
+// hold a session to one batch at a time, and one task in flight would
+// keep every batch away. The bytes held pass the budget by one batch at
+// most.
+func (s *session) freeBatches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freeLocked(maxBatchBytes, s.flight.bytes < s.hub.cfg.MaxSessionBytes)
+}
+
+func (s *session) freeLocked(unit int64, atLeastOne bool) int {
 	if s.ended {
 		return 0
 	}
 	n := s.concurrency - s.flight.slots
 	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / unit)
-	if s.flight.slots == 0 {
+	if atLeastOne {
 		budget = max(budget, 1)
 	}
 	return max(min(n, budget), 0)
@@ -97,7 +114,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 		return err
 	}
 	if len(s.batchTypes) > 0 {
-		if free := s.free(maxBatchBytes); free > 0 {
+		if free := s.freeBatches(); free > 0 {
 			if err := s.dispatchGroups(stream, plan, free); err != nil {
 				return err
 			}

@@ -201,10 +201,13 @@ func (a *adminService) BatchArchiveTasks(ctx context.Context, req *connect.Reque
 // type, and search), a chunk at a time: each chunk is one listing page and
 // one engine call, so dispatch never waits for more than one chunk. It
 // reports its progress after every chunk and stops, between chunks, when
-// the client goes away. It acts on the tasks there when it started: the
-// listing is in id order, and ids grow with time, so it ends at the first
-// id made after its start (tasks enqueued meanwhile are left alone, and a
-// steady stream of them cannot keep it going).
+// the client goes away. It acts on the tasks enqueued before it started:
+// those enqueued since are left alone. The listing is in id order, and the
+// ids the server makes grow with time, so it ends at the first task
+// enqueued after its start whose id the server could not have made by
+// then: a steady stream of new tasks cannot keep it going, and a task
+// whose producer chose an id ahead of the server's clock is still reached
+// (unless it sorts after such a task).
 func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conveyorv1.BulkTasksRequest], stream *connect.ServerStream[conveyorv1.BulkTasksProgress]) error {
 	m := req.Msg
 	if _, ok := conveyorv1.TaskAction_name[int32(m.GetAction())]; !ok || m.GetAction() == conveyorv1.TaskAction_TASK_ACTION_UNSPECIFIED {
@@ -223,7 +226,8 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 		return toConnectError(a.server.log, err)
 	}
 	progress := &conveyorv1.BulkTasksProgress{Total: q.Counts[p.State]}
-	last := lastIDAt(a.server.now())
+	start := a.server.now()
+	last := lastIDAt(start)
 	p.Limit = bulkChunk
 	for {
 		page, err := a.broker.ListTasks(ctx, p)
@@ -232,9 +236,12 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 		}
 		ids := make([]string, 0, len(page.Tasks))
 		for _, t := range page.Tasks {
-			if t.ID > last {
-				page.Next = "" // enqueued after the start, as is every later id
-				break
+			if t.EnqueuedAt.After(start) {
+				if t.ID > last {
+					page.Next = "" // the new tasks' ids, from here on
+					break
+				}
+				continue
 			}
 			ids = append(ids, t.ID)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/oklog/ulid/v2"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -379,5 +380,36 @@ func TestBulkTasksActsOnWhatWasThere(t *testing.T) {
 	}
 	if q := queueCounts(t, s, "bulk"); q.GetArchived() != n || q.GetPending() != 1000 {
 		t.Fatalf("after the bulk archive: %v; want the %d archived, the 1000 enqueued since pending", q, n)
+	}
+}
+
+// TestBulkTasksReachesIDsAheadOfTheClock: a task whose producer chose an
+// id ahead of the server's clock, there when the action starts, is acted
+// on like the others.
+func TestBulkTasksReachesIDsAheadOfTheClock(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueueN(t, tasks, "bulk", "t", 2)
+	ahead := ulid.MustNew(ulid.Timestamp(time.Now().Add(time.Hour)), nil).String()
+	enqueue(t, tasks, &conveyorv1.EnqueueRequest{TaskId: ahead, Queue: "bulk", Type: "t"})
+	stream, err := adminClient(t, s).BulkTasks(context.Background(), connect.NewRequest(&conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *conveyorv1.BulkTasksProgress
+	for stream.Receive() {
+		last = stream.Msg()
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: ahead}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.GetSucceeded() != 3 || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_ARCHIVED {
+		t.Fatalf("last progress %v, the task with an id an hour ahead %s; want all 3 archived", last, got.Msg.GetState())
 	}
 }

@@ -41,6 +41,9 @@ type execution struct {
 	// Heartbeats hold a lease only a little past it (5s, on our server),
 	// so an execution still waiting to start then gives its tasks back.
 	startBy time.Time
+	// received is when the server's Dispatch (or BatchDispatch) arrived:
+	// each task's Timeout counts from it, as the server's does.
+	received time.Time
 	// prev is an earlier execution of the same task id on this session
 	// (its lease lapsed and the task came back here): its Result must go
 	// first, since the server drops the first Result after a lapse as the
@@ -109,7 +112,7 @@ func (s *session) dispatchBatch(base context.Context, b *conveyorv1.BatchDispatc
 // members), received at now.
 func (s *session) newExecution(base context.Context, dels []*Delivery, now time.Time) *execution {
 	ctx, cancel := context.WithCancelCause(base)
-	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel,
+	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel, received: now,
 		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL),
 		ids: make([]string, len(dels)), attempts: make([]string, len(dels))}
 	for i, d := range dels {
@@ -127,14 +130,17 @@ func (ex *execution) deliveries() []*Delivery {
 	return []*Delivery{ex.d}
 }
 
-// begin starts the clock of each task's Timeout at start, the handler's
-// start (a task that waited for a slot, or behind an earlier attempt, keeps
-// its whole Timeout), and returns the handler's context, which ends at
-// the earliest of the tasks' bounds.
-func (ex *execution) begin(start time.Time) (context.Context, context.CancelFunc) {
+// begin sets each task's Deadline, its bound counted from receipt, and
+// returns the handler's context, which ends at the earliest of them. The
+// server counts a Timeout from the dispatch and takes the task back soon
+// after (heartbeats cannot hold its lease past that), so a handler given
+// its whole Timeout from a late start would be cut off by the server
+// instead, its attempt counted failed and its Result dropped: a task that
+// waited for a slot has that much less of its Timeout.
+func (ex *execution) begin() (context.Context, context.CancelFunc) {
 	var end time.Time
 	for _, d := range ex.deliveries() {
-		d.Deadline = d.attemptBound(start)
+		d.Deadline = d.attemptBound(ex.received)
 		end = earlier(end, d.Deadline)
 	}
 	if end.IsZero() {
@@ -175,7 +181,7 @@ func (s *session) execute(ex *execution) {
 		return
 	}
 	defer func() { <-s.w.slots }()
-	ctx, stop := ex.begin(time.Now())
+	ctx, stop := ex.begin()
 	defer stop()
 	// Settle in a defer, so that even a handler that never returns
 	// normally (runtime.Goexit, as t.FailNow does) yields one Result.

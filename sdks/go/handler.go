@@ -129,8 +129,9 @@ type Delivery struct {
 	// option, or the server default of 4 when it was not set.
 	Priority int
 	// Deadline is when the handler's context ends on its own: the earlier
-	// of the task's Deadline option and the time the handler started plus
-	// its Timeout option. It is zero when the task has neither. The lease
+	// of the task's Deadline option and the time the worker received the
+	// task plus its Timeout option (the server counts the timeout from the
+	// dispatch). It is zero when the task has neither. The lease
 	// is not part of it: the worker's heartbeats keep the lease alive for
 	// as long as the handler runs.
 	Deadline time.Time
@@ -270,7 +271,7 @@ func newDelivery(env *conveyorv1.TaskEnvelope) *Delivery {
 	return d
 }
 
-// attemptBound is when an attempt of d that starts at start must end: the
+// attemptBound is when an attempt of d counted from start must end: the
 // earlier of its Deadline option and start plus its Timeout option, or
 // zero when it has neither.
 func (d *Delivery) attemptBound(start time.Time) time.Time {

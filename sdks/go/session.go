@@ -58,12 +58,11 @@ import (
 // handler canceled, with cause ErrLeaseExpired. A handler that overruns its
 // task's bound gets context.DeadlineExceeded and is reported RETRY.
 //
-// The timeout counts from the handler's start, not from receipt, so that a
-// task that waited for a slot still gets its whole Timeout. A task that has
-// not started by the time its bound counted from receipt passes (the
-// server's own reckoning, past which heartbeats no longer hold its lease)
-// is reported RELEASED: it never ran, and holding it longer would only let
-// the server take it back as a failed attempt.
+// The timeout counts from receipt, as the server's does from the dispatch:
+// past it heartbeats no longer hold the lease, so a handler given more
+// would be cut off by the server, its attempt counted failed. A task that
+// has not started by then is reported RELEASED: it never ran, and holding
+// it longer would only let the server take it back as a failed attempt.
 //
 // # Drain
 //

@@ -133,9 +133,9 @@ func MaxRetry(n int) TaskOption {
 	})
 }
 
-// Timeout bounds one attempt: the worker's deadline for an attempt is at
-// most its start plus d. Zero means no per-attempt bound. The server counts
-// d from dispatch, so a Worker that could not start the task within d of
+// Timeout bounds one attempt: the server counts d from the dispatch, and
+// the worker's handler has until its receipt plus d. Zero means no
+// per-attempt bound. A Worker that could not start the task within d of
 // receiving it (every slot busy, or a drain) gives it back unstarted
 // (RELEASED, no retry counted).
 func Timeout(d time.Duration) TaskOption {

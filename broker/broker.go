@@ -104,9 +104,11 @@ type Broker interface {
 	Queue(ctx context.Context, name string) (QueueInfo, error)
 	// SetQueuePaused pauses or resumes dispatch from a queue.
 	SetQueuePaused(ctx context.Context, queue string, paused bool) (QueueInfo, error)
-	// SetQueueConfig stores a queue's configuration, durably, and applies
-	// it to dispatch at once.
-	SetQueueConfig(ctx context.Context, queue string, cfg QueueConfig) (QueueInfo, error)
+	// UpdateQueueConfig changes a queue's stored configuration by update,
+	// in one step (no other change comes between its read and its write),
+	// durably, and applies it to dispatch at once. update must only change
+	// the configuration it is given; it runs under the engine's lock.
+	UpdateQueueConfig(ctx context.Context, queue string, update func(*QueueConfig)) (QueueInfo, error)
 	// PutCron stores a cron entry: a new one when create is set (the id
 	// must be free: ErrAlreadyExists), else one that exists (ErrNotFound),
 	// whose user fields it replaces and whose run history it keeps.

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -80,11 +83,51 @@ func (a *adminService) UpdateQueueConfig(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	q, err := a.broker.SetQueueConfig(ctx, c.GetQueue(), cfg)
+	update, err := configUpdate(cfg, req.Msg.GetUpdateMask().GetPaths())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	q, err := a.broker.UpdateQueueConfig(ctx, c.GetQueue(), update)
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(a.effectiveConfig(q.Name, q.Config)), nil
+}
+
+// configSettings are the settings an update_mask may name, each with how
+// it copies its value from the requested configuration to the stored one.
+var configSettings = map[string]func(dst *broker.QueueConfig, src broker.QueueConfig){
+	"concurrency_limit":         func(d *broker.QueueConfig, s broker.QueueConfig) { d.ConcurrencyLimit = s.ConcurrencyLimit },
+	"max_active":                func(d *broker.QueueConfig, s broker.QueueConfig) { d.MaxActive = s.MaxActive },
+	"rate_limit.per_second":     func(d *broker.QueueConfig, s broker.QueueConfig) { d.RatePerSecond = s.RatePerSecond },
+	"rate_limit.burst":          func(d *broker.QueueConfig, s broker.QueueConfig) { d.RateBurst = s.RateBurst },
+	"group_policy.max_size":     func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group.MaxSize = s.Group.MaxSize },
+	"group_policy.max_delay":    func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group.MaxDelay = s.Group.MaxDelay },
+	"group_policy.grace_period": func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group.GracePeriod = s.Group.GracePeriod },
+	"rate_limit": func(d *broker.QueueConfig, s broker.QueueConfig) {
+		d.RatePerSecond, d.RateBurst = s.RatePerSecond, s.RateBurst
+	},
+	"group_policy": func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group = s.Group },
+}
+
+// configUpdate is how UpdateQueueConfig changes the stored configuration
+// to cfg: all of it, or only the settings the mask's paths name.
+func configUpdate(cfg broker.QueueConfig, paths []string) (func(*broker.QueueConfig), error) {
+	if len(paths) == 0 {
+		return func(c *broker.QueueConfig) { *c = cfg }, nil
+	}
+	set := make([]func(*broker.QueueConfig, broker.QueueConfig), len(paths))
+	for i, p := range paths {
+		if set[i] = configSettings[p]; set[i] == nil {
+			known := slices.Sorted(maps.Keys(configSettings))
+			return nil, fmt.Errorf("update_mask.paths[%d]: %q is not a setting of QueueConfig; the settings are %s", i, p, strings.Join(known, ", "))
+		}
+	}
+	return func(c *broker.QueueConfig) {
+		for _, f := range set {
+			f(c, cfg)
+		}
+	}, nil
 }
 
 // effectiveConfig is a queue's configuration with every default applied:

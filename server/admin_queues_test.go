@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -99,4 +101,62 @@ func TestQueueCountsPersist(t *testing.T) {
 
 func brokerGroupPolicy(size int32, delay, grace time.Duration) broker.GroupPolicy {
 	return broker.GroupPolicy{MaxSize: size, MaxDelay: delay, GracePeriod: grace}
+}
+
+// TestQueueConfigUpdateMask: an update that names its settings changes
+// only those, in one step: two clients changing different settings at
+// once both keep their change; a setting that does not exist is refused.
+func TestQueueConfigUpdateMask(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	admin := adminClient(t, s)
+	ctx := context.Background()
+	update := func(cfg *conveyorv1.QueueConfig, paths ...string) (*conveyorv1.QueueConfig, error) {
+		cfg.Queue = "q"
+		res, err := admin.UpdateQueueConfig(ctx, connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+			Config: cfg, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	if _, err := update(&conveyorv1.QueueConfig{ConcurrencyLimit: 3, MaxActive: 10, RateLimit: &conveyorv1.RateLimit{PerSecond: 50, Burst: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := update(&conveyorv1.QueueConfig{MaxActive: 20}, "max_active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetConcurrencyLimit() != 3 || got.GetMaxActive() != 20 || got.GetRateLimit().GetPerSecond() != 50 || got.GetRateLimit().GetBurst() != 5 {
+		t.Fatalf("after changing max_active alone: %v; want the other settings kept", got)
+	}
+
+	const rounds = 50
+	errs := make(chan error, 2)
+	for _, path := range []string{"max_active", "concurrency_limit"} {
+		go func() {
+			var err error
+			for i := 1; i <= rounds && err == nil; i++ {
+				_, err = update(&conveyorv1.QueueConfig{MaxActive: int32(i), ConcurrencyLimit: int32(i)}, path)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: "q", Stored: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Msg; c.GetMaxActive() != rounds || c.GetConcurrencyLimit() != rounds || c.GetRateLimit().GetPerSecond() != 50 {
+		t.Fatalf("after two clients changed one setting each: %v; want max_active and concurrency_limit %d, the rate kept", c, rounds)
+	}
+
+	_, err = update(&conveyorv1.QueueConfig{}, "max_active", "priority")
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), `update_mask.paths[1]: "priority"`) {
+		t.Fatalf("a mask naming no setting: %v, want invalid_argument naming the path", err)
+	}
 }

@@ -56,7 +56,8 @@ func TestLeaseLeavesOutATaskWithoutSpec(t *testing.T) {
 func TestLeaseGroupsWithoutSpecs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "conveyor.db")
 	e := openEngine(t, bolt.Config{Path: path})
-	if _, err := e.SetQueueConfig(t.Context(), "q", broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}); err != nil {
+	group := broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}
+	if _, err := e.UpdateQueueConfig(t.Context(), "q", func(c *broker.QueueConfig) { c.Group = group }); err != nil {
 		t.Fatal(err)
 	}
 	member := bt.NewTask("q")

@@ -44,9 +44,13 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 	}, func(rec *storagev1.QueueRecord) { rec.Paused = paused })
 }
 
-// SetQueueConfig stores a queue's configuration, durably; see broker.Broker.
-func (e *Engine) SetQueueConfig(ctx context.Context, name string, cfg broker.QueueConfig) (broker.QueueInfo, error) {
+// UpdateQueueConfig changes a queue's configuration, durably; see
+// broker.Broker.
+func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func(*broker.QueueConfig)) (broker.QueueInfo, error) {
+	var cfg broker.QueueConfig
 	return e.changeQueue(ctx, name, func(q *queue) {
+		cfg = q.cfg
+		update(&cfg)
 		q.cfg = cfg
 		e.configChangedLocked(q)
 	}, func(rec *storagev1.QueueRecord) { setQueueConfig(rec, cfg) })

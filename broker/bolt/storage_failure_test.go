@@ -297,7 +297,7 @@ func TestEnqueueKeepsNoCallerTasks(t *testing.T) {
 	bolt.SetCommitFault(&cfg, d.fault)
 	e := openEngine(t, cfg)
 	setCfg := broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}
-	if _, err := e.SetQueueConfig(t.Context(), "q", setCfg); err != nil {
+	if _, err := e.UpdateQueueConfig(t.Context(), "q", func(c *broker.QueueConfig) { *c = setCfg }); err != nil {
 		t.Fatal(err)
 	}
 	d.full.Store(true)

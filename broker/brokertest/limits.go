@@ -30,7 +30,7 @@ func keyed(queue, key string) broker.NewTask {
 
 func setConfig(t testing.TB, b broker.Broker, queue string, cfg broker.QueueConfig) {
 	t.Helper()
-	info, err := b.SetQueueConfig(t.Context(), queue, cfg)
+	info, err := b.UpdateQueueConfig(t.Context(), queue, func(c *broker.QueueConfig) { *c = cfg })
 	if err != nil {
 		t.Fatalf("SetQueueConfig: %v", err)
 	}

@@ -8,14 +8,17 @@ import (
 	"connectrpc.com/connect"
 	"github.com/alecthomas/kong"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
 
 // queueConfigCmd is `conveyor queue config QUEUE [--flag VALUE ...]`: with
-// no flag it shows the configuration; with some, it reads the current one,
-// changes what the flags say and writes it back, so unspecified settings
-// keep their values. A flag set to 0 restores that setting's default.
+// no flag it shows the configuration; with some, it sends only the
+// settings the flags name (UpdateQueueConfig's update_mask), which the
+// server changes in one step, so the other settings keep their values even
+// while someone else changes them. A flag set to 0 restores that
+// setting's default.
 //
 // The flags have no env tags: CONVEYOR_GROUP_MAX_SIZE and its kin are the
 // server's defaults, not a queue's.
@@ -40,55 +43,43 @@ func (c *queueConfigCmd) Run(k *kong.Context) error {
 	}
 	ctx, cancel := callContext()
 	defer cancel()
-	// A change reads the configuration as stored, so that the settings it
-	// does not name keep following their defaults; a plain show reads the
-	// effective one.
-	res, err := cn.admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: c.Queue, Stored: c.changes()}))
+	var res *connect.Response[conveyorv1.QueueConfig]
+	if cfg, mask := c.update(); len(mask.GetPaths()) > 0 {
+		res, err = cn.admin.UpdateQueueConfig(ctx, connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{Config: cfg, UpdateMask: mask}))
+	} else {
+		res, err = cn.admin.GetQueueConfig(ctx, connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: c.Queue}))
+	}
 	if err != nil {
 		return err
 	}
-	cfg := res.Msg
-	if c.changes() {
-		c.apply(cfg)
-		res, err = cn.admin.UpdateQueueConfig(ctx, connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{Config: cfg}))
-		if err != nil {
-			return err
-		}
-		cfg = res.Msg
-	}
-	return c.printConfig(k.Stdout, cfg)
+	return c.printConfig(k.Stdout, res.Msg)
 }
 
-func (c *queueConfigCmd) changes() bool {
-	return c.ConcurrencyLimit != nil || c.MaxActive != nil || c.Rate != nil || c.Burst != nil ||
-		c.GroupMaxSize != nil || c.GroupMaxDelay != nil || c.GroupGracePeriod != nil
-}
-
-// apply sets the flags given on cfg, the configuration as stored.
-func (c *queueConfigCmd) apply(cfg *conveyorv1.QueueConfig) {
-	set := func(dst *int32, v *int32) {
+// update is the change the flags ask for: the settings they give, and
+// the mask that names them (none: a plain show).
+func (c *queueConfigCmd) update() (*conveyorv1.QueueConfig, *fieldmaskpb.FieldMask) {
+	cfg := &conveyorv1.QueueConfig{Queue: c.Queue, RateLimit: &conveyorv1.RateLimit{}, GroupPolicy: &conveyorv1.GroupPolicy{}}
+	mask := &fieldmaskpb.FieldMask{}
+	set := func(path string, dst *int32, v *int32) {
 		if v != nil {
 			*dst = *v
+			mask.Paths = append(mask.Paths, path)
 		}
 	}
-	setDuration := func(dst **durationpb.Duration, v *time.Duration) {
+	setDuration := func(path string, dst **durationpb.Duration, v *time.Duration) {
 		if v != nil {
 			*dst = durationpb.New(*v)
+			mask.Paths = append(mask.Paths, path)
 		}
 	}
-	if cfg.RateLimit == nil {
-		cfg.RateLimit = &conveyorv1.RateLimit{}
-	}
-	if cfg.GroupPolicy == nil {
-		cfg.GroupPolicy = &conveyorv1.GroupPolicy{}
-	}
-	set(&cfg.ConcurrencyLimit, c.ConcurrencyLimit)
-	set(&cfg.MaxActive, c.MaxActive)
-	set(&cfg.RateLimit.PerSecond, c.Rate)
-	set(&cfg.RateLimit.Burst, c.Burst)
-	set(&cfg.GroupPolicy.MaxSize, c.GroupMaxSize)
-	setDuration(&cfg.GroupPolicy.MaxDelay, c.GroupMaxDelay)
-	setDuration(&cfg.GroupPolicy.GracePeriod, c.GroupGracePeriod)
+	set("concurrency_limit", &cfg.ConcurrencyLimit, c.ConcurrencyLimit)
+	set("max_active", &cfg.MaxActive, c.MaxActive)
+	set("rate_limit.per_second", &cfg.RateLimit.PerSecond, c.Rate)
+	set("rate_limit.burst", &cfg.RateLimit.Burst, c.Burst)
+	set("group_policy.max_size", &cfg.GroupPolicy.MaxSize, c.GroupMaxSize)
+	setDuration("group_policy.max_delay", &cfg.GroupPolicy.MaxDelay, c.GroupMaxDelay)
+	setDuration("group_policy.grace_period", &cfg.GroupPolicy.GracePeriod, c.GroupGracePeriod)
+	return cfg, mask
 }
 
 func (c *queueConfigCmd) printConfig(w io.Writer, cfg *conveyorv1.QueueConfig) error {

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -521,11 +522,21 @@ func (x *GetQueueConfigRequest) GetStored() bool {
 	return false
 }
 
-// UpdateQueueConfigRequest replaces a queue's configuration.
+// UpdateQueueConfigRequest replaces a queue's configuration, or changes
+// some of its settings.
 type UpdateQueueConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// config is the new configuration; config.queue names the queue.
-	Config        *QueueConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Config *QueueConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// update_mask names the settings of config to store, by their field
+	// names in QueueConfig: concurrency_limit, max_active, rate_limit (or
+	// rate_limit.per_second, rate_limit.burst), group_policy (or
+	// group_policy.max_size, group_policy.max_delay,
+	// group_policy.grace_period). The others keep their stored values: the
+	// server reads and writes the configuration in one step, so two clients
+	// changing different settings at once both keep their change. Empty:
+	// config replaces the whole configuration.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +574,13 @@ func (*UpdateQueueConfigRequest) Descriptor() ([]byte, []int) {
 func (x *UpdateQueueConfigRequest) GetConfig() *QueueConfig {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *UpdateQueueConfigRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
 	}
 	return nil
 }
@@ -2815,7 +2833,7 @@ var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
+	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1c\n" +
@@ -2851,9 +2869,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\fgrace_period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vgracePeriod\"E\n" +
 	"\x15GetQueueConfigRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06stored\x18\x02 \x01(\bR\x06stored\"L\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"\x89\x01\n" +
 	"\x18UpdateQueueConfigRequest\x120\n" +
-	"\x06config\x18\x01 \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\")\n" +
+	"\x06config\x18\x01 \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\")\n" +
 	"\x11ListGroupsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xa4\x02\n" +
 	"\tGroupInfo\x12\x14\n" +
@@ -3079,10 +3099,11 @@ var file_conveyor_v1_admin_proto_goTypes = []any{
 	nil,                              // 49: conveyor.v1.WorkerInfo.LabelsEntry
 	nil,                              // 50: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
 	(*durationpb.Duration)(nil),      // 51: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 52: google.protobuf.Timestamp
-	(TaskState)(0),                   // 53: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 54: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 55: conveyor.v1.TaskOptions
+	(*fieldmaskpb.FieldMask)(nil),    // 52: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
+	(TaskState)(0),                   // 54: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 55: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 56: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
@@ -3091,37 +3112,38 @@ var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	51, // 3: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
 	51, // 4: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
 	2,  // 5: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
-	52, // 6: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	52, // 7: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
-	52, // 8: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
-	1,  // 10: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	53, // 11: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	54, // 12: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	25, // 13: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
-	0,  // 14: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
-	53, // 15: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
-	55, // 16: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	52, // 17: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	52, // 18: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	47, // 19: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
-	29, // 20: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	29, // 21: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
-	29, // 22: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	52, // 23: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	40, // 24: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	51, // 25: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	48, // 26: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	49, // 27: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	52, // 28: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	52, // 29: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	43, // 30: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	50, // 31: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	52, // 6: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
+	53, // 7: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	53, // 8: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	53, // 9: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
+	1,  // 11: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
+	54, // 12: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	55, // 13: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	25, // 14: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
+	0,  // 15: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
+	54, // 16: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	56, // 17: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	53, // 18: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	53, // 19: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	47, // 20: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	29, // 21: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	29, // 22: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
+	29, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	53, // 24: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	40, // 25: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	51, // 26: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	48, // 27: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	49, // 28: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	53, // 29: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	53, // 30: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	43, // 31: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	50, // 32: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }

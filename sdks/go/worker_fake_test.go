@@ -392,30 +392,8 @@ func (h wtLogWatch) await(t *testing.T, msg string) {
 // without answering for the parked one (the server releases it).
 func TestWorkerFakeDrainParksLateDispatch(t *testing.T) {
 	t.Parallel()
-	f := &wtFake{}
-	url := wtStartFake(t, f)
-	logs := wtLogWatch{msgs: make(chan string, 256)}
-	release := make(chan struct{})
-	started := make(chan string, 4)
-	w := wtNewWorker(t, url, conveyor.WithConcurrency(2), conveyor.WithDrainGrace(10*time.Second), conveyor.WithLogger(slog.New(logs)))
-	w.HandleFunc("t", func(ctx context.Context, d *conveyor.Delivery) error {
-		started <- d.ID
-		select {
-		case <-release:
-			d.SetResult([]byte("done"))
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	r := wtRun(t, w)
-	s := f.session(t)
-	s.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
-	wtRecv(t, started, 10*time.Second, "A starts")
-
-	shut := make(chan error, 1)
-	go func() { shut <- w.Shutdown(context.Background()) }()
-	logs.await(t, "worker draining")
+	d := wtStartDrain(t)
+	s, release := d.s, d.release
 	s.send(wtDispatch("B", "t", "{}", nil, time.Now().Add(time.Hour)))
 	s.next("a heartbeat listing A and B", wtIsHeartbeatOf("A", "B"), wtNoResult(t))
 	s.next("another heartbeat listing A and B", wtIsHeartbeatOf("A", "B"), wtNoResult(t))
@@ -424,21 +402,64 @@ func TestWorkerFakeDrainParksLateDispatch(t *testing.T) {
 	if res.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS || string(res.GetResult()) != "done" {
 		t.Fatalf("A's result = %v, want SUCCESS with its result", res)
 	}
-	// The worker closes its side with no Result for B.
-	for m := range s.in {
+	d.finish(t) // with no Result for B
+}
+
+// wtDrain is a worker of concurrency 2 draining: its handler (of type
+// "t") runs until release closes, then succeeds with result "done"; task
+// A runs, and a Shutdown is under way.
+type wtDrain struct {
+	s       *wtFakeSession
+	run     *wtRunning
+	release chan struct{}
+	started chan string
+	shut    chan error
+}
+
+func wtStartDrain(t *testing.T) *wtDrain {
+	t.Helper()
+	f := &wtFake{}
+	url := wtStartFake(t, f)
+	logs := wtLogWatch{msgs: make(chan string, 256)}
+	d := &wtDrain{release: make(chan struct{}), started: make(chan string, 4), shut: make(chan error, 1)}
+	w := wtNewWorker(t, url, conveyor.WithConcurrency(2), conveyor.WithDrainGrace(10*time.Second), conveyor.WithLogger(slog.New(logs)))
+	w.HandleFunc("t", func(ctx context.Context, del *conveyor.Delivery) error {
+		d.started <- del.ID
+		select {
+		case <-d.release:
+			del.SetResult([]byte("done"))
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	d.run = wtRun(t, w)
+	d.s = f.session(t)
+	d.s.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
+	wtRecv(t, d.started, 10*time.Second, "A starts")
+	go func() { d.shut <- w.Shutdown(context.Background()) }()
+	logs.await(t, "worker draining")
+	return d
+}
+
+// finish checks the drain's end: the worker closes its side with no more
+// Results, Shutdown and Run return cleanly, and no task started meanwhile.
+func (d *wtDrain) finish(t *testing.T) {
+	t.Helper()
+	for m := range d.s.in {
 		if r := m.GetResult(); r != nil {
 			t.Fatalf("result after the drain: %v", r)
 		}
 	}
-	s.end <- nil
-	if err := wtRecv(t, shut, 10*time.Second, "Shutdown returns"); err != nil {
+	d.s.end <- nil
+	if err := wtRecv(t, d.shut, 10*time.Second, "Shutdown returns"); err != nil {
 		t.Fatalf("Shutdown = %v", err)
 	}
-	if err := r.wait(t, time.Second); err != nil {
+	if err := d.run.wait(t, time.Second); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	select {
-	case id := <-started:
+	case id := <-d.started:
 		t.Fatalf("%s started during the drain", id)
 	default:
 	}

@@ -7,7 +7,6 @@ package conveyor_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -25,28 +24,8 @@ import (
 // back (RELEASED), never failed (RETRY) as if it had run too long.
 func TestWorkerFakeDrainReleasesParkedTaskAtItsTimeout(t *testing.T) {
 	t.Parallel()
-	f := &wtFake{}
-	url := wtStartFake(t, f)
-	logs := wtLogWatch{msgs: make(chan string, 256)}
-	release := make(chan struct{})
-	started := make(chan string, 4)
-	w := wtNewWorker(t, url, conveyor.WithConcurrency(2), conveyor.WithDrainGrace(10*time.Second), conveyor.WithLogger(slog.New(logs)))
-	w.HandleFunc("t", func(ctx context.Context, d *conveyor.Delivery) error {
-		started <- d.ID
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	wtRun(t, w)
-	s := f.session(t)
-	s.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
-	wtRecv(t, started, 10*time.Second, "A starts")
-	shut := make(chan error, 1)
-	go func() { shut <- w.Shutdown(context.Background()) }()
-	logs.await(t, "worker draining")
+	d := wtStartDrain(t)
+	s := d.s
 
 	timeout := &conveyorv1.TaskOptions{Timeout: durationpb.New(200 * time.Millisecond)}
 	s.send(wtDispatch("B", "t", "{}", timeout, time.Now().Add(200*time.Millisecond)))
@@ -54,24 +33,11 @@ func TestWorkerFakeDrainReleasesParkedTaskAtItsTimeout(t *testing.T) {
 	if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED || !strings.Contains(r.GetErrorMsg(), "unstarted") {
 		t.Fatalf("B's result = %v, want RELEASED unstarted", r)
 	}
-	close(release)
+	close(d.release)
 	if r := s.next("A's result", wtIsResult("A"), wtNoResult(t)).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
 		t.Fatalf("A's result = %v, want SUCCESS", r)
 	}
-	for m := range s.in {
-		if r := m.GetResult(); r != nil {
-			t.Fatalf("result after the drain: %v", r)
-		}
-	}
-	s.end <- nil
-	if err := wtRecv(t, shut, 10*time.Second, "Shutdown returns"); err != nil {
-		t.Fatalf("Shutdown = %v", err)
-	}
-	select {
-	case id := <-started:
-		t.Fatalf("%s started during the drain", id)
-	default:
-	}
+	d.finish(t)
 }
 
 // TestWorkerFakeTimeoutCountsFromReceipt: after a reconnect, the new

@@ -23,6 +23,15 @@ type diskFull struct {
 
 func newDiskFull() *diskFull { return &diskFull{refused: make(chan struct{}, 100)} }
 
+// openDiskFull opens an engine on cfg whose commits d refuses while it is
+// full.
+func openDiskFull(tb testing.TB, cfg bolt.Config) (*bolt.Engine, *diskFull) {
+	tb.Helper()
+	d := newDiskFull()
+	bolt.SetCommitFault(&cfg, d.fault)
+	return openEngine(tb, cfg), d
+}
+
 func (d *diskFull) fault() error {
 	if !d.full.Load() {
 		return nil
@@ -53,10 +62,7 @@ func (d *diskFull) waitRefusals(t *testing.T, n int) {
 // index is rebuilt.
 func TestFullDiskWaitsAndRecovers(t *testing.T) {
 	t.Parallel()
-	d := newDiskFull()
-	cfg := bolt.Config{}
-	bolt.SetCommitFault(&cfg, d.fault)
-	e := openEngine(t, cfg)
+	e, d := openDiskFull(t, bolt.Config{})
 	ready := bt.EnqueueOne(t, e, bt.T0, bt.NewTask("q"))
 
 	d.full.Store(true)
@@ -108,10 +114,7 @@ func TestFullDiskWaitsAndRecovers(t *testing.T) {
 // refusing; what was not durable is reported failed to its waiters.
 func TestCloseWhileDiskFull(t *testing.T) {
 	t.Parallel()
-	d := newDiskFull()
-	cfg := bolt.Config{}
-	bolt.SetCommitFault(&cfg, d.fault)
-	e := openEngine(t, cfg)
+	e, d := openDiskFull(t, bolt.Config{})
 	d.full.Store(true)
 	done := make(chan error, 1)
 	go func() {
@@ -138,10 +141,8 @@ const storageFailureTasks = 1_000_000
 //
 //	go test ./broker/bolt -run '^$' -bench StorageFailure -benchtime 20000x
 func BenchmarkStorageFailure(b *testing.B) {
-	d := newDiskFull()
 	cfg := bolt.Config{Path: b.TempDir() + "/conveyor.db"}
-	bolt.SetCommitFault(&cfg, d.fault)
-	e := openEngine(b, cfg)
+	e, d := openDiskFull(b, cfg)
 	batch := make([]broker.NewTask, 10_000)
 	for i := range batch {
 		batch[i] = bt.NewTask("q")
@@ -194,10 +195,7 @@ func BenchmarkStorageFailure(b *testing.B) {
 // bounded by their contexts, and answer from its outcome.
 func TestConflictWaitsForDurable(t *testing.T) {
 	t.Parallel()
-	d := newDiskFull()
-	cfg := bolt.Config{}
-	bolt.SetCommitFault(&cfg, d.fault)
-	e := openEngine(t, cfg)
+	e, d := openDiskFull(t, bolt.Config{})
 	d.full.Store(true)
 
 	first := bt.NewTask("q")
@@ -292,10 +290,8 @@ func TestConflictWithLostEnqueue(t *testing.T) {
 // its slice does not change what is stored when the commit lands.
 func TestEnqueueKeepsNoCallerTasks(t *testing.T) {
 	t.Parallel()
-	d := newDiskFull()
 	cfg := bolt.Config{Path: filepath.Join(t.TempDir(), "conveyor.db")}
-	bolt.SetCommitFault(&cfg, d.fault)
-	e := openEngine(t, cfg)
+	e, d := openDiskFull(t, cfg)
 	setCfg := broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}}
 	if _, err := e.UpdateQueueConfig(t.Context(), "q", func(c *broker.QueueConfig) { *c = setCfg }); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -159,49 +161,37 @@ func TestBatchesAreBoundedBySessionBytes(t *testing.T) {
 
 // TestSmallBatchesFillTheWindow: small batches are far below the byte
 // budget, so a session is sent as many as its concurrency allows without
-// answering any.
+// answering any, also when the budget is below what a batch may cost at
+// most (each is charged what it holds).
 func TestSmallBatchesFillTheWindow(t *testing.T) {
 	t.Parallel()
-	const batches = 6
-	s := servertest.Start(t, server.Config{GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
-	tasks := taskClient(t, s, servertest.GRPC)
-	for range 2 * batches {
-		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
-			Options: &conveyorv1.TaskOptions{Group: "g"}})
-	}
-	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: batches,
-		BatchTypes: []string{"sum"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range batches {
-		if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
-			t.Fatalf("batch %d: got %v, want a BatchDispatch of 2 members", i, bd)
-		}
+	for _, budget := range []int64{0, 16 << 20} { // the default, and under a batch's worst case
+		t.Run(fmt.Sprintf("MaxSessionBytes=%d", budget), func(t *testing.T) {
+			t.Parallel()
+			const batches = 6
+			s := servertest.Start(t, server.Config{MaxSessionBytes: budget, GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
+			enqueueGrouped(t, taskClient(t, s, servertest.GRPC), 2*batches)
+			w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: batches,
+				BatchTypes: []string{"sum"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range batches { // none answered
+				if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
+					t.Fatalf("batch %d of %d unanswered ones: got %v, want a BatchDispatch of 2", i, batches, bd)
+				}
+			}
+		})
 	}
 }
 
-// TestSmallBatchesUnderASmallByteBudget: with MaxSessionBytes below what
-// a batch may cost at most, small batches still fill the session's
-// concurrency: each is charged what it holds.
-func TestSmallBatchesUnderASmallByteBudget(t *testing.T) {
-	t.Parallel()
-	const batches = 6
-	s := servertest.Start(t, server.Config{MaxSessionBytes: 16 << 20, GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
-	tasks := taskClient(t, s, servertest.GRPC)
-	for range 2 * batches {
+// enqueueGrouped enqueues n tiny tasks of type "sum" into group "g" of
+// queue "q".
+func enqueueGrouped(t *testing.T, tasks conveyorv1connect.TaskServiceClient, n int) {
+	t.Helper()
+	for range n {
 		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
 			Options: &conveyorv1.TaskOptions{Group: "g"}})
-	}
-	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: batches,
-		BatchTypes: []string{"sum"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range batches { // none answered
-		if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
-			t.Fatalf("batch %d of %d unanswered ones: got %v, want a BatchDispatch of 2", i, batches, bd)
-		}
 	}
 }
 
@@ -220,10 +210,7 @@ func TestBatchWhileATaskIsHeld(t *testing.T) {
 	if d := w.next(10 * time.Second).GetDispatch(); d == nil {
 		t.Fatal("the single task was not dispatched")
 	}
-	for range 2 {
-		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum", Payload: []byte("x"),
-			Options: &conveyorv1.TaskOptions{Group: "g"}})
-	}
+	enqueueGrouped(t, tasks, 2)
 	if bd := w.next(10 * time.Second).GetBatchDispatch(); len(bd.GetTasks()) != 2 {
 		t.Fatalf("got %v, want the fired group of 2 while the single is held", bd)
 	}

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,30 +46,9 @@ func (g *groupLooks) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams)
 func startGroupLooks(t *testing.T) (*servertest.Server, *groupLooks) {
 	t.Helper()
 	looks := &groupLooks{}
-	cfg := server.Config{DataDir: t.TempDir(), GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)}
-	open := server.OpenBolt(filepath.Join(cfg.DataDir, server.DataFile))
-	cfg.OpenBroker = func(o server.BrokerOptions) (broker.Broker, error) {
-		b, err := open(o)
-		if err != nil {
-			return nil, err
-		}
-		looks.Broker = b
-		return looks, nil
-	}
-	return servertest.Start(t, cfg), looks
-}
-
-// enqueueGroup enqueues one group of 2 members of type "sum" into q: it
-// fires by size.
-func enqueueGroup(t *testing.T, s *servertest.Server, q string) {
-	t.Helper()
-	tasks := taskClient(t, s, servertest.GRPC)
-	for range 2 {
-		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: q, Type: "sum",
-			Options: &conveyorv1.TaskOptions{Group: "g"}})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := startWrapped(t, server.Config{GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)},
+		func(b broker.Broker) broker.Broker { looks.Broker = b; return looks })
+	return s, looks
 }
 
 // openIdleBatcher opens a batch session on q and waits until it has
@@ -107,7 +85,7 @@ func TestFiredGroupDispatchedOnResume(t *testing.T) {
 	if _, err := admin.PauseQueue(context.Background(), connect.NewRequest(&conveyorv1.PauseQueueRequest{Queue: "q"})); err != nil {
 		t.Fatal(err)
 	}
-	enqueueGroup(t, s, "q")
+	enqueueGrouped(t, taskClient(t, s, servertest.GRPC), 2) // one group: it fires by size
 	w := openIdleBatcher(t, s, looks)
 	if _, err := admin.ResumeQueue(context.Background(), connect.NewRequest(&conveyorv1.ResumeQueueRequest{Queue: "q"})); err != nil {
 		t.Fatal(err)
@@ -137,7 +115,7 @@ func TestFiredGroupDispatchedWhenMaxActiveFrees(t *testing.T) {
 		}
 	}
 	running := []*conveyorv1.Dispatch{plain.next(10 * time.Second).GetDispatch(), plain.next(10 * time.Second).GetDispatch()}
-	enqueueGroup(t, s, "q")
+	enqueueGrouped(t, taskClient(t, s, servertest.GRPC), 2) // one group: it fires by size
 	w := openIdleBatcher(t, s, looks)
 	for _, d := range running {
 		plain.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{

@@ -48,6 +48,13 @@ func (h *hookBroker) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams)
 // Set hb's hooks before the first session opens.
 func startHooked(t *testing.T, cfg server.Config, hb *hookBroker) *servertest.Server {
 	t.Helper()
+	return startWrapped(t, cfg, func(b broker.Broker) broker.Broker { hb.Broker = b; return hb })
+}
+
+// startWrapped starts a server on the bbolt engine as wrap returns it: a
+// test double that watches, or steps into, the calls the server makes.
+func startWrapped(t *testing.T, cfg server.Config, wrap func(broker.Broker) broker.Broker) *servertest.Server {
+	t.Helper()
 	cfg.DataDir = t.TempDir()
 	open := server.OpenBolt(filepath.Join(cfg.DataDir, server.DataFile))
 	cfg.OpenBroker = func(o server.BrokerOptions) (broker.Broker, error) {
@@ -55,8 +62,7 @@ func startHooked(t *testing.T, cfg server.Config, hb *hookBroker) *servertest.Se
 		if err != nil {
 			return nil, err
 		}
-		hb.Broker = b
-		return hb, nil
+		return wrap(b), nil
 	}
 	return servertest.Start(t, cfg)
 }

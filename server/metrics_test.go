@@ -208,7 +208,11 @@ func TestMetricsCountCronFires(t *testing.T) {
 		t.Fatalf("cron fires %v, enqueued %v: each fire is one enqueue", fires, enq)
 	}
 	// A deleted entry's series go with it: entries come and go over a
-	// server's life, and their series would pile up.
+	// server's life, and their series would pile up. (Paused first, so that
+	// no fire under way counts itself after the delete.)
+	if _, err := adminClient(t, s).PauseCron(context.Background(), connect.NewRequest(&conveyorv1.PauseCronRequest{Id: "beat"})); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := adminClient(t, s).DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "beat"})); err != nil {
 		t.Fatal(err)
 	}

@@ -69,9 +69,12 @@ func TestWorkerFakeTimeoutCountsFromReceipt(t *testing.T) {
 	s1.end <- connect.NewError(connect.CodeUnavailable, errors.New("going away"))
 
 	s2 := f.session(t)
-	short := &conveyorv1.TaskOptions{Timeout: durationpb.New(150 * time.Millisecond)}
+	// B's timeout is also how long C, sent right after it, has to arrive
+	// before the slot frees: the check of C's deadline below needs C
+	// received by then.
+	short := &conveyorv1.TaskOptions{Timeout: durationpb.New(time.Second)}
 	long := &conveyorv1.TaskOptions{Timeout: durationpb.New(time.Minute)}
-	s2.send(wtDispatch("B", "t", "{}", short, time.Now().Add(150*time.Millisecond)))
+	s2.send(wtDispatch("B", "t", "{}", short, time.Now().Add(time.Second)))
 	sentC := time.Now()
 	s2.send(wtDispatch("C", "t", "{}", long, time.Now().Add(time.Minute)))
 	r := s2.next("B's result", wtIsResult("B"), wtNoResult(t)).GetResult()

@@ -226,14 +226,7 @@ func (e *Engine) toScheduledLocked(k key, m meta, now int64, fn func(st *storage
 	if e.dueHeap.add(timed{at: m.due, k: k}) {
 		e.note.TimersChanged()
 	}
-	e.commit.appendLocked(func(w *txw) error {
-		return w.updateLive(k, func(st *storagev1.TaskStatus) {
-			st.State = int32(stateScheduled)
-			if fn != nil {
-				fn(st)
-			}
-		})
-	}, nil)
+	e.writeStateLocked(k, stateScheduled, fn)
 }
 
 // toAggregatingLocked makes a released grouped task AGGREGATING now and

@@ -147,15 +147,21 @@ func (e *Engine) toPendingLocked(k key, m meta, now int64, fn func(st *storagev1
 	}
 	m.due = now
 	e.setStateLocked(k, &m, statePending)
+	e.writeStateLocked(k, statePending, fn)
+	e.pushReadyLocked(k)
+}
+
+// writeStateLocked queues the write of a live task's new state, with
+// fn's other changes to its status (fn may be nil).
+func (e *Engine) writeStateLocked(k key, to broker.State, fn func(st *storagev1.TaskStatus)) {
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {
-			st.State = int32(statePending)
+			st.State = int32(to)
 			if fn != nil {
 				fn(st)
 			}
 		})
 	}, nil)
-	e.pushReadyLocked(k)
 }
 
 // toRetryLocked records a failed attempt (one more retry counted, its

@@ -63,6 +63,24 @@ func raceActs(t *testing.T, b broker.Broker, ids []string, acts ...broker.Action
 	return res
 }
 
+// requireOneApplied checks that exactly one of two concurrent actions on
+// task applied, and that the other failed with loser.
+func requireOneApplied(t *testing.T, task, action string, errs []error, loser error) {
+	t.Helper()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, loser):
+			t.Errorf("task %s: a %s beside another: %v, want nil or %v", task, action, err, loser)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("task %s: %d of two concurrent %ss applied, want 1", task, ok, action)
+	}
+}
+
 // testActConcurrentOnFinished: concurrent actions on one finished task are
 // applied one after the other, each on what the one before left: a second
 // delete finds nothing, a run after a delete finds nothing, a second run
@@ -72,18 +90,7 @@ func testActConcurrentOnFinished(t *testing.T, e *Env) {
 	b := e.B
 	deleted := finishedTasks(t, b, "del", actRacePairs, completed)
 	for i, errs := range raceActs(t, b, deleted, broker.ActionDelete, broker.ActionDelete) {
-		ok := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				ok++
-			case !errors.Is(err, broker.ErrNotFound):
-				t.Errorf("task %s: a delete beside another delete: %v, want nil or not_found", deleted[i], err)
-			}
-		}
-		if ok != 1 {
-			t.Errorf("task %s: %d of two concurrent deletes applied, want 1", deleted[i], ok)
-		}
+		requireOneApplied(t, deleted[i], "delete", errs, broker.ErrNotFound)
 	}
 
 	// Delete and run on one archived task: whichever goes first, the task
@@ -100,18 +107,7 @@ func testActConcurrentOnFinished(t *testing.T, e *Env) {
 
 	run := finishedTasks(t, b, "run", actRacePairs, archived)
 	for i, errs := range raceActs(t, b, run, broker.ActionRun, broker.ActionRun) {
-		ok := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				ok++
-			case !errors.Is(err, broker.ErrInvalidState):
-				t.Errorf("task %s: a run beside another run: %v, want nil or invalid_state", run[i], err)
-			}
-		}
-		if ok != 1 {
-			t.Errorf("task %s: %d of two concurrent runs applied, want 1", run[i], ok)
-		}
+		requireOneApplied(t, run[i], "run", errs, broker.ErrInvalidState)
 	}
 	if t.Failed() {
 		return

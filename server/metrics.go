@@ -42,6 +42,14 @@ type metrics struct {
 	commitSeconds                          prometheus.Histogram
 	cronFires                              *prometheus.CounterVec
 
+	// cronMu orders a fire's count against its entry's delete, and
+	// cronExists says whether an entry is still stored (set by the
+	// server). A fire applied just before a DeleteCron is counted after
+	// it; without the check, the count would bring back the series the
+	// delete dropped, for an entry that no longer exists.
+	cronMu     sync.Mutex
+	cronExists func(id string) bool
+
 	// typesMu guards types, the (queue, type) pairs given a type label of
 	// their own, and series, every per-type series resolved so far: a
 	// vec's WithLabelValues checks and hashes the labels and takes the
@@ -204,12 +212,19 @@ func (m *metrics) committed(c broker.Commit) {
 // cronDeleted forgets a deleted entry's fire counts, so that entries
 // created and deleted over a server's life do not pile up series.
 func (m *metrics) cronDeleted(id string) {
+	m.cronMu.Lock()
+	defer m.cronMu.Unlock()
 	m.cronFires.DeletePartialMatch(prometheus.Labels{"cron": id})
 }
 
-// cronFired counts one cron fire by its result, and the task it enqueued.
+// cronFired counts one cron fire by its result, and the task it enqueued
+// (that one whatever became of the entry: the task exists).
 func (m *metrics) cronFired(id, result string, t *broker.Task) {
-	m.cronFires.WithLabelValues(id, result).Inc()
+	m.cronMu.Lock()
+	if m.cronExists == nil || m.cronExists(id) {
+		m.cronFires.WithLabelValues(id, result).Inc()
+	}
+	m.cronMu.Unlock()
 	if t != nil {
 		m.enqueuedTask(t)
 	}

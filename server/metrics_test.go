@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
@@ -208,19 +210,61 @@ func TestMetricsCountCronFires(t *testing.T) {
 		t.Fatalf("cron fires %v, enqueued %v: each fire is one enqueue", fires, enq)
 	}
 	// A deleted entry's series go with it: entries come and go over a
-	// server's life, and their series would pile up. (Paused first, so that
-	// no fire under way counts itself after the delete.)
-	if _, err := adminClient(t, s).PauseCron(context.Background(), connect.NewRequest(&conveyorv1.PauseCronRequest{Id: "beat"})); err != nil {
-		t.Fatal(err)
-	}
+	// server's life, and their series would pile up.
 	if _, err := adminClient(t, s).DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "beat"})); err != nil {
 		t.Fatal(err)
 	}
+	requireNoCronSeries(t, s, "beat")
+}
+
+func requireNoCronSeries(t *testing.T, s *servertest.Server, id string) {
+	t.Helper()
 	for _, m := range scrape(t, s)["conveyor_cron_fires_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "cron" && l.GetValue() == "beat" {
+			if l.GetName() == "cron" && l.GetValue() == id {
 				t.Errorf("the deleted entry's series is still exported: %v", m.GetLabel())
 			}
 		}
 	}
+}
+
+// lateFireBroker runs afterFire once, right after the first cron fire is
+// applied and before the cron loop counts it.
+type lateFireBroker struct {
+	broker.Broker
+	once      sync.Once
+	afterFire func()
+}
+
+func (l *lateFireBroker) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task, error) {
+	task, err := l.Broker.FireCron(ctx, f)
+	if err == nil && task != nil {
+		l.once.Do(l.afterFire)
+	}
+	return task, err
+}
+
+// TestMetricsLateFireOfADeletedCron: a fire applied just before its
+// entry's DeleteCron is counted after the delete dropped the entry's
+// series; the count must not bring them back for an entry that is gone.
+func TestMetricsLateFireOfADeletedCron(t *testing.T) {
+	t.Parallel()
+	lb := &lateFireBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { lb.Broker = b; return lb })
+	admin := adminClient(t, s)
+	lb.afterFire = func() {
+		if _, err := admin.DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "late"})); err != nil {
+			t.Errorf("DeleteCron: %v", err)
+		}
+	}
+	if _, err := admin.CreateCron(context.Background(), connect.NewRequest(&conveyorv1.CreateCronRequest{
+		Entry: &conveyorv1.CronEntry{Id: "late", Spec: "@every 1s", Queue: "late", Type: "beat"}})); err != nil {
+		t.Fatal(err)
+	}
+	// The fired task is counted after the fire's own count (or its
+	// absence): once it shows, the fire has been counted or dropped.
+	servertest.Eventually(t, 20*time.Second, "the fired task counted", func() bool {
+		return value(scrape(t, s), "conveyor_tasks_enqueued_total", "queue=late", "type=beat") >= 1
+	})
+	requireNoCronSeries(t, s, "late")
 }

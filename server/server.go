@@ -89,6 +89,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.broker = b
+	s.metrics.cronExists = func(id string) bool {
+		_, err := b.Cron(context.Background(), id)
+		return !errors.Is(err, broker.ErrNotFound)
+	}
 	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
 	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
 	s.hub = newHub(b, s.cfg, retrier, s.metrics, s.log.With("component", "sessions"), s.now)

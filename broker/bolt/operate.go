@@ -153,7 +153,11 @@ func (e *Engine) actLiveLocked(a broker.Action, k key, m meta, now int64) broker
 		}
 		e.finishLocked(k, m, stateCanceled, now, nil)
 	case broker.ActionRun:
-		e.toPendingLocked(k, m, now, func(st *storagev1.TaskStatus) { st.NextProcessAt = now })
+		m.waiting, m.flags = 0, m.flags&^flagDepFailed
+		e.toPendingLocked(k, m, now, func(st *storagev1.TaskStatus) {
+			st.NextProcessAt = now
+			forgetDependencies(st)
+		})
 	case broker.ActionArchive:
 		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = broker.ArchivedByOperator })
 	case broker.ActionDelete:
@@ -275,6 +279,7 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	// A cancel of an earlier run is spent: left in the file, it would make
 	// a restart while the revived task runs cancel it.
 	revived.CancelRequested = false
+	forgetDependencies(revived)
 	if uk := st.GetUniqueKey(); uk != "" {
 		e.unique[uk] = uniqueClaim{k: k, until: st.GetUniqueUntil(), since: now}
 		e.uniqOf[k] = uk
@@ -299,6 +304,13 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	}, nil)
 	e.pushReadyLocked(k)
 	return nil
+}
+
+// forgetDependencies clears what a task run now (RunTask) no longer waits
+// for: the dependencies it had left, and whether one failed. Its last
+// error, which may name the failure, stays as its history.
+func forgetDependencies(st *storagev1.TaskStatus) {
+	st.WaitingOn, st.DependencyFailed = nil, false
 }
 
 // doneLookup answers the terminal status of a task from what was read of

@@ -11,9 +11,12 @@ import (
 	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/broker/bolt"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
 // TestLeaseLeavesOutATaskWithoutSpec: a live task whose spec is missing
@@ -160,4 +163,50 @@ func TestDeletedNotDurableIsGone(t *testing.T) {
 	e = openEngine(t, bolt.Config{Path: cfg.Path})
 	bt.RequireState(t, e, id, broker.StatePending)
 	bt.RequireCounts(t, e, "q", bt.Counts{broker.StatePending: 1})
+}
+
+// TestRunNowForgetsDependencies: a task run now by RunTask, from BLOCKED
+// (live) or from CANCELED by a cascade (revived), no longer waits on its
+// dependencies, and its stored status says so: no dependency left, none
+// failed.
+func TestRunNowForgetsDependencies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "conveyor.db")
+	e := openEngine(t, bolt.Config{Path: path})
+	a, c := bt.EnqueueOne(t, e, bt.T0, bt.NewTask("deps")), bt.EnqueueOne(t, e, bt.T0, bt.NewTask("deps"))
+	blocked := bt.NewTask("q")
+	blocked.DependsOn = []broker.Dependency{{TaskID: a.ID, OnFailure: broker.OnFailureBlock}, {TaskID: c.ID}}
+	canceled := bt.NewTask("q")
+	canceled.DependsOn = []broker.Dependency{{TaskID: a.ID, OnFailure: broker.OnFailureCascadeCancel}, {TaskID: c.ID}}
+	ids := []string{bt.EnqueueOne(t, e, bt.T0, blocked).ID, bt.EnqueueOne(t, e, bt.T0, canceled).ID}
+	bt.Archive(t, e, "s", bt.LeaseOne(t, e, "s", "deps", bt.T0), "bad", bt.T0)
+	bt.RequireState(t, e, ids[0], broker.StateBlocked)
+	bt.RequireState(t, e, ids[1], broker.StateCanceled)
+	res, err := e.Act(t.Context(), broker.ActParams{Action: broker.ActionRun, IDs: ids, Now: bt.T0})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("RunTask = %+v, %v", res, err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	err = db.View(func(tx *bbolt.Tx) error {
+		for _, id := range ids {
+			k := ulid.MustParse(id)
+			var st storagev1.TaskStatus
+			if err := proto.Unmarshal(tx.Bucket([]byte("live")).Get(k[:]), &st); err != nil {
+				return err
+			}
+			if len(st.GetWaitingOn()) != 0 || st.GetDependencyFailed() {
+				t.Errorf("task %s run now is stored waiting on %v, dependency failed %v", id, st.GetWaitingOn(), st.GetDependencyFailed())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -143,9 +143,10 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	}
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		q.bucket.refill(now, q.cfg)
-		n = max(min(n, int(q.bucket.tokens)), 0) // in debt after a large group: none
+		held := q.bucket.heldAt(now.UnixNano())
+		n = max(min(n, int(q.bucket.tokens-held)), 0) // in debt after a large group: none
 		if n == 0 {
-			e.armRefillLocked(q, 1)
+			e.armRefillLocked(q, held+1)
 		}
 	}
 	return n
@@ -164,11 +165,27 @@ func (e *Engine) groupTokensLocked(q *queue, n int, now time.Time) bool {
 	q.bucket.refill(now, q.cfg)
 	need := min(float64(n), burstOf(q.cfg))
 	if q.bucket.tokens >= need {
+		q.bucket.held = 0
 		return true
 	}
-	e.armRefillLocked(q, need)
+	e.holdTokensLocked(q, need)
 	return false
 }
+
+// holdTokensLocked keeps the tokens a fired group waits for from tasks
+// leased alone, which would otherwise take each token as it comes and
+// starve a group needing several: until the bucket holds need, only
+// tokens above it are spent on them. The hold lapses holdGrace after the
+// bucket could have paid, so that a group no session comes back for (its
+// workers gone, or busy) does not hold the queue's other tasks back.
+func (e *Engine) holdTokensLocked(q *queue, need float64) {
+	paid := e.armRefillLocked(q, need)
+	q.bucket.held, q.bucket.heldUntil = need, paid+int64(holdGrace)
+}
+
+// holdGrace is how long a hold of tokens outlasts the moment the bucket
+// could pay for its group.
+const holdGrace = time.Second
 
 // took records that n tasks of q were leased at now (spending tokens).
 func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
@@ -187,6 +204,18 @@ type bucket struct {
 	tokens float64 // below 0 after a group of more members than the burst
 	last   int64   // when tokens was computed (Unix ns); 0: never (full)
 	wakeAt int64   // when the armed refill timer fires, in last's clock; 0: none
+	// held tokens are kept for a fired group until heldUntil (see
+	// holdTokensLocked); 0: none.
+	held      float64
+	heldUntil int64
+}
+
+// heldAt is how many tokens are held for a group at now (Unix ns).
+func (b *bucket) heldAt(now int64) float64 {
+	if b.held != 0 && now >= b.heldUntil {
+		b.held = 0
+	}
+	return b.held
 }
 
 // burstOf is the capacity of a queue's rate bucket.
@@ -212,12 +241,13 @@ func (b *bucket) refill(now time.Time, cfg broker.QueueConfig) {
 
 // armRefillLocked wakes q's sessions when its bucket holds want tokens
 // again (a task needs one, a fired group one per member), unless a timer
-// armed already fires no later.
-func (e *Engine) armRefillLocked(q *queue, want float64) {
+// armed already fires no later. It returns when that is, in the bucket's
+// clock.
+func (e *Engine) armRefillLocked(q *queue, want float64) int64 {
 	wait := max(time.Duration((want-q.bucket.tokens)*1e9/float64(q.cfg.RatePerSecond)), time.Millisecond)
 	at := q.bucket.last + int64(wait)
 	if q.bucket.wakeAt != 0 && q.bucket.wakeAt <= at {
-		return
+		return at
 	}
 	q.bucket.wakeAt = at
 	time.AfterFunc(wait, func() {
@@ -230,6 +260,7 @@ func (e *Engine) armRefillLocked(q *queue, want float64) {
 			e.note.TasksReady(q.name)
 		}
 	})
+	return at
 }
 
 // configChangedLocked applies a queue's new configuration: keys may admit

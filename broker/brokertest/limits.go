@@ -18,6 +18,7 @@ func limitCases() []testCase {
 		{name: "RateLimit", fn: testRateLimit},
 		{name: "RateLimitGroups", fn: testRateLimitGroups},
 		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
+		{name: "RateLimitGroupsNotStarved", fn: testRateLimitGroupsNotStarved},
 		{name: "ConfigPersists", env: testConfigPersists},
 	}
 }
@@ -255,6 +256,52 @@ func testRateLimitGroupsWoken(t *testing.T, e *Env) {
 	e.Notes.RequireReady(t, "q")
 	if gl := leaseGroups(t, b, "q", 5, at(200*time.Millisecond), "t"); len(gl) != 1 {
 		t.Fatalf("LeaseGroups once the bucket refilled = %+v, want the group", gl)
+	}
+}
+
+// testRateLimitGroupsNotStarved: tasks leased alone, one per token as the
+// tokens come, do not starve a fired group waiting for a token per
+// member: once it waits, the bucket fills for it. A hold that no
+// LeaseGroups comes back for lapses, and the tasks go again.
+func testRateLimitGroupsNotStarved(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	for range 20 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if n := len(Lease(t, b, "s1", "q", 3, T0, TTL)); n != 3 {
+		t.Fatalf("leased %d with a full bucket of 3, want 3", n)
+	}
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t")) // fires by size
+	alone := 0
+	for step := 1; step <= 10; step++ { // a token every 100ms: a task alone asks first each time
+		now := at(time.Duration(step) * 100 * time.Millisecond)
+		alone += len(Lease(t, b, "s1", "q", 1, now, TTL))
+		if gl := leaseGroups(t, b, "q", 1, now, "t"); len(gl) == 1 {
+			if len(gl[0].Leases) != 3 || step > 4 || alone > 1 {
+				t.Fatalf("at step %d (%d leased alone before) the group went with %d members; want all 3 by step 4, "+
+					"after at most the one task that took step 1's token before the group asked", step, alone, len(gl[0].Leases))
+			}
+			break
+		}
+		if step == 10 {
+			t.Fatalf("the group never went: tasks leased alone took %d tokens as they came", alone)
+		}
+	}
+	if n := len(Lease(t, b, "s1", "q", 1, at(500*time.Millisecond), TTL)); n != 1 {
+		t.Fatalf("leased %d alone once the group went and a token came, want 1", n)
+	}
+
+	// A group that waits, then is never asked for again, holds its tokens
+	// only for a while.
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if gl := leaseGroups(t, b, "q", 1, at(500*time.Millisecond), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups with an empty bucket = %+v, want none", gl)
+	}
+	if n := len(Lease(t, b, "s1", "q", 1, at(600*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d alone while the group waits for its tokens, want 0", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 3, at(time.Hour), TTL)); n != 3 {
+		t.Fatalf("leased %d alone an hour later with nobody asking for the group, want the burst of 3", n)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -27,12 +28,13 @@ type wedgedWorker struct {
 }
 
 const (
-	h2Data     = 0x0
-	h2Headers  = 0x1
-	h2Settings = 0x4
-	h2Ping     = 0x6
-	h2Ack      = 0x1
-	h2EndHdrs  = 0x4
+	h2Data      = 0x0
+	h2Headers   = 0x1
+	h2Settings  = 0x4
+	h2Ping      = 0x6
+	h2Ack       = 0x1
+	h2EndStream = 0x1
+	h2EndHdrs   = 0x4
 )
 
 func (w *wedgedWorker) frame(typ, flags byte, stream uint32, payload []byte) error {
@@ -56,6 +58,9 @@ func (w *wedgedWorker) send(m *conveyorv1.WorkerMessage) error {
 	binary.BigEndian.PutUint32(env[1:], uint32(len(b)))
 	return w.frame(h2Data, 0, 1, append(env, b...))
 }
+
+// closeSend half-closes stream 1: the worker sends nothing more.
+func (w *wedgedWorker) closeSend() error { return w.frame(h2Data, h2EndStream, 1, nil) }
 
 // hpackLiteral encodes a header as a literal without indexing, with no
 // Huffman coding (every string here is under 127 bytes).
@@ -146,5 +151,36 @@ func TestStopCutsAWedgedWorker(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("Stop took %s with a wedged worker connected, want about a second", took)
+	}
+}
+
+// TestHalfCloseReleasesWhileSendIsBlocked: a worker that stops reading and
+// then closes its request side gets its leases released, with no retry
+// burned, and its session ended (the blocked write cut after its grace),
+// even though the server's send is blocked on HTTP/2 flow control. The
+// leases outlive the test: only the half-close can release them.
+func TestHalfCloseReleasesWhileSendIsBlocked(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{LeaseTTL: time.Hour})
+	tasks := taskClient(t, s, servertest.GRPC)
+	var ids []string
+	for range 4 {
+		ids = append(ids, enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "t", Payload: make([]byte, 100<<10)}))
+	}
+	w := dialWedgedWorker(t, s, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 4})
+	// 4 x 100 KiB cannot pass a 64 KiB window: the send loop is blocked.
+	servertest.Eventually(t, 10*time.Second, "every task leased", func() bool { return queueCounts(t, s, "q").GetActive() == 4 })
+	if err := w.closeSend(); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 10*time.Second, "leases released", func() bool {
+		q := queueCounts(t, s, "q")
+		return q.GetActive() == 0 && q.GetPending() == 4 && s.Stats().Sessions == 0
+	})
+	for _, id := range ids {
+		got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+		if err != nil || got.Msg.GetRetried() != 0 {
+			t.Fatalf("task %s after the half-close: retried %d, %v; want 0", id, got.Msg.GetRetried(), err)
+		}
 	}
 }

@@ -109,18 +109,25 @@ type Broker interface {
 	// durably, and applies it to dispatch at once. update must only change
 	// the configuration it is given; it runs under the engine's lock.
 	UpdateQueueConfig(ctx context.Context, queue string, update func(*QueueConfig)) (QueueInfo, error)
-	// PutCron stores a cron entry: a new one when create is set (the id
-	// must be free: ErrAlreadyExists), else one that exists (ErrNotFound),
-	// whose user fields it replaces and whose run history it keeps.
-	PutCron(ctx context.Context, c CronEntry, create bool) (CronEntry, error)
+	// CreateCron stores a new cron entry, durably; its id must be free
+	// (ErrAlreadyExists).
+	CreateCron(ctx context.Context, c CronEntry) (CronEntry, error)
+	// UpdateCron changes an existing entry (ErrNotFound otherwise) in one
+	// step, durably: update gets a copy of the stored entry, which it may
+	// change, and returns the entry to store. It runs under the engine's
+	// lock, so no other change comes between its read and its write; it
+	// must be quick and must not call the broker. The entry keeps its ID
+	// and its run history (LastRun, LastFire, LastTaskID) whatever update
+	// returns. An error from update is returned as it is, and nothing is
+	// written. Every change an operator makes (a replace, some fields, a
+	// pause or a resume) goes through it.
+	UpdateCron(ctx context.Context, id string, update func(CronEntry) (CronEntry, error)) (CronEntry, error)
 	// Cron returns an entry, or ErrNotFound.
 	Cron(ctx context.Context, id string) (CronEntry, error)
 	// Crons lists every entry, by id.
 	Crons(ctx context.Context) ([]CronEntry, error)
 	// DeleteCron removes an entry (ErrNotFound if none).
 	DeleteCron(ctx context.Context, id string) error
-	// SetCronPaused pauses or resumes an entry, and stores its next run.
-	SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (CronEntry, error)
 	// FireCron applies a scheduled fire: it enqueues the fire's task and
 	// records the fire on the entry in one commit, so that a fire is never
 	// applied twice (ErrAlreadyFired), across restarts and crashes. A

@@ -98,11 +98,19 @@ func (c *cronEnv) put(id, spec string, now time.Time) broker.CronEntry {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	e, err := c.b.PutCron(c.t.Context(), broker.CronEntry{ID: id, Spec: spec, Queue: "q", Type: id, NextRun: s.Next(now)}, true)
+	e, err := c.b.CreateCron(c.t.Context(), broker.CronEntry{ID: id, Spec: spec, Queue: "q", Type: id, NextRun: s.Next(now)})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	return e
+}
+
+// update changes entry id as an operator would, by change.
+func (c *cronEnv) update(id string, change func(*broker.CronEntry)) (broker.CronEntry, error) {
+	return c.b.UpdateCron(c.t.Context(), id, func(e broker.CronEntry) (broker.CronEntry, error) {
+		change(&e)
+		return e, nil
+	})
 }
 
 func (c *cronEnv) round(s *scheduler.Cron, now time.Time) time.Time {
@@ -211,22 +219,20 @@ func TestCronPausedAndChangedEntries(t *testing.T) {
 	c := newCronEnv(t)
 	c.put("p", "* * * * *", t0)
 	c.round(c.cron, t0)
-	if _, err := c.b.SetCronPaused(t.Context(), "p", true, time.Time{}); err != nil {
+	if _, err := c.update("p", func(e *broker.CronEntry) { e.Paused, e.NextRun = true, time.Time{} }); err != nil {
 		t.Fatal(err)
 	}
 	if next := c.round(c.cron, t0.Add(5*time.Minute)); !next.IsZero() {
 		t.Fatalf("with the only entry paused the round answers %s, want nothing", next)
 	}
 	c.requireFires()
-	if _, err := c.b.SetCronPaused(t.Context(), "p", false, t0.Add(6*time.Minute)); err != nil {
+	if _, err := c.update("p", func(e *broker.CronEntry) { e.Paused, e.NextRun = false, t0.Add(6*time.Minute) }); err != nil {
 		t.Fatal(err)
 	}
 	c.round(c.cron, t0.Add(6*time.Minute))
 	c.requireFires("p@2026-06-01T09:06:00Z")
 
-	up, _ := c.b.Cron(t.Context(), "p")
-	up.Spec, up.NextRun = "@hourly", t0.Add(time.Hour)
-	if _, err := c.b.PutCron(t.Context(), up, false); err != nil {
+	if _, err := c.update("p", func(e *broker.CronEntry) { e.Spec, e.NextRun = "@hourly", t0.Add(time.Hour) }); err != nil {
 		t.Fatal(err)
 	}
 	c.round(c.cron, t0.Add(7*time.Minute))
@@ -263,9 +269,8 @@ func TestCronClockMovedBack(t *testing.T) {
 	c.put("m", "* * * * *", t0)
 	c.round(c.cron, t0)
 	c.round(c.cron, t0.Add(5*time.Minute)) // fires 09:01, next 09:06
-	up, _ := c.b.Cron(t.Context(), "m")
-	up.NextRun = t0.Add(time.Minute) // an update at 09:00:30 by a clock gone back
-	if _, err := c.b.PutCron(t.Context(), up, false); err != nil {
+	// An update at 09:00:30 by a clock gone back.
+	if _, err := c.update("m", func(e *broker.CronEntry) { e.NextRun = t0.Add(time.Minute) }); err != nil {
 		t.Fatal(err)
 	}
 	if next := c.round(c.cron, t0.Add(time.Minute)); !next.Equal(t0.Add(2 * time.Minute)) {

@@ -4,36 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
 func (a *adminService) CreateCron(ctx context.Context, req *connect.Request[conveyorv1.CreateCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
-	return a.putCron(ctx, req.Msg.GetEntry(), true)
-}
-
-func (a *adminService) UpdateCron(ctx context.Context, req *connect.Request[conveyorv1.UpdateCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
-	if req.Msg.GetEntry().GetId() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("entry.id is required: it names the entry to replace"))
-	}
-	return a.putCron(ctx, req.Msg.GetEntry(), false)
-}
-
-// putCron stores a new entry (create) or replaces every field of an
-// existing one but its id; its next run is counted from now.
-func (a *adminService) putCron(ctx context.Context, w *conveyorv1.CronEntry, create bool) (*connect.Response[conveyorv1.CronEntry], error) {
+	w := req.Msg.GetEntry()
 	if w == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("entry is required"))
 	}
-	e, _, err := cronEntry(w, a.server.now())
+	e, err := validCron(w, a.server.now())
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("entry.%w", err))
+		return nil, err
 	}
-	stored, err := a.broker.PutCron(ctx, e, create)
+	stored, err := a.broker.CreateCron(ctx, e)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	return connect.NewResponse(cronInfo(stored)), nil
+}
+
+// UpdateCron replaces every field of an entry but its id, or only the
+// fields its update_mask names; see cronUpdate.
+func (a *adminService) UpdateCron(ctx context.Context, req *connect.Request[conveyorv1.UpdateCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
+	w := req.Msg.GetEntry()
+	if w.GetId() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("entry.id is required: it names the entry to change"))
+	}
+	update, err := cronUpdate(w, req.Msg.GetUpdateMask().GetPaths(), a.server.now())
+	if err != nil {
+		return nil, err
+	}
+	stored, err := a.broker.UpdateCron(ctx, w.GetId(), update)
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
@@ -69,32 +80,128 @@ func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conv
 }
 
 func (a *adminService) PauseCron(ctx context.Context, req *connect.Request[conveyorv1.PauseCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
-	e, err := a.broker.SetCronPaused(ctx, req.Msg.GetId(), true, time.Time{})
+	e, err := a.broker.UpdateCron(ctx, req.Msg.GetId(), func(e broker.CronEntry) (broker.CronEntry, error) {
+		e.Paused, e.NextRun = true, time.Time{}
+		return e, nil
+	})
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(e)), nil
 }
 
+// errNotPaused ends ResumeCron's update of an entry that is not paused:
+// an update's error stores nothing.
+var errNotPaused = errors.New("not paused")
+
 // ResumeCron lets a paused entry fire again from its next scheduled time
 // after now: the fires it would have had while paused are not replayed.
+// The next run is counted from the spec stored when the entry resumes, in
+// the same step, so a spec changed meanwhile is the one it follows.
 // Resuming an entry that is not paused changes nothing.
 func (a *adminService) ResumeCron(ctx context.Context, req *connect.Request[conveyorv1.ResumeCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
-	e, err := a.broker.Cron(ctx, req.Msg.GetId())
-	if err != nil {
-		return nil, toConnectError(a.server.log, err)
-	}
-	if !e.Paused {
-		return connect.NewResponse(cronInfo(e)), nil
-	}
 	now := a.server.now()
-	sched, err := scheduler.ParseCronSpec(e.Spec, now)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cron entry %q cannot resume: %w", e.ID, err))
-	}
-	e, err = a.broker.SetCronPaused(ctx, e.ID, false, sched.Next(now))
-	if err != nil {
+	var running broker.CronEntry
+	e, err := a.broker.UpdateCron(ctx, req.Msg.GetId(), func(e broker.CronEntry) (broker.CronEntry, error) {
+		if !e.Paused {
+			running = e
+			return e, errNotPaused
+		}
+		sched, err := scheduler.ParseCronSpec(e.Spec, now)
+		if err != nil {
+			return e, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cron entry %q cannot resume: %w", e.ID, err))
+		}
+		e.Paused, e.NextRun = false, sched.Next(now)
+		return e, nil
+	})
+	switch {
+	case errors.Is(err, errNotPaused):
+		return connect.NewResponse(cronInfo(running)), nil
+	case err != nil:
 		return nil, toConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(e)), nil
+}
+
+// cronFields are the fields of CronEntry an update_mask may name, each
+// with how it copies its value from the request's entry onto the stored
+// one: the schedule and the task template, options whole or one at a
+// time. The others are the server's: id names the entry, paused has
+// PauseCron and ResumeCron, the rest is the entry's history.
+var cronFields = cronMaskFields()
+
+func cronMaskFields() map[string]func(dst, src *conveyorv1.CronEntry) {
+	fields := map[string]func(dst, src *conveyorv1.CronEntry){}
+	entry := (*conveyorv1.CronEntry)(nil).ProtoReflect().Descriptor().Fields()
+	for _, name := range []protoreflect.Name{"spec", "queue", "type", "payload", "content_type", "metadata", "options"} {
+		fd := entry.ByName(name)
+		fields[string(name)] = func(dst, src *conveyorv1.CronEntry) { copyField(dst.ProtoReflect(), src.ProtoReflect(), fd) }
+	}
+	options := (*conveyorv1.TaskOptions)(nil).ProtoReflect().Descriptor().Fields()
+	for i := range options.Len() {
+		fd := options.Get(i)
+		fields["options."+string(fd.Name())] = func(dst, src *conveyorv1.CronEntry) {
+			if dst.Options == nil {
+				dst.Options = &conveyorv1.TaskOptions{}
+			}
+			copyField(dst.Options.ProtoReflect(), src.GetOptions().ProtoReflect(), fd)
+		}
+	}
+	return fields
+}
+
+// copyField sets fd of dst to its value in src, or clears it where src
+// has none.
+func copyField(dst, src protoreflect.Message, fd protoreflect.FieldDescriptor) {
+	if src.Has(fd) {
+		dst.Set(fd, src.Get(fd))
+	} else {
+		dst.Clear(fd)
+	}
+}
+
+// cronUpdate is how UpdateCron changes the stored entry to w. Without
+// paths it replaces every field but the id (the run history is the
+// engine's to keep), and the next run is counted from now. With paths it
+// copies the fields they name onto the stored entry, inside the engine's
+// step, and validates the result as a whole entry; its next run is
+// counted from now when spec is among them, and kept otherwise: changing
+// what a fire enqueues does not move the fire.
+func cronUpdate(w *conveyorv1.CronEntry, paths []string, now time.Time) (func(broker.CronEntry) (broker.CronEntry, error), error) {
+	if len(paths) == 0 {
+		e, err := validCron(w, now) // it needs nothing stored: checked before the engine's lock
+		if err != nil {
+			return nil, err
+		}
+		return func(broker.CronEntry) (broker.CronEntry, error) { return e, nil }, nil
+	}
+	set := make([]func(dst, src *conveyorv1.CronEntry), len(paths))
+	for i, p := range paths {
+		if set[i] = cronFields[p]; set[i] == nil {
+			known := slices.Sorted(maps.Keys(cronFields))
+			return nil, connect.NewError(connect.CodeInvalidArgument,
+				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, p, strings.Join(known, ", ")))
+		}
+	}
+	respec := slices.Contains(paths, "spec")
+	return func(stored broker.CronEntry) (broker.CronEntry, error) {
+		merged := cronInfo(stored)
+		for _, f := range set {
+			f(merged, w)
+		}
+		e, err := validCron(merged, now)
+		if err == nil && !respec {
+			e.NextRun = stored.NextRun
+		}
+		return e, err
+	}, nil
+}
+
+// validCron is w as stored, or invalid_argument naming what is wrong.
+func validCron(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, error) {
+	e, _, err := cronEntry(w, now)
+	if err != nil {
+		return e, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("entry.%w", err))
+	}
+	return e, nil
 }

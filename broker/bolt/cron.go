@@ -45,33 +45,67 @@ func (e *Engine) cronChangedLocked(id string, rec *storagev1.CronRecord) *batch 
 	return e.commit.appendSyncLocked(func(w *txw) error { return w.tx.Bucket(bucketCron).Delete([]byte(id)) }, nil)
 }
 
-// PutCron stores an entry; see broker.Broker.
-func (e *Engine) PutCron(ctx context.Context, c broker.CronEntry, create bool) (broker.CronEntry, error) {
+// CreateCron stores a new entry; see broker.Broker.
+func (e *Engine) CreateCron(ctx context.Context, c broker.CronEntry) (broker.CronEntry, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return broker.CronEntry{}, errClosed
 	}
-	old, exists := e.crons[c.ID]
-	switch {
-	case create && exists:
+	if _, exists := e.crons[c.ID]; exists {
 		e.mu.Unlock()
 		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", c.ID, broker.ErrAlreadyExists)
-	case !create && !exists:
-		e.mu.Unlock()
-		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", c.ID, broker.ErrNotFound)
 	}
-	rec := &storagev1.CronRecord{Spec: c.Spec, Queue: c.Queue, Type: c.Type, Payload: c.Payload,
-		ContentType: c.ContentType, Metadata: c.Metadata, Options: c.Options, Paused: c.Paused, NextRun: nanos(c.NextRun)}
-	if exists {
-		rec.LastRun, rec.LastFire, rec.LastTaskId = old.GetLastRun(), old.GetLastFire(), old.GetLastTaskId()
-	}
+	rec := cronRecord(c)
 	b := e.cronChangedLocked(c.ID, rec)
 	e.mu.Unlock()
 	if err := e.commit.wait(ctx, b); err != nil {
 		return broker.CronEntry{}, err
 	}
 	return cronEntry(c.ID, rec), nil
+}
+
+// UpdateCron changes an entry in one step; see broker.Broker.
+func (e *Engine) UpdateCron(ctx context.Context, id string, update func(broker.CronEntry) (broker.CronEntry, error)) (broker.CronEntry, error) {
+	rec, b, err := e.updateCron(id, update)
+	if err != nil {
+		return broker.CronEntry{}, err
+	}
+	if err := e.commit.wait(ctx, b); err != nil {
+		return broker.CronEntry{}, err
+	}
+	return cronEntry(id, rec), nil
+}
+
+// updateCron applies update to the stored entry and queues the result for
+// the next commit, under the engine lock. update is the caller's code: the
+// lock is released even if it panics.
+func (e *Engine) updateCron(id string, update func(broker.CronEntry) (broker.CronEntry, error)) (*storagev1.CronRecord, *batch, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, nil, errClosed
+	}
+	old, ok := e.crons[id]
+	if !ok {
+		return nil, nil, fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
+	}
+	// A copy: update may change what it is given, and it must not change
+	// the entry in memory before (or unless) the result is stored.
+	c, err := update(cronEntry(id, proto.CloneOf(old)))
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := cronRecord(c)
+	rec.LastRun, rec.LastFire, rec.LastTaskId = old.GetLastRun(), old.GetLastFire(), old.GetLastTaskId()
+	return rec, e.cronChangedLocked(id, rec), nil
+}
+
+// cronRecord is c's user fields and next run as stored, without its run
+// history (the engine's to keep).
+func cronRecord(c broker.CronEntry) *storagev1.CronRecord {
+	return &storagev1.CronRecord{Spec: c.Spec, Queue: c.Queue, Type: c.Type, Payload: c.Payload,
+		ContentType: c.ContentType, Metadata: c.Metadata, Options: c.Options, Paused: c.Paused, NextRun: nanos(c.NextRun)}
 }
 
 // Cron returns an entry; see broker.Broker.
@@ -111,28 +145,6 @@ func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 	b := e.cronChangedLocked(id, nil)
 	e.mu.Unlock()
 	return e.commit.wait(ctx, b)
-}
-
-// SetCronPaused pauses or resumes an entry; see broker.Broker.
-func (e *Engine) SetCronPaused(ctx context.Context, id string, paused bool, next time.Time) (broker.CronEntry, error) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return broker.CronEntry{}, errClosed
-	}
-	old, ok := e.crons[id]
-	if !ok {
-		e.mu.Unlock()
-		return broker.CronEntry{}, fmt.Errorf("cron entry %q: %w", id, broker.ErrNotFound)
-	}
-	rec := proto.CloneOf(old)
-	rec.Paused, rec.NextRun = paused, nanos(next)
-	b := e.cronChangedLocked(id, rec)
-	e.mu.Unlock()
-	if err := e.commit.wait(ctx, b); err != nil {
-		return broker.CronEntry{}, err
-	}
-	return cronEntry(id, rec), nil
 }
 
 // FireCron applies a scheduled fire; see broker.Broker. The fire's record

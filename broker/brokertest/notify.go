@@ -1,6 +1,8 @@
 package brokertest
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -184,10 +186,17 @@ func testSignalCrons(t *testing.T, e *Env) {
 		do      func() error
 		signals int
 	}{
-		{"PutCron (create)", func() error { _, err := b.PutCron(ctx, cronEntry("a"), true); return err }, 1},
+		{"CreateCron", func() error { _, err := b.CreateCron(ctx, cronEntry("a")); return err }, 1},
 		{"FireCron", func() error { _, err := b.FireCron(ctx, fire("a", at(time.Minute), at(2*time.Minute))); return err }, 0},
-		{"PutCron (update)", func() error { _, err := b.PutCron(ctx, cronEntry("a"), false); return err }, 1},
-		{"SetCronPaused", func() error { _, err := b.SetCronPaused(ctx, "a", true, time.Time{}); return err }, 1},
+		{"UpdateCron", func() error { _, err := b.UpdateCron(ctx, "a", replaceCron(cronEntry("a"))); return err }, 1},
+		{"UpdateCron (pause)", func() error { _, err := b.UpdateCron(ctx, "a", pauseCron); return err }, 1},
+		{"UpdateCron (refused)", func() error {
+			_, err := b.UpdateCron(ctx, "a", func(c broker.CronEntry) (broker.CronEntry, error) { return c, broker.ErrInvalidState })
+			if errors.Is(err, broker.ErrInvalidState) {
+				return nil // the refusal the step expects
+			}
+			return fmt.Errorf("want update's error, got %w", err)
+		}, 0},
 		{"DeleteCron", func() error { return b.DeleteCron(ctx, "a") }, 1},
 	}
 	for _, s := range steps {

@@ -98,8 +98,8 @@ func testClosed(t *testing.T, b broker.Broker) {
 	EnqueueOne(t, b, T0, NewTask("q"))
 	l := LeaseOne(t, b, "s1", "q", T0)
 	task := EnqueueOne(t, b, T0, NewTask("q"))
-	if _, err := b.PutCron(t.Context(), cronEntry("c"), true); err != nil {
-		t.Fatalf("PutCron: %v", err)
+	if _, err := b.CreateCron(t.Context(), cronEntry("c")); err != nil {
+		t.Fatalf("CreateCron: %v", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -141,9 +141,9 @@ func testClosed(t *testing.T, b broker.Broker) {
 	// failure, never a hang.
 	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = b.PutCron(bounded, cronEntry("c"), false)
-	check("PutCron", err)
-	_, err = b.SetCronPaused(bounded, "c", true, T0)
-	check("SetCronPaused", err)
+	_, err = b.CreateCron(bounded, cronEntry("d"))
+	check("CreateCron", err)
+	_, err = b.UpdateCron(bounded, "c", pauseCron)
+	check("UpdateCron", err)
 	check("DeleteCron", b.DeleteCron(bounded, "c"))
 }

@@ -39,42 +39,32 @@ type cronTemplateFlags struct {
 	PayloadFile string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
 }
 
-// apply sets the flags given on e, and payload when not nil.
-func (f *cronTemplateFlags) apply(e *conveyorv1.CronEntry, payload []byte) {
+// apply sets the flags given on e, and payload when not nil, and returns
+// the fields of CronEntry it set, as UpdateCron's update_mask names them.
+func (f *cronTemplateFlags) apply(e *conveyorv1.CronEntry, payload []byte) []string {
 	if e.Options == nil {
 		e.Options = &conveyorv1.TaskOptions{}
 	}
 	o := e.Options
-	if f.Queue != nil {
-		e.Queue = *f.Queue
+	var paths []string
+	set := func(path string, given bool, store func()) {
+		if given {
+			store()
+			paths = append(paths, path)
+		}
 	}
-	if f.Priority != nil {
-		o.Priority = *f.Priority
-	}
-	if f.MaxRetry != nil {
-		o.MaxRetry = *f.MaxRetry
-	}
-	if f.Timeout != nil {
-		o.Timeout = durationOrNil(*f.Timeout)
-	}
-	if f.Retention != nil {
-		o.Retention = durationpb.New(*f.Retention) // an explicit 0 means purge at once
-	}
-	if f.Unique != nil {
-		o.UniqueKey = *f.Unique
-	}
-	if f.UniqueTTL != nil {
-		o.UniqueTtl = durationOrNil(*f.UniqueTTL)
-	}
-	if len(f.Metadata) > 0 {
-		e.Metadata = f.Metadata
-	}
-	if f.ContentType != nil {
-		e.ContentType = *f.ContentType
-	}
-	if payload != nil {
-		e.Payload = payload
-	}
+	set("queue", f.Queue != nil, func() { e.Queue = *f.Queue })
+	set("options.priority", f.Priority != nil, func() { o.Priority = *f.Priority })
+	set("options.max_retry", f.MaxRetry != nil, func() { o.MaxRetry = *f.MaxRetry })
+	set("options.timeout", f.Timeout != nil, func() { o.Timeout = durationOrNil(*f.Timeout) })
+	// An explicit 0 retention means purge at once, not the default.
+	set("options.retention", f.Retention != nil, func() { o.Retention = durationpb.New(*f.Retention) })
+	set("options.unique_key", f.Unique != nil, func() { o.UniqueKey = *f.Unique })
+	set("options.unique_ttl", f.UniqueTTL != nil, func() { o.UniqueTtl = durationOrNil(*f.UniqueTTL) })
+	set("metadata", len(f.Metadata) > 0, func() { e.Metadata = f.Metadata })
+	set("content_type", f.ContentType != nil, func() { e.ContentType = *f.ContentType })
+	set("payload", payload != nil, func() { e.Payload = payload })
+	return paths
 }
 
 // durationOrNil is d on the wire; 0 is no value (the option is unset).

@@ -6,6 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -74,6 +79,7 @@ func TestCron(t *testing.T) {
 		{"bad spec", []string{"cron", "create", addr, "every day", "t"}, "spec", exitRefused},
 		{"deleted", []string{"cron", "get", addr, "nightly"}, "not found", exitNotFound},
 		{"update unknown", []string{"cron", "update", addr, "nightly", "--spec", "@daily"}, "not found", exitNotFound},
+		{"update nothing", []string{"cron", "update", addr, id}, "nothing to change", exitUsage},
 		{"delete unknown", []string{"cron", "delete", addr, "nightly"}, "not found", exitNotFound},
 		{"pause unknown", []string{"cron", "pause", addr, "nightly"}, "not found", exitNotFound},
 		{"payload twice", []string{"cron", "create", addr, "--payload-file", "x", "@daily", "t", "inline"}, "not both", exitUsage},
@@ -110,4 +116,50 @@ func TestCronFires(t *testing.T) {
 		return kv["last_task_id"] != "" && kv["last_run_at"] != ""
 	})
 	mustRun(t, "cron", "pause", addr, "tick")
+}
+
+// TestCronUpdateChangesOnlyItsFlags runs `cron update` with one flag at a
+// time and checks that the entry changed in that flag's field and in no
+// other, its next run included (only --spec moves it).
+func TestCronUpdateChangesOnlyItsFlags(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	addr := "--addr=" + s.URL()
+	entry := func(out string) *conveyorv1.CronEntry {
+		t.Helper()
+		e := &conveyorv1.CronEntry{}
+		if err := protojson.Unmarshal([]byte(out), e); err != nil {
+			t.Fatalf("--json output is not a CronEntry: %v\n%s", err, out)
+		}
+		return e
+	}
+	want := entry(mustRun(t, "cron", "create", addr, "--json", "--id", "e", "--queue", "reports", "--priority", "7",
+		"--max-retry", "3", "--timeout", "30s", "--retention", "1h", "--unique", "u", "--unique-ttl", "1m",
+		"--metadata", "team=ops", "--content-type", "text/plain", "@every 1h", "report", "body"))
+	for _, tc := range []struct {
+		flags  []string
+		change func(e *conveyorv1.CronEntry)
+	}{
+		{[]string{"--type", "other"}, func(e *conveyorv1.CronEntry) { e.Type = "other" }},
+		{[]string{"--payload", "new"}, func(e *conveyorv1.CronEntry) { e.Payload = []byte("new") }},
+		{[]string{"--queue", "elsewhere"}, func(e *conveyorv1.CronEntry) { e.Queue = "elsewhere" }},
+		{[]string{"--priority", "2"}, func(e *conveyorv1.CronEntry) { e.Options.Priority = 2 }},
+		{[]string{"--max-retry", "9"}, func(e *conveyorv1.CronEntry) { e.Options.MaxRetry = 9 }},
+		{[]string{"--timeout", "0s"}, func(e *conveyorv1.CronEntry) { e.Options.Timeout = nil }},
+		{[]string{"--retention", "0s"}, func(e *conveyorv1.CronEntry) { e.Options.Retention = durationpb.New(0) }},
+		{[]string{"--unique", "v"}, func(e *conveyorv1.CronEntry) { e.Options.UniqueKey = "v" }},
+		{[]string{"--unique-ttl", "2m"}, func(e *conveyorv1.CronEntry) { e.Options.UniqueTtl = durationpb.New(2 * time.Minute) }},
+		{[]string{"--metadata", "team=dev"}, func(e *conveyorv1.CronEntry) { e.Metadata = map[string]string{"team": "dev"} }},
+		{[]string{"--content-type", "application/json"}, func(e *conveyorv1.CronEntry) { e.ContentType = "application/json" }},
+	} {
+		tc.change(want)
+		got := entry(mustRun(t, append([]string{"cron", "update", addr, "--json", "e"}, tc.flags...)...))
+		if !proto.Equal(got, want) {
+			t.Fatalf("cron update %s:\n got %v\nwant %v", strings.Join(tc.flags, " "), got, want)
+		}
+	}
+	got := entry(mustRun(t, "cron", "update", addr, "--json", "e", "--spec", "@every 2h"))
+	if got.GetSpec() != "@every 2h" || time.Until(got.GetNextRunAt().AsTime()) < time.Hour || got.GetType() != want.GetType() {
+		t.Fatalf("cron update --spec: %v; want the new spec, its next run about 2h from now, the rest kept", got)
+	}
 }

@@ -2096,11 +2096,24 @@ func (x *ListCronsResponse) GetEntries() []*CronEntry {
 	return nil
 }
 
-// UpdateCronRequest replaces a cron entry.
+// UpdateCronRequest replaces a cron entry, or changes some of its fields.
 type UpdateCronRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// entry replaces the entry with the same id.
-	Entry         *CronEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// entry is the new entry; entry.id names the entry to change.
+	Entry *CronEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// update_mask names the fields of entry to store, by their field names
+	// in CronEntry: spec, queue, type, payload, content_type, metadata (the
+	// whole map), options (or one option, such as options.priority or
+	// options.unique_key). The others keep their stored values: the server
+	// reads and writes the entry in one step, so two clients changing
+	// different fields at once both keep their change. id, paused,
+	// next_run_at, last_run_at and last_task_id are the server's and are
+	// refused (PauseCron and ResumeCron pause). The result is validated as a
+	// whole entry is. Its next run is counted from now when the mask names
+	// spec, and kept otherwise, so that a change to the task template does
+	// not move the next fire. Empty: entry replaces every field but id, and
+	// the next run is counted from now.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2138,6 +2151,13 @@ func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
 	if x != nil {
 		return x.Entry
+	}
+	return nil
+}
+
+func (x *UpdateCronRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
 	}
 	return nil
 }
@@ -2963,9 +2983,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x12\n" +
 	"\x10ListCronsRequest\"E\n" +
 	"\x11ListCronsResponse\x120\n" +
-	"\aentries\x18\x01 \x03(\v2\x16.conveyor.v1.CronEntryR\aentries\"A\n" +
+	"\aentries\x18\x01 \x03(\v2\x16.conveyor.v1.CronEntryR\aentries\"~\n" +
 	"\x11UpdateCronRequest\x12,\n" +
-	"\x05entry\x18\x01 \x01(\v2\x16.conveyor.v1.CronEntryR\x05entry\"#\n" +
+	"\x05entry\x18\x01 \x01(\v2\x16.conveyor.v1.CronEntryR\x05entry\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"#\n" +
 	"\x11DeleteCronRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
 	"\x12DeleteCronResponse\"\"\n" +
@@ -3130,20 +3152,21 @@ var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	29, // 21: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
 	29, // 22: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
 	29, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	53, // 24: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	40, // 25: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	51, // 26: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	48, // 27: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	49, // 28: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	53, // 29: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	53, // 30: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	43, // 31: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	50, // 32: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	52, // 24: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
+	53, // 25: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	40, // 26: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	51, // 27: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	48, // 28: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	49, // 29: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	53, // 30: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	53, // 31: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	43, // 32: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	50, // 33: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }

@@ -22,15 +22,13 @@ const cascadeMaxStack = 1 << 20
 
 // enqueueChain stores a chain of n BLOCKED tasks in queue q, each
 // depending on the one before (the first on root) under onFailure, with
-// EnqueueTx calls of 1000 items as a producer would, and returns the ids.
-// The ids decrease along the chain: a cascade queues the tasks' writes
-// from the end of the chain back, and a transaction that puts keys in
-// ascending order into one bbolt node costs linear time, not quadratic.
+// EnqueueTx calls of 1000 items as a producer would, and returns the ids,
+// which rise along the chain as the server's would.
 func enqueueChain(t *testing.T, e broker.Broker, q, root string, n int, onFailure broker.OnFailure, mod func(*broker.NewTask)) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		ids[n-1-i] = bt.NewID()
+		ids[i] = bt.NewID()
 	}
 	prev := root
 	for start := 0; start < n; start += 1000 {

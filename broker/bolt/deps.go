@@ -129,9 +129,6 @@ type endFrame struct {
 	why   string       // what a failed dependent is told
 	edges []depEdge    // k's dependents
 	next  int          // edges[next] is the next to resolve
-	// done, when set, runs once every dependent is resolved (finishLocked
-	// queues the task's own write then).
-	done func()
 }
 
 // dependentsFrameLocked takes the dependents of k, which ended in state to.
@@ -146,19 +143,19 @@ func (e *Engine) dependentsFrameLocked(k key, to broker.State) endFrame {
 
 // cascadeLocked resolves the dependents of the ended task of frame first,
 // depth first: a dependent that ends in turn (a cascade cancel, or an
-// expiry that passed while it was blocked) has its own dependents
-// resolved, and its write queued, before the next dependent of its
-// dependency is looked at, in the order a recursion would take.
+// expiry that passed while it was blocked) has its write queued and its
+// own dependents resolved before the next dependent of its dependency is
+// looked at. Each task's write is queued before its dependents' (their
+// ops touch only their own records, so the order is free): a chain's ids
+// rise along it, and bbolt puts rising keys into a node in linear time,
+// where falling ones (each put moving every key put before it) took
+// quadratic time, 13 s for 30,000 links.
 func (e *Engine) cascadeLocked(first endFrame, now int64) {
 	stack := []endFrame{first}
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
 		if f.next == len(f.edges) {
-			done := f.done
 			stack = stack[:len(stack)-1]
-			if done != nil {
-				done()
-			}
 			continue
 		}
 		ed := f.edges[f.next]

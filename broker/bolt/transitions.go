@@ -201,14 +201,14 @@ func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg strin
 // record moves to the done bucket) and is indexed for purging: by its own
 // purge time when it has a retention of its own (a COMPLETED task), else
 // by when it ended, under its class, for the purger's horizon. fn may
-// change more of the stored status. Its dependents learn what its end
-// means for them (resolveDependentsLocked) before its write is queued.
+// change more of the stored status. Its write is queued, then its
+// dependents learn what its end means for them (cascadeLocked).
 func (e *Engine) finishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) {
 	e.cascadeLocked(e.beginFinishLocked(k, m, to, now, fn), now)
 }
 
-// beginFinishLocked is finishLocked up to its dependents: it returns the
-// frame that resolves them and then queues the task's write.
+// beginFinishLocked is finishLocked up to its dependents: it queues the
+// task's write and returns the frame that resolves them.
 func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn func(st *storagev1.TaskStatus)) endFrame {
 	e.unreadyLocked(k, &m)
 	q := e.queues[m.queue]
@@ -234,24 +234,21 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 		e.note.TimersChanged()
 	}
 	e.settling[k] = settled{n: e.settling[k].n + 1, state: to, at: now}
-	f := e.dependentsFrameLocked(k, to)
-	f.done = func() {
-		e.commit.appendLocked(func(w *txw) error {
-			return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
-				st.State = int32(to)
-				st.CompletedAt = now
-				if fn != nil {
-					fn(st)
-				}
-			})
-		}, func() {
-			if s := e.settling[k]; s.n <= 1 {
-				delete(e.settling, k)
-			} else {
-				s.n--
-				e.settling[k] = s
+	e.commit.appendLocked(func(w *txw) error {
+		return w.finish(k, purgeAt, func(st *storagev1.TaskStatus) {
+			st.State = int32(to)
+			st.CompletedAt = now
+			if fn != nil {
+				fn(st)
 			}
 		})
-	}
-	return f
+	}, func() {
+		if s := e.settling[k]; s.n <= 1 {
+			delete(e.settling, k)
+		} else {
+			s.n--
+			e.settling[k] = s
+		}
+	})
+	return e.dependentsFrameLocked(k, to)
 }

@@ -52,3 +52,38 @@ func BenchmarkUnblockDependents(b *testing.B) {
 	b.ReportMetric(float64(commits)/float64(b.N), "commits/op")
 	b.ReportMetric(dependents*float64(b.N)/b.Elapsed().Seconds(), "released/s")
 }
+
+// BenchmarkCascadeChain measures CancelTask on the root of a chain of
+// CONVEYOR_BENCH_TASKS (default 10,000) CASCADE_CANCEL links, ids rising
+// along the chain as a producer enqueueing each link after the one before
+// gets them: from the call to the whole chain durable, in one commit.
+func BenchmarkCascadeChain(b *testing.B) {
+	n := bolt.BenchTasks(b, 10_000)
+	e := openEngine(b, bolt.Config{})
+	for b.Loop() {
+		b.StopTimer()
+		root := bt.EnqueueOne(b, e, bt.T0, bt.NewTask("root"))
+		prev := root.ID
+		for start := 0; start < n; start += 1000 {
+			items := make([]broker.NewTask, min(1000, n-start))
+			for i := range items {
+				nt := bt.NewTask("chain")
+				nt.ID = bt.NewID()
+				nt.DependsOn = []broker.Dependency{{TaskID: prev, OnFailure: broker.OnFailureCascadeCancel}}
+				items[i], prev = nt, nt.ID
+			}
+			if _, err := e.EnqueueTx(b.Context(), broker.EnqueueParams{Now: bt.T0, Tasks: bt.WithStates(items, bt.T0)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		res, err := e.Act(b.Context(), broker.ActParams{Action: broker.ActionCancel, IDs: []string{root.ID}, Now: bt.T0})
+		if err != nil || res[0].Err != nil {
+			b.Fatalf("cancel: %v %v", err, res)
+		}
+		if err := e.Sync(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "links/s")
+}

@@ -122,7 +122,7 @@ type Engine struct {
 	openGroups map[groupID]*group
 	groupHeap  groupHeap
 	dueHeap    timedHeap
-	expHeap    timedHeap
+	expHeap    expiryIndex
 	leaseHeap  leaseHeap
 	// purgeNext is the earliest own-retention purge time in the file, and
 	// endedFirst the earliest end time of each retention class (0: none),

@@ -37,3 +37,11 @@ func TaskTable(e *Engine) (slots, keys int, growing bool) {
 	defer e.mu.Unlock()
 	return len(e.tasks.slots), e.tasks.len(), e.tasks.old != nil
 }
+
+// ExpiryIndexSize reports how many entries the expiry index holds, stale
+// ones included.
+func ExpiryIndexSize(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.expHeap.len()
+}

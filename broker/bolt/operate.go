@@ -217,7 +217,10 @@ func (e *Engine) forgetLocked(k key) {
 	e.dropKeyLocked(k)
 	e.tasks.del(k)
 	e.dropLeaseLocked(k)
-	delete(e.expires, k)
+	if _, ok := e.expires[k]; ok {
+		delete(e.expires, k)
+		e.tidyExpiriesLocked() // its entry is stale now
+	}
 	delete(e.retention, k)
 	if uk, ok := e.uniqOf[k]; ok {
 		delete(e.uniqOf, k)

@@ -35,13 +35,12 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		if !ok {
 			break
 		}
-		m, live := e.tasks.get(t.k)
-		current := live && e.expires[t.k] == t.at
+		current := e.expiryCurrentLocked(t)
 		if current && t.at > now {
 			break
 		}
 		e.expHeap.pop()
-		if current && m.state.Waiting() {
+		if m := e.tasks.getOrZero(t.k); current && m.state.Waiting() {
 			e.expiredLocked(t.k, m, now)
 		}
 		// A task that is running keeps its entry in e.expires: it is

@@ -112,6 +112,7 @@ func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 	if e.expHeap.add(timed{at: at, k: k}) {
 		e.note.TimersChanged()
 	}
+	e.tidyExpiriesLocked()
 }
 
 // expiredLocked archives a task whose expiry or deadline passed by now

@@ -12,8 +12,8 @@ import "container/heap"
 //
 // So once the index holds more than twice as many entries as there can be
 // current ones (every current entry has its key in Engine.expires) plus
-// compactSlack, it is compacted: the entries are moved, earliest first,
-// from the old heap to a new one, the stale ones dropped, compactStep at a
+// expirySlack, it is compacted: the entries are moved, earliest first,
+// from the old heap to a new one, the stale ones dropped, expiryStep at a
 // time whenever an entry is added or a task with one leaves memory. No
 // step takes longer than a few pops and pushes, however large the index;
 // while one runs, the earliest entry is the earlier of the two heaps'
@@ -23,9 +23,11 @@ type expiryIndex struct {
 	old  timedHeap // while compacting: the entries not looked at yet
 }
 
+// The stale entries the expiry index may hold beyond its current ones,
+// and how many entries a compaction step moves.
 const (
-	compactSlack = 4096
-	compactStep  = 8
+	expirySlack = 4096
+	expiryStep  = 8
 )
 
 // add indexes t and reports whether it became the earliest entry.
@@ -62,12 +64,12 @@ func (x *expiryIndex) len() int { return len(x.heap) + len(x.old) }
 func (x *expiryIndex) tidy(live int, current func(timed) bool) {
 	if len(x.old) == 0 {
 		x.old = nil
-		if len(x.heap) <= 2*live+compactSlack {
+		if len(x.heap) <= 2*live+expirySlack {
 			return
 		}
 		x.old, x.heap = x.heap, make(timedHeap, 0, live)
 	}
-	for range compactStep {
+	for range expiryStep {
 		if len(x.old) == 0 {
 			x.old = nil
 			return

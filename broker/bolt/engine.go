@@ -61,6 +61,9 @@ type Config struct {
 	// afterTxCommit, set by tests, runs once an EnqueueTx's commit is
 	// durable, before the call reads the existing tasks its items name.
 	afterTxCommit func()
+	// compactSlack, set by tests, replaces compactSlack (compact.go), so
+	// that a few tasks make a FIFO compact.
+	compactSlack int
 }
 
 func (c *Config) setDefaults() {
@@ -78,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.AsyncCommitDelay == 0 {
 		c.AsyncCommitDelay = 5 * time.Millisecond
+	}
+	if c.compactSlack == 0 {
+		c.compactSlack = compactSlack
 	}
 }
 
@@ -314,9 +320,11 @@ func (e *Engine) freeIndexesLocked() {
 		for p := range q.ready {
 			q.ready[p].free()
 		}
+		q.freeReadyPass()
 	}
 	for _, c := range e.ckeys {
 		c.held.free()
+		c.freeHeldPass()
 	}
 }
 

@@ -15,6 +15,11 @@ package bolt
 // the 655,350 queue priorities a server can hold), and drops any other.
 // Blocks from fifoMapBlock keys on are mapped outside the heap (see
 // allocOffHeap), so that the collector's heap goal does not count them.
+//
+// A fifo holds keys only; whether each still stands for a waiting task is
+// its owner's business. Owners delete lazily: a task that leaves without
+// being popped leaves its key behind, skipped when popped, and a
+// compaction pass drops such keys before they pile up (compact.go).
 type fifo struct {
 	blocks     []fifoBlock // oldest first
 	head, tail int         // the next key to pop in blocks[0], to push in the last block

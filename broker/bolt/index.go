@@ -18,6 +18,10 @@ type meta struct {
 	retried  int32
 	maxRetry int32
 	state    broker.State
+	// passMark tells a compaction pass over the FIFO that holds the task's
+	// entry (its queue's ready FIFO, its key's held one) whether it kept an
+	// entry of the task already (compact.go). It fills what was padding.
+	passMark bool
 	queue    uint16 // index into Engine.queues
 	prio     uint8
 	flags    metaFlags
@@ -76,33 +80,26 @@ type queue struct {
 	index  uint16
 	paused bool
 	// ready holds one FIFO per priority (index 1..9). Entries whose task is
-	// no longer pending are skipped when popped (lazy deletion), and all
-	// dropped when readyN falls to 0 (dropStaleReady): a queue with nothing
-	// ready is never popped.
+	// no longer ready are skipped when popped (lazy deletion); they are all
+	// dropped when readyN falls to 0 (a queue with nothing ready is never
+	// popped), and a compaction pass drops them once they outnumber the
+	// valid ones by more than Config.compactSlack (compact.go).
 	ready [10]fifo
 	// readyN counts valid ready entries (tasks with flagInReady).
-	readyN    int
-	counts    broker.Counts
-	processed int64
-	failed    int64
-	enqueued  int64
-	cfg       broker.QueueConfig
-	bucket    bucket
+	readyN int
+	// readyPass is the compaction pass under way over ready (nil: none);
+	// bit p of readyMarks is the mark the last pass over ready[p] gave.
+	readyPass  *readyPass
+	readyMarks uint16
+	counts     broker.Counts
+	processed  int64
+	failed     int64
+	enqueued   int64
+	cfg        broker.QueueConfig
+	bucket     bucket
 	// fired are the queue's fired groups, oldest first, waiting for a
 	// session that handles their type (groups.go).
 	fired []*group
-}
-
-// dropStaleReady empties q's ready FIFOs once nothing of q is ready: every
-// entry left is stale (its task was canceled, deleted or expired while it
-// waited, or went back to wait), and no pop would ever reach it.
-func (q *queue) dropStaleReady() {
-	if q.readyN != 0 {
-		return
-	}
-	for p := range q.ready {
-		q.ready[p].clear()
-	}
 }
 
 func (q *queue) info() broker.QueueInfo {

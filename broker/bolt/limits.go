@@ -20,9 +20,16 @@ type ckey struct {
 	// admitted counts the key's tasks that are ready (in the queue's ready
 	// FIFO) or ACTIVE; at most the queue's concurrency limit.
 	admitted int
-	// held are the key's pending tasks beyond the limit, in ready order
-	// (entries whose task is no longer held are skipped when popped).
+	// held are the key's pending tasks beyond the limit, in ready order.
+	// Entries whose task is no longer held are skipped when popped (lazy
+	// deletion), and dropped as the ready FIFOs' are (compact.go).
 	held fifo
+	// heldN counts held's valid entries (tasks with flagHeld).
+	heldN int
+	// heldPass is the compaction pass under way over held (nil: none),
+	// heldMark the mark the last pass over it gave.
+	heldPass *fifoPass
+	heldMark bool
 	// refs counts the live tasks whose keyOf entry is this key, in any
 	// state (a RETRY, SCHEDULED or BLOCKED one, or one not committed yet,
 	// is neither admitted nor held). The key is forgotten only when it
@@ -68,7 +75,9 @@ func (e *Engine) admitLocked(k key, m *meta, c *ckey) bool {
 		return true
 	}
 	m.flags |= flagHeld
+	m.passMark = c.heldMarkFor()
 	c.held.push(k)
+	c.heldN++
 	return false
 }
 
@@ -87,17 +96,18 @@ func (e *Engine) unadmitLocked(k key) {
 // admitHeldLocked moves held tasks of c into the ready FIFO while its
 // limit allows.
 func (e *Engine) admitHeldLocked(c *ckey) {
-	for c.admitted < c.limit() && c.held.len() > 0 {
-		k, _ := c.held.pop()
+	for f := c.heldHead(); c.admitted < c.limit() && f.len() > 0; f = c.heldHead() {
+		k, _ := f.pop()
 		m, live := e.tasks.get(k)
-		if !live || m.flags&flagHeld == 0 || m.state != statePending {
+		if !live || !m.held() {
 			continue
 		}
 		m.flags &^= flagHeld
+		c.heldN--
 		c.admitted++
-		e.tasks.put(k, m)
 		e.enterReadyLocked(k, m)
 	}
+	c.dropStaleHeld()
 }
 
 // dropKeyLocked forgets a task's key when it leaves memory; a held task's
@@ -112,6 +122,7 @@ func (e *Engine) dropKeyLocked(k key) {
 	if c.refs--; c.refs == 0 {
 		delete(e.ckeys, ckeyID{queue: c.q.index, name: c.name})
 		c.held.free()
+		c.freeHeldPass()
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 // openTestEngine opens an engine on a new file in t's temp dir and, at
 // cleanup, checks the file's consistency and closes it.
-func openTestEngine(t *testing.T, cfg Config) *Engine {
+func openTestEngine(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	cfg.Path = filepath.Join(t.TempDir(), "conveyor.db")
 	e, err := Open(cfg)

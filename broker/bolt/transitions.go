@@ -35,9 +35,10 @@ func (e *Engine) offerReadyLocked(k key, m meta) bool {
 
 // enterReadyLocked puts an admitted task in its queue's ready FIFO.
 func (e *Engine) enterReadyLocked(k key, m meta) {
-	m.flags |= flagInReady
-	e.tasks.put(k, m)
 	q := e.queues[m.queue]
+	m.flags |= flagInReady
+	m.passMark = q.readyMark(int(m.prio))
+	e.tasks.put(k, m)
 	q.ready[m.prio].push(k)
 	q.readyN++
 	if q.readyN == 1 && !q.paused {
@@ -49,11 +50,10 @@ func (e *Engine) enterReadyLocked(k key, m meta) {
 // first, FIFO within a priority. Stale entries are dropped on the way.
 func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 	for p := len(q.ready) - 1; p >= 0; p-- {
-		f := &q.ready[p]
-		for f.len() > 0 {
+		for f := q.readyHead(p); f.len() > 0; f = q.readyHead(p) {
 			k, _ := f.pop()
 			m, live := e.tasks.get(k)
-			if !live || m.state != statePending || m.flags&flagInReady == 0 || m.queue != q.index {
+			if !live || !m.readyIn(q, p) {
 				continue
 			}
 			m.flags &^= flagInReady
@@ -66,18 +66,24 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 	return key{}, meta{}, false
 }
 
-// unreadyLocked withdraws a task's ready entry (it is skipped when
-// popped), or its place in its key's FIFO; a ready keyed task leaves its
-// key's admitted ones.
+// unreadyLocked withdraws a task's ready entry, or its place in its key's
+// FIFO: the entry stays, stale, and is skipped when popped or dropped by
+// a compaction pass (compact.go). A ready keyed task leaves its key's
+// admitted ones.
 func (e *Engine) unreadyLocked(k key, m *meta) {
 	if m.flags&flagInReady != 0 {
 		m.flags &^= flagInReady
 		q := e.queues[m.queue]
 		q.readyN--
-		q.dropStaleReady()
+		e.readyLeftLocked(q)
 		e.unadmitLocked(k)
 	}
-	m.flags &^= flagHeld
+	if m.flags&flagHeld != 0 {
+		m.flags &^= flagHeld
+		c := e.keyOf[k]
+		c.heldN--
+		e.heldLeftLocked(c)
+	}
 }
 
 // setStateLocked moves a live task to state to, keeping the counts (and a

@@ -131,7 +131,8 @@ type Broker interface {
 	// FireCron applies a scheduled fire: it enqueues the fire's task and
 	// records the fire on the entry in one commit, so that a fire is never
 	// applied twice (ErrAlreadyFired), across restarts and crashes. A
-	// paused or missing entry does not fire (ErrInvalidState, ErrNotFound).
+	// paused or missing entry does not fire (ErrInvalidState, ErrNotFound),
+	// nor one changed since f.Entry was read (ErrAlreadyFired).
 	// The task is nil, and the fire still recorded, when the task itself
 	// is refused (its unique key is held): the error says why. A Skip fire
 	// only moves the entry on; it is applied even at or before the last

@@ -40,4 +40,11 @@ type CronFire struct {
 	// the entry moves on to Next and nothing is enqueued.
 	Skip bool
 	Now  time.Time
+	// Entry, when set, is the entry as the caller read it to build the
+	// fire: the fire is refused (ErrAlreadyFired) when the stored entry's
+	// spec or task template is no longer Entry's, as one read before any
+	// other change is. An update that keeps NextRun (it changes the task
+	// template only) leaves FireAt as it was, so NextRun alone does not
+	// tell a fire built from the old template.
+	Entry *CronEntry
 }

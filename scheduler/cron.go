@@ -192,7 +192,7 @@ func (c *Cron) due(e broker.CronEntry, now time.Time, specs map[string]CronSched
 		c.log.Error("cron entry has a spec that does not parse; it does not fire", "cron", e.ID, "err", err)
 		return nil, time.Time{}
 	}
-	f := &broker.CronFire{ID: e.ID, FireAt: e.NextRun, Next: sched.Next(now), Now: now}
+	f := &broker.CronFire{ID: e.ID, FireAt: e.NextRun, Next: sched.Next(now), Now: now, Entry: &e}
 	switch {
 	case !e.NextRun.After(e.LastFire):
 		// Only a wall clock that moved back between a fire and an update

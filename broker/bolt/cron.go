@@ -1,8 +1,10 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -147,6 +149,13 @@ func (e *Engine) DeleteCron(ctx context.Context, id string) error {
 	return e.commit.wait(ctx, b)
 }
 
+// cronTemplateIs says whether rec's spec and task template are c's.
+func cronTemplateIs(rec *storagev1.CronRecord, c *broker.CronEntry) bool {
+	return rec.GetSpec() == c.Spec && rec.GetQueue() == c.Queue && rec.GetType() == c.Type &&
+		bytes.Equal(rec.GetPayload(), c.Payload) && rec.GetContentType() == c.ContentType &&
+		maps.Equal(rec.GetMetadata(), c.Metadata) && bytes.Equal(rec.GetOptions(), c.Options)
+}
+
 // FireCron applies a scheduled fire; see broker.Broker. The fire's record
 // and its task's insert share one commit: after a crash either both are
 // there or neither is, and the fire time on the entry refuses the fire a
@@ -168,7 +177,8 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	case old.GetPaused():
 		e.mu.Unlock()
 		return nil, fmt.Errorf("cron entry %q is paused: %w", f.ID, broker.ErrInvalidState)
-	case old.GetNextRun() != nanos(f.FireAt) || !f.Skip && old.GetLastFire() >= nanos(f.FireAt):
+	case old.GetNextRun() != nanos(f.FireAt) || !f.Skip && old.GetLastFire() >= nanos(f.FireAt),
+		f.Entry != nil && !cronTemplateIs(old, f.Entry):
 		e.mu.Unlock()
 		return nil, fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
 	}

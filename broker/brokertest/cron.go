@@ -17,6 +17,7 @@ func cronCases() []testCase {
 		{name: "FireOnceAcrossRestart", env: testCronRestart},
 		{name: "FireRefusedTask", fn: testCronRefusedTask},
 		{name: "StaleFire", fn: testCronStaleFire},
+		{name: "StaleTemplateFire", fn: testCronStaleTemplateFire},
 		{name: "SkipMissed", fn: testCronSkip},
 		{name: "Update", env: testCronUpdate},
 		{name: "UpdatesDoNotInterleave", fn: testCronUpdatesDoNotInterleave},
@@ -160,6 +161,34 @@ func testCronStaleFire(t *testing.T, b broker.Broker) {
 	requireErrIs(t, "a fire read before the entry was updated", err, broker.ErrAlreadyFired)
 	if _, err := b.FireCron(ctx, fire("a", at(time.Hour), at(2*time.Hour))); err != nil {
 		t.Fatalf("the fire the updated entry waits for: %v", err)
+	}
+	RequireCounts(t, b, "q", Counts{pending: 1})
+}
+
+// testCronStaleTemplateFire: an update that changes the task template and
+// keeps NextRun refuses a fire built from the entry read before it; the
+// fire built from the entry read after it applies.
+func testCronStaleTemplateFire(t *testing.T, b broker.Broker) {
+	ctx := t.Context()
+	read, err := b.CreateCron(ctx, cronEntry("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := fire("a", at(time.Minute), at(2*time.Minute))
+	stale.Entry = &read
+	changed, err := b.UpdateCron(ctx, "a", func(c broker.CronEntry) (broker.CronEntry, error) {
+		c.Payload = []byte(`{"new":true}`)
+		return c, nil
+	})
+	if err != nil || !changed.NextRun.Equal(read.NextRun) {
+		t.Fatalf("UpdateCron = %+v, %v; want the next run kept", changed, err)
+	}
+	_, err = b.FireCron(ctx, stale)
+	requireErrIs(t, "a fire built from the template before an update", err, broker.ErrAlreadyFired)
+	fresh := fire("a", at(time.Minute), at(2*time.Minute))
+	fresh.Entry = &changed
+	if _, err := b.FireCron(ctx, fresh); err != nil {
+		t.Fatalf("the fire built from the updated template: %v", err)
 	}
 	RequireCounts(t, b, "q", Counts{pending: 1})
 }

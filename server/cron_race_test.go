@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+// beforeFireBroker runs beforeFire once, after the cron loop read an entry
+// and built its fire's task, and before that fire is applied.
+type beforeFireBroker struct {
+	broker.Broker
+	once       sync.Once
+	beforeFire func()
+}
+
+func (b *beforeFireBroker) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task, error) {
+	if !f.Skip {
+		b.once.Do(b.beforeFire)
+	}
+	return b.Broker.FireCron(ctx, f)
+}
+
+// TestCronFireAfterMaskedUpdateUsesNewTemplate: a masked UpdateCron that
+// leaves spec keeps the next run, so it no longer fences off a fire the
+// cron loop built from the entry it read before the update. A fire applied
+// after the update returned must enqueue the template the update stored
+// (CONTRACT: a fire enqueues the entry's payload), at the time already set.
+func TestCronFireAfterMaskedUpdateUsesNewTemplate(t *testing.T) {
+	t.Parallel()
+	fb := &beforeFireBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { fb.Broker = b; return fb })
+	admin := adminClient(t, s)
+	updated := make(chan struct{})
+	fb.beforeFire = func() {
+		defer close(updated)
+		_, err := admin.UpdateCron(context.Background(), connect.NewRequest(&conveyorv1.UpdateCronRequest{
+			Entry:      &conveyorv1.CronEntry{Id: "stale", Payload: []byte("new")},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"payload"}}}))
+		if err != nil {
+			t.Errorf("UpdateCron: %v", err)
+		}
+	}
+	created, err := admin.CreateCron(context.Background(), connect.NewRequest(&conveyorv1.CreateCronRequest{
+		Entry: &conveyorv1.CronEntry{Id: "stale", Spec: "@every 1s", Queue: "stale", Type: "tick", Payload: []byte("old")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-updated:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the entry never fired")
+	}
+	tasks := taskClient(t, s, servertest.GRPC)
+	want := created.Msg.GetNextRunAt().AsTime().UTC().Format(time.RFC3339)
+	var first *conveyorv1.TaskInfo
+	servertest.Eventually(t, 10*time.Second, "the fire for "+want+" and the next", func() bool {
+		page, err := admin.ListTasks(context.Background(), connect.NewRequest(&conveyorv1.ListTasksRequest{Queue: "stale", PageSize: 100}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Msg.GetTasks()) < 2 {
+			return false
+		}
+		for _, brief := range page.Msg.GetTasks() {
+			res, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: brief.GetId()}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Msg.GetMetadata()[server.CronFireKey] == want {
+				first = res.Msg
+			}
+		}
+		return true
+	})
+	if first == nil {
+		t.Fatalf("no task fired for %s, the run set before the update", want)
+	}
+	if string(first.GetPayload()) != "new" {
+		t.Errorf("the fire for %s, applied after UpdateCron stored payload %q, enqueued payload %q", want, "new", first.GetPayload())
+	}
+}

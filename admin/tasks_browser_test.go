@@ -249,5 +249,23 @@ func taskBrowserFlows(t *testing.T, b *browser, adm conveyorv1connect.AdminServi
 		if err != nil || !res.Msg.GetPaused() {
 			t.Errorf("the server says the entry is not paused (%v)", err)
 		}
+
+		// Saving the edit form changes what it edits, and keeps a resume
+		// another operator made while it was open.
+		b.do("edit it", chromedp.Click(`tr[data-cron="nightly-report"] a[aria-label="Edit nightly-report"]`))
+		b.do("wait for the form to load the entry", chromedp.Poll[chromedp.Void](
+			`document.querySelector("#cron-type")?.value === "report:build"`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		if _, err := adm.ResumeCron(call(), connect.NewRequest(&conveyorv1.ResumeCronRequest{Id: "nightly-report"})); err != nil {
+			t.Fatalf("ResumeCron: %v", err)
+		}
+		b.do("change the type", chromedp.Evaluate[chromedp.Void](`document.querySelector("#cron-type").select()`),
+			chromedp.SendKeys("#cron-type", "report:weekly"))
+		b.do("save", chromedp.Click(`form button[type="submit"]`))
+		b.waitText(".notice", "Saved nightly-report.")
+		res, err = adm.GetCron(call(), connect.NewRequest(&conveyorv1.GetCronRequest{Id: "nightly-report"}))
+		if err != nil || res.Msg.GetType() != "report:weekly" || res.Msg.GetPaused() || res.Msg.GetQueue() != "reports" {
+			t.Errorf("after the form's save the server has %v (%v); want type report:weekly, queue reports, not paused", res.Msg, err)
+		}
 	})
 }

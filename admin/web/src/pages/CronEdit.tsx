@@ -120,6 +120,10 @@ function build(base: CronEntry, d: Draft): { entry?: CronEntry; problems: Proble
   return { entry, problems };
 }
 
+// formFields are what the form edits: saving changes only them, so that a
+// pause or resume made since the form was opened is not undone.
+const formFields = ["spec", "queue", "type", "payload", "content_type", "metadata", "options"];
+
 function CronForm({ entry, isNew }: { entry: CronEntry; isNew: boolean }) {
   const [d, setD] = useState<Draft>(() => draftOf(entry));
   const [problems, setProblems] = useState<Problems>({});
@@ -133,7 +137,9 @@ function CronForm({ entry, isNew }: { entry: CronEntry; isNew: boolean }) {
     setBusy(true);
     setError(undefined);
     try {
-      const saved = isNew ? await admin.createCron({ entry: b.entry }) : await admin.updateCron({ entry: { ...b.entry, id: entry.id } });
+      const saved = isNew
+        ? await admin.createCron({ entry: b.entry })
+        : await admin.updateCron({ entry: { ...b.entry, id: entry.id }, updateMask: { paths: formFields } });
       flash.set(isNew ? `Created ${saved.id}.` : `Saved ${saved.id}.`);
       navigate("/crons");
     } catch (err) {

@@ -279,7 +279,7 @@ func (e *Engine) heldLeftLocked(c *ckey) {
 		c.heldPass = &fifoPass{mark: c.heldMark}
 	}
 	pass := c.heldPass
-	pass.scan(&c.held, compactWork, func(k key) bool { return e.keepHeldLocked(k, pass.mark) })
+	pass.scan(&c.held, compactWork, func(k key) bool { return e.keepHeldLocked(c, k, pass.mark) })
 	if c.held.len() == 0 {
 		pass.finish(&c.held)
 		c.heldPass = nil
@@ -288,9 +288,9 @@ func (e *Engine) heldLeftLocked(c *ckey) {
 
 // keepHeldLocked decides on an entry of a key's held FIFO, as
 // keepReadyLocked.
-func (e *Engine) keepHeldLocked(k key, mark bool) bool {
+func (e *Engine) keepHeldLocked(c *ckey, k key, mark bool) bool {
 	m, live := e.tasks.get(k)
-	if !live || !m.held() || m.passMark == mark {
+	if !live || !e.heldBy(k, m, c) || m.passMark == mark {
 		return false
 	}
 	m.passMark = mark
@@ -298,8 +298,13 @@ func (e *Engine) keepHeldLocked(k key, mark bool) bool {
 	return true
 }
 
-// held reports whether an entry of a key's held FIFO is valid for the
-// live task whose meta is m: the task is held back. (A task held back is
-// held by its own key: a task's key is fixed by its record, and a key
-// forgotten with its last live task takes its FIFO along.)
+// held reports whether the live task whose meta is m is held back (by
+// its own key).
 func (m *meta) held() bool { return m.state == statePending && m.flags&flagHeld != 0 }
+
+// heldBy reports whether an entry of c's held FIFO is valid for the live
+// task k whose meta is m: the task is held back, by c. The key matters: a
+// task that left memory while c held it left its entry in c's FIFO, and
+// its id may be used again by a producer for a task of another key, held
+// back by that one (the key is fixed by each record, not by the id).
+func (e *Engine) heldBy(k key, m meta, c *ckey) bool { return m.held() && e.keyOf[k] == c }

@@ -99,7 +99,7 @@ func (e *Engine) admitHeldLocked(c *ckey) {
 	for f := c.heldHead(); c.admitted < c.limit() && f.len() > 0; f = c.heldHead() {
 		k, _ := f.pop()
 		m, live := e.tasks.get(k)
-		if !live || !m.held() {
+		if !live || !e.heldBy(k, m, c) {
 			continue
 		}
 		m.flags &^= flagHeld

@@ -115,10 +115,12 @@ func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 		return
 	}
 	e.expires[k] = at
+	// A step first: the task may not be in the table yet, and a step
+	// taken after the add could find its entry and drop it as stale.
+	e.tidyExpiriesLocked()
 	if e.expHeap.add(timed{at: at, k: k}) {
 		e.note.TimersChanged()
 	}
-	e.tidyExpiriesLocked()
 }
 
 // expiredLocked archives a task whose expiry or deadline passed by now

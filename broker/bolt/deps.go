@@ -220,9 +220,7 @@ func (e *Engine) toScheduledLocked(k key, m meta, now int64, fn func(st *storage
 		return
 	}
 	e.setStateLocked(k, &m, stateScheduled)
-	if e.dueHeap.add(timed{at: m.due, k: k}) {
-		e.note.TimersChanged()
-	}
+	e.addDueLocked(k, m.due)
 	e.writeStateLocked(k, stateScheduled, fn)
 }
 

@@ -127,8 +127,11 @@ type Engine struct {
 	// fire times (groups.go).
 	openGroups map[groupID]*group
 	groupHeap  groupHeap
-	dueHeap    timedHeap
-	expHeap    expiryIndex
+	dueHeap    timedIndex
+	expHeap    timedIndex
+	// dueCheckAt is the size of dueHeap past which it is next checked for
+	// staleness (tidyDueLocked).
+	dueCheckAt int
 	leaseHeap  leaseHeap
 	// purgeNext is the earliest own-retention purge time in the file, and
 	// endedFirst the earliest end time of each retention class (0: none),

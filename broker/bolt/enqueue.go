@@ -272,8 +272,8 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 	}
 	q.counts[m.state]++
 	q.enqueued++
-	if m.state == stateScheduled && e.dueHeap.add(timed{at: m.due, k: pt.k}) {
-		e.note.TimersChanged()
+	if m.state == stateScheduled {
+		e.addDueLocked(pt.k, m.due)
 	}
 	if uk := pt.nt.UniqueKey; uk != "" {
 		e.unique[uk] = uniqueClaim{k: pt.k, until: pt.status.GetUniqueUntil(), since: now}
@@ -314,9 +314,7 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 		m.due = max(m.due, ds.endedAt)
 		if to == stateScheduled {
 			pt.status.NextProcessAt = m.due
-			if e.dueHeap.add(timed{at: m.due, k: pt.k}) {
-				e.note.TimersChanged()
-			}
+			e.addDueLocked(pt.k, m.due)
 		}
 		q.counts[m.state]--
 		m.state, pt.state = to, to

@@ -45,3 +45,11 @@ func ExpiryIndexSize(e *Engine) int {
 	defer e.mu.Unlock()
 	return e.expHeap.len()
 }
+
+// DueIndexSize reports how many entries the due-time index holds, stale
+// ones included.
+func DueIndexSize(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dueHeap.len()
+}

@@ -12,7 +12,7 @@ import (
 // first, and no stale one is kept past a compaction.
 func TestExpiryIndexOrderThroughCompactions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var x expiryIndex
+	var x timedIndex
 	current := map[key]int64{} // what Engine.expires would hold
 	isCurrent := func(t timed) bool { at, ok := current[t.k]; return ok && at == t.at }
 	var n uint64
@@ -65,7 +65,7 @@ func TestExpiryIndexOrderThroughCompactions(t *testing.T) {
 		maxLen, maxCurrent = max(maxLen, x.len()), max(maxCurrent, len(current))
 	}
 	t.Logf("adds %d, most entries %d, most current %d", n, maxLen, maxCurrent)
-	if maxLen > 3*maxCurrent+expirySlack {
+	if maxLen > 3*maxCurrent+timedSlack {
 		t.Fatalf("the index reached %d entries, with at most %d current", maxLen, maxCurrent)
 	}
 	if compacted == 0 {

@@ -60,3 +60,52 @@ func TestExpiryIndexStaysBounded(t *testing.T) {
 		bt.RequireState(t, e, id, broker.StateArchived)
 	}
 }
+
+// TestDueIndexStaysBounded: scheduled tasks canceled long before their
+// time leave their due-time entries stale; behind a task still scheduled
+// earlier, lazy deletion alone kept every one. The index stays bounded,
+// and the tasks still scheduled still come due, on time.
+func TestDueIndexStaysBounded(t *testing.T) {
+	e := openEngine(t, bolt.Config{})
+	scheduled := func(in time.Duration) broker.NewTask {
+		nt := bt.NewTask("later")
+		nt.ProcessAt = bt.T0.Add(in)
+		return nt
+	}
+	first := bt.EnqueueOne(t, e, bt.T0, scheduled(time.Hour))
+	var kept []string
+	const rounds, perRound = 50, 1000
+	for round := range rounds {
+		batch := make([]broker.NewTask, perRound)
+		for i := range batch {
+			batch[i] = scheduled(24 * time.Hour)
+		}
+		ids := make([]string, perRound)
+		for i, task := range bt.Enqueue(t, e, bt.T0, batch...) {
+			ids[i] = task.ID
+		}
+		res, err := e.Act(t.Context(), broker.ActParams{Action: broker.ActionCancel, IDs: ids, Now: bt.T0})
+		if err != nil || len(res) != perRound {
+			t.Fatalf("cancel: %v", err)
+		}
+		if round%10 == 0 {
+			kept = append(kept, bt.EnqueueOne(t, e, bt.T0, scheduled(2*time.Hour)).ID)
+		}
+		if n, bound := bolt.DueIndexSize(e), 4*4096+2*perRound; n > bound {
+			t.Fatalf("after %d scheduled tasks were canceled, the due index holds %d entries, want at most %d", (round+1)*perRound, n, bound)
+		}
+	}
+	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(90*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	bt.RequireState(t, e, first.ID, broker.StatePending)
+	for _, id := range kept {
+		bt.RequireState(t, e, id, broker.StateScheduled)
+	}
+	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range kept {
+		bt.RequireState(t, e, id, broker.StatePending)
+	}
+}

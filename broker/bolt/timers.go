@@ -20,14 +20,13 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		if !ok {
 			break
 		}
-		m, live := e.tasks.get(t.k)
-		current := live && (m.state == stateScheduled || m.state == stateRetry) && m.due == t.at
+		current := e.dueCurrentLocked(t)
 		if current && t.at > now {
 			break
 		}
 		e.dueHeap.pop()
 		if current {
-			e.toPendingLocked(t.k, m, now, nil)
+			e.toPendingLocked(t.k, e.tasks.getOrZero(t.k), now, nil)
 		}
 	}
 	for {

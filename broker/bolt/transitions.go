@@ -194,9 +194,7 @@ func (e *Engine) toRetryLocked(k key, m meta, due int64, now int64, errMsg strin
 	}
 	m.due = due
 	e.setStateLocked(k, &m, stateRetry)
-	if e.dueHeap.add(timed{at: due, k: k}) {
-		e.note.TimersChanged()
-	}
+	e.addDueLocked(k, due)
 	e.commit.appendLocked(func(w *txw) error {
 		return w.updateLive(k, func(st *storagev1.TaskStatus) {
 			st.State = int32(stateRetry)

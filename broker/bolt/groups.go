@@ -234,7 +234,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			kept = append(kept, g) // no room under the cap for the whole batch yet
 			continue
 		}
-		if starved = starved || !e.groupTokensLocked(q, n, p.Now); starved {
+		if starved = starved || !e.groupTokensLocked(q, g, n, p.Now); starved {
 			kept = append(kept, g) // the rate limit lets it go later, and the younger ones after it
 			continue
 		}

@@ -163,35 +163,48 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	return n
 }
 
-// groupTokensLocked reports whether q's rate bucket lets a fired group of
-// n members go at now. Each member takes a token, as a task leased alone
-// does (tookLocked), so the group needs n tokens; one of more members
-// than the burst needs a full bucket and leaves it in debt, which the
-// queue's next dispatches wait out, so that it is not held back forever.
-// When the group must wait, the refill timer is armed for it.
-func (e *Engine) groupTokensLocked(q *queue, n int, now time.Time) bool {
+// groupTokensLocked reports whether q's rate bucket lets fired group g,
+// of n members, go at now. Each member takes a token, as a task leased
+// alone does (tookLocked), so the group needs n tokens; one of more
+// members than the burst needs a full bucket and leaves it in debt, which
+// the queue's next dispatches wait out, so that it is not held back
+// forever. Tokens held for another group are not g's to spend. When g
+// must wait, the refill timer is armed for it, and the tokens it needs
+// are held for it unless another group's hold is on.
+func (e *Engine) groupTokensLocked(q *queue, g *group, n int, now time.Time) bool {
 	if q.cfg.RatePerSecond <= 0 {
 		return true
 	}
 	q.bucket.refill(now, q.cfg)
 	need := min(float64(n), burstOf(q.cfg))
-	if q.bucket.tokens >= need {
-		q.bucket.held = 0
+	held := q.bucket.heldAt(now.UnixNano())
+	if q.bucket.holder == g {
+		held = 0
+	}
+	if q.bucket.tokens-held >= need {
+		if q.bucket.holder == g {
+			q.bucket.held, q.bucket.holder = 0, nil
+		}
 		return true
 	}
-	e.holdTokensLocked(q, need)
+	if held == 0 {
+		e.holdTokensLocked(q, g, need)
+	} else {
+		e.armRefillLocked(q, held+need)
+	}
 	return false
 }
 
-// holdTokensLocked keeps the tokens a fired group waits for from tasks
-// leased alone, which would otherwise take each token as it comes and
-// starve a group needing several: until the bucket holds need, only
-// tokens above it are spent on them. The hold lapses holdGrace after the
-// bucket could have paid, so that a group no session comes back for (its
-// workers gone, or busy) does not hold the queue's other tasks back.
-func (e *Engine) holdTokensLocked(q *queue, need float64) {
+// holdTokensLocked keeps the tokens fired group g waits for from tasks
+// leased alone (and from other groups), which would otherwise take each
+// token as it comes and starve a group needing several: until the bucket
+// holds need, only tokens above it are spent on them. The hold lapses
+// holdGrace after the bucket could have paid, so that a group no session
+// comes back for (its workers gone, or busy, or the group gone) does not
+// hold the queue's other tasks back.
+func (e *Engine) holdTokensLocked(q *queue, g *group, need float64) {
 	paid := e.armRefillLocked(q, need)
-	q.bucket.held, q.bucket.heldUntil = need, paid+int64(holdGrace)
+	q.bucket.held, q.bucket.heldUntil, q.bucket.holder = need, paid+int64(holdGrace), g
 }
 
 // holdGrace is how long a hold of tokens outlasts the moment the bucket
@@ -215,16 +228,17 @@ type bucket struct {
 	tokens float64 // below 0 after a group of more members than the burst
 	last   int64   // when tokens was computed (Unix ns); 0: never (full)
 	wakeAt int64   // when the armed refill timer fires, in last's clock; 0: none
-	// held tokens are kept for a fired group until heldUntil (see
+	// held tokens are kept for fired group holder until heldUntil (see
 	// holdTokensLocked); 0: none.
 	held      float64
 	heldUntil int64
+	holder    *group
 }
 
 // heldAt is how many tokens are held for a group at now (Unix ns).
 func (b *bucket) heldAt(now int64) float64 {
 	if b.held != 0 && now >= b.heldUntil {
-		b.held = 0
+		b.held, b.holder = 0, nil
 	}
 	return b.held
 }

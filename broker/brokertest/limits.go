@@ -19,6 +19,7 @@ func limitCases() []testCase {
 		{name: "RateLimitGroups", fn: testRateLimitGroups},
 		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
 		{name: "RateLimitGroupsNotStarved", fn: testRateLimitGroupsNotStarved},
+		{name: "RateLimitGroupHoldIsItsOwn", fn: testRateLimitGroupHoldIsItsOwn},
 		{name: "ConfigPersists", env: testConfigPersists},
 	}
 }
@@ -302,6 +303,33 @@ func testRateLimitGroupsNotStarved(t *testing.T, b broker.Broker) {
 	}
 	if n := len(Lease(t, b, "s1", "q", 3, at(time.Hour), TTL)); n != 3 {
 		t.Fatalf("leased %d alone an hour later with nobody asking for the group, want the burst of 3", n)
+	}
+}
+
+// testRateLimitGroupHoldIsItsOwn: the tokens held for a waiting group are
+// not spent on another group either (one of a type the waiting group's
+// sessions do not handle): the waiting group goes first, the other next.
+func testRateLimitGroupHoldIsItsOwn(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	for range 3 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if n := len(Lease(t, b, "s1", "q", 3, T0, TTL)); n != 3 {
+		t.Fatalf("leased %d with a full bucket of 3, want 3", n)
+	}
+	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	if gl := leaseGroups(t, b, "q", 1, at(100*time.Millisecond), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups with 1 token for 3 members = %+v, want none", gl)
+	}
+	Enqueue(t, b, T0, grouped("q", "h", "u"), grouped("q", "h", "u"), grouped("q", "h", "u"))
+	if gl := leaseGroups(t, b, "q", 1, at(300*time.Millisecond), "u"); len(gl) != 0 {
+		t.Fatalf("another group took the tokens held for the waiting one: %+v", gl)
+	}
+	if gl := leaseGroups(t, b, "q", 1, at(300*time.Millisecond), "t"); len(gl) != 1 || gl[0].Group != "g" {
+		t.Fatalf("LeaseGroups for the waiting group once its tokens came = %+v, want group g", gl)
+	}
+	if gl := leaseGroups(t, b, "q", 1, at(600*time.Millisecond), "u"); len(gl) != 1 || gl[0].Group != "h" {
+		t.Fatalf("LeaseGroups for the other group once the bucket refilled = %+v, want group h", gl)
 	}
 }
 

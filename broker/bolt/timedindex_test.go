@@ -9,6 +9,51 @@ import (
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
 )
 
+// timedChurn drives one of the engine's timed indexes through 50 rounds:
+// 1000 tasks made by churn are enqueued and leave at once (leave), their
+// entries going stale behind first, which keeps the earliest time, and
+// every tenth round one task made by keep stays. After each round the
+// index (size) must hold at most bound entries.
+type timedChurn struct {
+	first, keep broker.NewTask
+	churn       func(i int) broker.NewTask
+	leave       func(t *testing.T, e *bolt.Engine, tasks []*broker.Task)
+	size        func(*bolt.Engine) int
+	bound       int
+}
+
+// run returns the ids of first and of the kept tasks.
+func (c timedChurn) run(t *testing.T, e *bolt.Engine) (first string, kept []string) {
+	t.Helper()
+	first = bt.EnqueueOne(t, e, bt.T0, c.first).ID
+	const rounds, perRound = 50, 1000
+	for round := range rounds {
+		batch := make([]broker.NewTask, perRound)
+		for i := range batch {
+			batch[i] = c.churn(i)
+		}
+		c.leave(t, e, bt.Enqueue(t, e, bt.T0, batch...))
+		if round%10 == 0 {
+			kept = append(kept, bt.EnqueueOne(t, e, bt.T0, c.keep).ID)
+		}
+		if n := c.size(e); n > c.bound {
+			t.Fatalf("after %d tasks left, the index holds %d entries, want at most %d", (round+1)*perRound, n, c.bound)
+		}
+	}
+	return first, kept
+}
+
+// promoteAt runs PromoteDue at T0+d and requires each of ids in want.
+func promoteAt(t *testing.T, e *bolt.Engine, d time.Duration, want broker.State, ids ...string) {
+	t.Helper()
+	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(d)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		bt.RequireState(t, e, id, want)
+	}
+}
+
 // TestExpiryIndexStaysBounded: tasks with an expiry or a deadline far off
 // that finish long before it leave their index entries stale. Behind a
 // task that still waits with the earliest time (here on a queue nobody
@@ -17,48 +62,34 @@ import (
 // still expire, on time, through any compaction.
 func TestExpiryIndexStaysBounded(t *testing.T) {
 	e := openEngine(t, bolt.Config{})
-	waiting := func(queue string, expiresIn time.Duration) broker.NewTask {
+	expiring := func(queue string, in time.Duration) broker.NewTask {
 		nt := bt.NewTask(queue)
-		nt.ExpiresAt = bt.T0.Add(expiresIn)
+		nt.ExpiresAt = bt.T0.Add(in)
 		return nt
 	}
-	first := bt.EnqueueOne(t, e, bt.T0, waiting("unserved", time.Hour))
-	var kept []string
-	const rounds, perRound = 50, 1000
-	for round := range rounds {
-		batch := make([]broker.NewTask, perRound)
-		for i := range batch {
-			batch[i] = waiting("busy", 24*time.Hour)
+	first, kept := timedChurn{
+		first: expiring("unserved", time.Hour),
+		keep:  expiring("unserved", 2*time.Hour),
+		churn: func(i int) broker.NewTask {
+			nt := expiring("busy", 24*time.Hour)
 			if i%2 == 0 {
-				batch[i].ExpiresAt, batch[i].Deadline = time.Time{}, bt.T0.Add(48*time.Hour)
+				nt.ExpiresAt, nt.Deadline = time.Time{}, bt.T0.Add(48*time.Hour)
 			}
-		}
-		bt.Enqueue(t, e, bt.T0, batch...)
-		for _, l := range bt.Lease(t, e, "s", "busy", perRound, bt.T0, bt.TTL) {
-			bt.Succeed(t, e, "s", l, bt.T0)
-		}
-		if round%10 == 0 { // some that will still expire, through the compactions
-			kept = append(kept, bt.EnqueueOne(t, e, bt.T0, waiting("unserved", 2*time.Hour)).ID)
-		}
-		// The bound: twice the entries that can be current, plus slack,
-		// plus one step's worth of entries not looked at yet.
-		if n, bound := bolt.ExpiryIndexSize(e), 2*(len(kept)+1)+4096+perRound; n > bound {
-			t.Fatalf("after %d tasks finished, the expiry index holds %d entries, want at most %d", (round+1)*perRound, n, bound)
-		}
-	}
-	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(90*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	bt.RequireState(t, e, first.ID, broker.StateArchived)
-	for _, id := range kept {
-		bt.RequireState(t, e, id, broker.StatePending)
-	}
-	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(3*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range kept {
-		bt.RequireState(t, e, id, broker.StateArchived)
-	}
+			return nt
+		},
+		leave: func(t *testing.T, e *bolt.Engine, tasks []*broker.Task) {
+			for _, l := range bt.Lease(t, e, "s", "busy", len(tasks), bt.T0, bt.TTL) {
+				bt.Succeed(t, e, "s", l, bt.T0)
+			}
+		},
+		size: bolt.ExpiryIndexSize,
+		// Twice the entries that can be current (6 at most), plus the
+		// slack, plus a round's entries not looked at yet.
+		bound: 2*6 + 4096 + 1000,
+	}.run(t, e)
+	promoteAt(t, e, 90*time.Minute, broker.StateArchived, first)
+	promoteAt(t, e, 90*time.Minute, broker.StatePending, kept...)
+	promoteAt(t, e, 3*time.Hour, broker.StateArchived, kept...)
 }
 
 // TestDueIndexStaysBounded: scheduled tasks canceled long before their
@@ -72,40 +103,25 @@ func TestDueIndexStaysBounded(t *testing.T) {
 		nt.ProcessAt = bt.T0.Add(in)
 		return nt
 	}
-	first := bt.EnqueueOne(t, e, bt.T0, scheduled(time.Hour))
-	var kept []string
-	const rounds, perRound = 50, 1000
-	for round := range rounds {
-		batch := make([]broker.NewTask, perRound)
-		for i := range batch {
-			batch[i] = scheduled(24 * time.Hour)
-		}
-		ids := make([]string, perRound)
-		for i, task := range bt.Enqueue(t, e, bt.T0, batch...) {
-			ids[i] = task.ID
-		}
-		res, err := e.Act(t.Context(), broker.ActParams{Action: broker.ActionCancel, IDs: ids, Now: bt.T0})
-		if err != nil || len(res) != perRound {
-			t.Fatalf("cancel: %v", err)
-		}
-		if round%10 == 0 {
-			kept = append(kept, bt.EnqueueOne(t, e, bt.T0, scheduled(2*time.Hour)).ID)
-		}
-		if n, bound := bolt.DueIndexSize(e), 4*4096+2*perRound; n > bound {
-			t.Fatalf("after %d scheduled tasks were canceled, the due index holds %d entries, want at most %d", (round+1)*perRound, n, bound)
-		}
-	}
-	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(90*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	bt.RequireState(t, e, first.ID, broker.StatePending)
-	for _, id := range kept {
-		bt.RequireState(t, e, id, broker.StateScheduled)
-	}
-	if _, err := e.PromoteDue(t.Context(), bt.T0.Add(3*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range kept {
-		bt.RequireState(t, e, id, broker.StatePending)
-	}
+	first, kept := timedChurn{
+		first: scheduled(time.Hour),
+		keep:  scheduled(2 * time.Hour),
+		churn: func(int) broker.NewTask { return scheduled(24 * time.Hour) },
+		leave: func(t *testing.T, e *bolt.Engine, tasks []*broker.Task) {
+			ids := make([]string, len(tasks))
+			for i, task := range tasks {
+				ids[i] = task.ID
+			}
+			if res, err := e.Act(t.Context(), broker.ActParams{Action: broker.ActionCancel, IDs: ids, Now: bt.T0}); err != nil || len(res) != len(ids) {
+				t.Fatalf("cancel: %v", err)
+			}
+		},
+		size: bolt.DueIndexSize,
+		// The index is counted when it has doubled since it last was, so
+		// it reaches twice the slack before a compaction, plus a round.
+		bound: 2*4096 + 2*1000,
+	}.run(t, e)
+	promoteAt(t, e, 90*time.Minute, broker.StatePending, first)
+	promoteAt(t, e, 90*time.Minute, broker.StateScheduled, kept...)
+	promoteAt(t, e, 3*time.Hour, broker.StatePending, kept...)
 }

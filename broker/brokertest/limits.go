@@ -260,19 +260,27 @@ func testRateLimitGroupsWoken(t *testing.T, e *Env) {
 	}
 }
 
-// testRateLimitGroupsNotStarved: tasks leased alone, one per token as the
-// tokens come, do not starve a fired group waiting for a token per
-// member: once it waits, the bucket fills for it. A hold that no
-// LeaseGroups comes back for lapses, and the tasks go again.
-func testRateLimitGroupsNotStarved(t *testing.T, b broker.Broker) {
+// groupWaitsForTokens sets queue q to 10 tokens a second, a burst of 3 and
+// groups of 3, enqueues alone tasks, leases the first 3 of them (the
+// bucket is empty at T0) and fires group g of type t, which must wait.
+func groupWaitsForTokens(t *testing.T, b broker.Broker, alone int) {
+	t.Helper()
 	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
-	for range 20 {
+	for range alone {
 		EnqueueOne(t, b, T0, NewTask("q"))
 	}
 	if n := len(Lease(t, b, "s1", "q", 3, T0, TTL)); n != 3 {
 		t.Fatalf("leased %d with a full bucket of 3, want 3", n)
 	}
 	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t")) // fires by size
+}
+
+// testRateLimitGroupsNotStarved: tasks leased alone, one per token as the
+// tokens come, do not starve a fired group waiting for a token per
+// member: once it waits, the bucket fills for it. A hold that no
+// LeaseGroups comes back for lapses, and the tasks go again.
+func testRateLimitGroupsNotStarved(t *testing.T, b broker.Broker) {
+	groupWaitsForTokens(t, b, 20)
 	alone := 0
 	for step := 1; step <= 10; step++ { // a token every 100ms: a task alone asks first each time
 		now := at(time.Duration(step) * 100 * time.Millisecond)
@@ -310,14 +318,7 @@ func testRateLimitGroupsNotStarved(t *testing.T, b broker.Broker) {
 // not spent on another group either (one of a type the waiting group's
 // sessions do not handle): the waiting group goes first, the other next.
 func testRateLimitGroupHoldIsItsOwn(t *testing.T, b broker.Broker) {
-	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
-	for range 3 {
-		EnqueueOne(t, b, T0, NewTask("q"))
-	}
-	if n := len(Lease(t, b, "s1", "q", 3, T0, TTL)); n != 3 {
-		t.Fatalf("leased %d with a full bucket of 3, want 3", n)
-	}
-	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t"))
+	groupWaitsForTokens(t, b, 3)
 	if gl := leaseGroups(t, b, "q", 1, at(100*time.Millisecond), "t"); len(gl) != 0 {
 		t.Fatalf("LeaseGroups with 1 token for 3 members = %+v, want none", gl)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/broker/bolt"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+	"github.com/conveyor-dev/conveyor/internal/testwait"
 )
 
 // gatedWriter is a backup's destination that holds the first write until
@@ -35,15 +36,10 @@ func (w *gatedWriter) Write(p []byte) (int, error) {
 func waitForStack(t *testing.T, fn string) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if n := runtime.Stack(buf, true); bytes.Contains(buf[:n], []byte(fn)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine reached %s", fn)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "a goroutine reaches "+fn, func() bool {
+		n := runtime.Stack(buf, true)
+		return bytes.Contains(buf[:n], []byte(fn))
+	})
 }
 
 // TestBackupDoesNotFreezeTheEngine: while a backup holds its read

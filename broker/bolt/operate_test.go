@@ -17,6 +17,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker/bolt"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
+	"github.com/conveyor-dev/conveyor/internal/testwait"
 )
 
 // TestLeaseLeavesOutATaskWithoutSpec: a live task whose spec is missing
@@ -128,12 +129,9 @@ func TestDeletedNotDurableIsGone(t *testing.T) {
 		}
 		deleted <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); bt.Queue(t, e, "q").Counts[broker.StateCompleted] != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the delete was not decided")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the delete decided", func() bool {
+		return bt.Queue(t, e, "q").Counts[broker.StateCompleted] == 0
+	})
 
 	dependent := bt.NewTask("q")
 	dependent.DependsOn = []broker.Dependency{{TaskID: id}}

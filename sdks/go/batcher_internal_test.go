@@ -12,6 +12,7 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/testwait"
 )
 
 // sentTasks is a TaskService that stores every task it is sent and
@@ -74,11 +75,7 @@ func gather(t *testing.T, b *enqueueBatcher, ids []string, canceled ...string) (
 			out <- enqueued{id, info, err}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); b.gathered() < len(ids); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d calls gathered within 10s", b.gathered(), len(ids))
-		}
-	}
+	testwait.Until(t, 10*time.Second, "every call gathered", func() bool { return b.gathered() >= len(ids) })
 	return out, cancel
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/conveyor-dev/conveyor/internal/testwait"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
 )
@@ -133,11 +134,5 @@ func (w testWriter) Write(p []byte) (int, error) {
 // test if it does not within timeout.
 func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %s", timeout, msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, timeout, msg, cond)
 }

@@ -67,7 +67,7 @@ func (e *Engine) reloadLocked() error {
 	e.openGroups = make(map[groupID]*group)
 	e.crons = make(map[string]*storagev1.CronRecord)
 	e.groupHeap = nil
-	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, timedSlack
+	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, compactSlack
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 	e.purging = 0
 

@@ -11,11 +11,11 @@ import "container/heap"
 // the earliest time, a busy queue's finished tasks would each leave 24
 // bytes until their own time came (a day's worth, at a day's expiry).
 //
-// So once the index holds more than twice as many entries as there can be
-// current ones plus timedSlack, it is compacted: the entries are moved,
-// earliest first, from the old heap to a new one, the stale ones dropped,
-// timedStep at a time whenever an entry is added (and, for expiries, when
-// a task with one leaves memory). No step takes longer than a few pops and
+// So, by the rule the FIFOs follow (compact.go), once its stale entries
+// outnumber the ones that can be current by more than compactSlack, it is
+// compacted: the entries are moved, earliest first, from the old heap to a
+// new one, the stale ones dropped, compactWork at a time whenever an entry
+// is added (and, for expiries, when a task with one leaves memory). No step takes longer than a few pops and
 // pushes, however large the index; while one runs, the earliest entry is
 // the earlier of the two heaps' tops, and entries added meanwhile go to
 // the new heap.
@@ -23,13 +23,6 @@ type timedIndex struct {
 	heap timedHeap // every entry, or while compacting, those moved and added since
 	old  timedHeap // while compacting: the entries not looked at yet
 }
-
-// The stale entries a timed index may hold beyond its current ones, and
-// how many entries a compaction step moves.
-const (
-	timedSlack = 4096
-	timedStep  = 8
-)
 
 // add indexes t and reports whether it became the earliest entry.
 func (x *timedIndex) add(t timed) bool {
@@ -65,12 +58,12 @@ func (x *timedIndex) len() int { return len(x.heap) + len(x.old) }
 func (x *timedIndex) tidy(live int, current func(timed) bool) {
 	if len(x.old) == 0 {
 		x.old = nil
-		if len(x.heap) <= 2*live+timedSlack {
+		if !overSlack(len(x.heap), live, compactSlack) {
 			return
 		}
 		x.old, x.heap = x.heap, make(timedHeap, 0, live)
 	}
-	for range timedStep {
+	for range compactWork {
 		if len(x.old) == 0 {
 			x.old = nil
 			return
@@ -121,7 +114,7 @@ func (e *Engine) tidyDueLocked() {
 	}
 	x.tidy(live, e.dueCurrentLocked)
 	if len(x.old) == 0 {
-		e.dueCheckAt = max(2*x.len(), timedSlack)
+		e.dueCheckAt = max(2*x.len(), compactSlack)
 	}
 }
 

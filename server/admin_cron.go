@@ -72,10 +72,11 @@ func (a *adminService) ListCrons(ctx context.Context, _ *connect.Request[conveyo
 }
 
 func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conveyorv1.DeleteCronRequest]) (*connect.Response[conveyorv1.DeleteCronResponse], error) {
-	if err := a.broker.DeleteCron(ctx, req.Msg.GetId()); err != nil {
+	err := a.broker.DeleteCron(ctx, req.Msg.GetId())
+	a.server.metrics.cronDeleted(req.Msg.GetId())
+	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
-	a.server.metrics.cronDeleted(req.Msg.GetId())
 	return connect.NewResponse(&conveyorv1.DeleteCronResponse{}), nil
 }
 
@@ -90,37 +91,50 @@ func (a *adminService) PauseCron(ctx context.Context, req *connect.Request[conve
 	return connect.NewResponse(cronInfo(e)), nil
 }
 
-// errNotPaused ends ResumeCron's update of an entry that is not paused:
+// ResumeCron's update ends with errNotPaused for an entry that is not
+// paused, and with errSpecMoved when the spec changed since it was parsed:
 // an update's error stores nothing.
-var errNotPaused = errors.New("not paused")
+var (
+	errNotPaused = errors.New("not paused")
+	errSpecMoved = errors.New("spec changed")
+)
 
 // ResumeCron lets a paused entry fire again from its next scheduled time
 // after now: the fires it would have had while paused are not replayed.
 // The next run is counted from the spec stored when the entry resumes, in
-// the same step, so a spec changed meanwhile is the one it follows.
-// Resuming an entry that is not paused changes nothing.
+// the same step: the spec is parsed before the engine's lock (a CRON_TZ
+// spec reads a zone file), and the resume starts again if it changed
+// meanwhile. Resuming an entry that is not paused changes nothing.
 func (a *adminService) ResumeCron(ctx context.Context, req *connect.Request[conveyorv1.ResumeCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
 	now := a.server.now()
-	var running broker.CronEntry
-	e, err := a.broker.UpdateCron(ctx, req.Msg.GetId(), func(e broker.CronEntry) (broker.CronEntry, error) {
-		if !e.Paused {
-			running = e
-			return e, errNotPaused
+	seen, err := a.broker.Cron(ctx, req.Msg.GetId())
+	for err == nil && seen.Paused {
+		sched, perr := scheduler.ParseCronSpec(seen.Spec, now)
+		if perr != nil {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cron entry %q cannot resume: %w", seen.ID, perr))
 		}
-		sched, err := scheduler.ParseCronSpec(e.Spec, now)
-		if err != nil {
-			return e, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cron entry %q cannot resume: %w", e.ID, err))
+		var resumed broker.CronEntry
+		resumed, err = a.broker.UpdateCron(ctx, seen.ID, func(e broker.CronEntry) (broker.CronEntry, error) {
+			if !e.Paused {
+				return e, errNotPaused
+			}
+			if e.Spec != seen.Spec {
+				return e, errSpecMoved
+			}
+			e.Paused, e.NextRun = false, sched.Next(now)
+			return e, nil
+		})
+		if err == nil {
+			return connect.NewResponse(cronInfo(resumed)), nil
 		}
-		e.Paused, e.NextRun = false, sched.Next(now)
-		return e, nil
-	})
-	switch {
-	case errors.Is(err, errNotPaused):
-		return connect.NewResponse(cronInfo(running)), nil
-	case err != nil:
+		if errors.Is(err, errNotPaused) || errors.Is(err, errSpecMoved) {
+			seen, err = a.broker.Cron(ctx, seen.ID)
+		}
+	}
+	if err != nil {
 		return nil, toConnectError(a.server.log, err)
 	}
-	return connect.NewResponse(cronInfo(e)), nil
+	return connect.NewResponse(cronInfo(seen)), nil
 }
 
 // cronFields are the fields of CronEntry an update_mask may name, each
@@ -166,7 +180,10 @@ func copyField(dst, src protoreflect.Message, fd protoreflect.FieldDescriptor) {
 // copies the fields they name onto the stored entry, inside the engine's
 // step, and validates the result as a whole entry; its next run is
 // counted from now when spec is among them, and kept otherwise: changing
-// what a fire enqueues does not move the fire.
+// what a fire enqueues does not move the fire. The spec is parsed here,
+// before the engine's lock, and only when the update gives one: a stored
+// spec was checked when stored, and its zone may since have gone from the
+// system without making the rest of the entry unchangeable.
 func cronUpdate(w *conveyorv1.CronEntry, paths []string, now time.Time) (func(broker.CronEntry) (broker.CronEntry, error), error) {
 	if len(paths) == 0 {
 		e, err := validCron(w, now) // it needs nothing stored: checked before the engine's lock
@@ -183,25 +200,44 @@ func cronUpdate(w *conveyorv1.CronEntry, paths []string, now time.Time) (func(br
 				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, p, strings.Join(known, ", ")))
 		}
 	}
-	respec := slices.Contains(paths, "spec")
+	var sched scheduler.CronSchedule
+	if slices.Contains(paths, "spec") {
+		var err error
+		if sched, err = cronSchedule(w.GetSpec(), now); err != nil {
+			return nil, invalidEntry(err)
+		}
+	}
 	return func(stored broker.CronEntry) (broker.CronEntry, error) {
 		merged := cronInfo(stored)
 		for _, f := range set {
 			f(merged, w)
 		}
-		e, err := validCron(merged, now)
-		if err == nil && !respec {
-			e.NextRun = stored.NextRun
+		e, err := cronTemplate(merged, now)
+		if err != nil {
+			return e, invalidEntry(err)
 		}
-		return e, err
+		e.NextRun = stored.NextRun
+		if sched != nil {
+			e.NextRun = time.Time{}
+			if !e.Paused {
+				e.NextRun = sched.Next(now)
+			}
+		}
+		return e, nil
 	}, nil
 }
 
 // validCron is w as stored, or invalid_argument naming what is wrong.
 func validCron(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, error) {
-	e, _, err := cronEntry(w, now)
+	e, err := cronEntry(w, now)
 	if err != nil {
-		return e, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("entry.%w", err))
+		return e, invalidEntry(err)
 	}
 	return e, nil
+}
+
+// invalidEntry is a validation error of an entry as invalid_argument,
+// naming the field under entry.
+func invalidEntry(err error) error {
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("entry.%w", err))
 }

@@ -21,25 +21,46 @@ const (
 const MaxCronSpecBytes = 1024
 
 // cronEntry validates a wire entry for CreateCron or UpdateCron and
-// returns it as stored, with its schedule; an empty id gets a ULID. The
-// task template is checked the way a fire will build it, so a stored
-// entry's fires are refused only for what changes after (a unique key
-// held, a dependency gone).
-func cronEntry(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, scheduler.CronSchedule, error) {
+// returns it as stored, its next run counted from now by its spec; an
+// empty id gets a ULID.
+func cronEntry(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, error) {
+	sched, err := cronSchedule(w.GetSpec(), now)
+	if err != nil {
+		return broker.CronEntry{}, err
+	}
+	e, err := cronTemplate(w, now)
+	if err == nil && !e.Paused {
+		e.NextRun = sched.Next(now)
+	}
+	return e, err
+}
+
+// cronSchedule parses a cron entry's spec. A spec that names a time zone
+// (CRON_TZ=) reads the zone's file, so callers parse outside the engine's
+// lock.
+func cronSchedule(spec string, now time.Time) (scheduler.CronSchedule, error) {
+	if len(spec) > MaxCronSpecBytes {
+		return nil, invalidf("spec is %d bytes; the limit is %d", len(spec), MaxCronSpecBytes)
+	}
+	sched, err := scheduler.ParseCronSpec(spec, now)
+	if err != nil {
+		return nil, &invalid{msg: err.Error()}
+	}
+	return sched, nil
+}
+
+// cronTemplate validates everything of a wire entry but its spec and
+// returns it as stored, without a next run. The task template is checked
+// the way a fire will build it, so a stored entry's fires are refused only
+// for what changes after (a unique key held, a dependency gone).
+func cronTemplate(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, error) {
 	e := broker.CronEntry{ID: w.GetId(), Spec: w.GetSpec(), Queue: w.GetQueue(), Type: w.GetType(),
 		Payload: w.GetPayload(), ContentType: w.GetContentType(), Metadata: w.GetMetadata(),
 		Options: encodeOptions(w.GetOptions()), Paused: w.GetPaused()}
 	if e.ID == "" {
 		e.ID = ulid.Make().String()
 	} else if !validQueueName(e.ID) {
-		return e, nil, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", e.ID, MaxNameBytes)
-	}
-	if len(e.Spec) > MaxCronSpecBytes {
-		return e, nil, invalidf("spec is %d bytes; the limit is %d", len(e.Spec), MaxCronSpecBytes)
-	}
-	sched, err := scheduler.ParseCronSpec(e.Spec, now)
-	if err != nil {
-		return e, nil, &invalid{msg: err.Error()}
+		return e, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", e.ID, MaxNameBytes)
 	}
 	o := w.GetOptions()
 	fixed := []struct {
@@ -48,22 +69,19 @@ func cronEntry(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, schedu
 	}{{"deadline", o.GetDeadline() != nil}, {"process_at", o.GetProcessAt() != nil}, {"expires_at", o.GetExpiresAt() != nil}}
 	for _, f := range fixed {
 		if f.set {
-			return e, nil, invalidf("options.%s is a fixed time, and a cron entry fires again and again: give its task a relative time (process_in, expires_in, timeout) instead", f.name)
+			return e, invalidf("options.%s is a fixed time, and a cron entry fires again and again: give its task a relative time (process_in, expires_in, timeout) instead", f.name)
 		}
 	}
 	if n := len(e.Metadata); n > MaxMetadataEntries-2 {
-		return e, nil, invalidf("metadata has %d entries; a cron entry may have %d (each fire adds %s and %s)",
+		return e, invalidf("metadata has %d entries; a cron entry may have %d (each fire adds %s and %s)",
 			n, MaxMetadataEntries-2, CronIDKey, CronFireKey)
 	}
 	nt, err := cronTask(e, now)
 	if err != nil {
-		return e, nil, err
+		return e, err
 	}
 	e.Queue, e.ContentType = nt.Queue, nt.ContentType
-	if !e.Paused {
-		e.NextRun = sched.Next(now)
-	}
-	return e, sched, nil
+	return e, nil
 }
 
 // cronTask is the task a fire of e scheduled at fireAt enqueues: the

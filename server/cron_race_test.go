@@ -89,3 +89,56 @@ func TestCronFireAfterMaskedUpdateUsesNewTemplate(t *testing.T) {
 		t.Errorf("the fire for %s, applied after UpdateCron stored payload %q, enqueued payload %q", want, "new", first.GetPayload())
 	}
 }
+
+// beforeUpdateBroker runs beforeUpdate once, before the first UpdateCron
+// that reaches the engine once armed.
+type beforeUpdateBroker struct {
+	broker.Broker
+	mu           sync.Mutex
+	beforeUpdate func()
+}
+
+func (b *beforeUpdateBroker) UpdateCron(ctx context.Context, id string, update func(broker.CronEntry) (broker.CronEntry, error)) (broker.CronEntry, error) {
+	b.mu.Lock()
+	hook := b.beforeUpdate
+	b.beforeUpdate = nil
+	b.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return b.Broker.UpdateCron(ctx, id, update)
+}
+
+// TestCronResumeFollowsSpecChangedMeanwhile: ResumeCron parses the spec
+// before the engine's step, so a spec changed between the two must make it
+// start again: the entry resumes on the schedule it has once resumed.
+func TestCronResumeFollowsSpecChangedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ub := &beforeUpdateBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { ub.Broker = b; return ub })
+	admin := adminClient(t, s)
+	_, err := admin.CreateCron(context.Background(), connect.NewRequest(&conveyorv1.CreateCronRequest{
+		Entry: &conveyorv1.CronEntry{Id: "moved", Spec: "@every 1h", Type: "tick", Paused: true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub.mu.Lock()
+	ub.beforeUpdate = func() {
+		_, err := ub.Broker.UpdateCron(context.Background(), "moved", func(e broker.CronEntry) (broker.CronEntry, error) {
+			e.Spec = "@every 24h"
+			return e, nil
+		})
+		if err != nil {
+			t.Errorf("changing the spec under the resume: %v", err)
+		}
+	}
+	ub.mu.Unlock()
+	res, err := admin.ResumeCron(context.Background(), connect.NewRequest(&conveyorv1.ResumeCronRequest{Id: "moved"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := time.Until(res.Msg.GetNextRunAt().AsTime())
+	if res.Msg.GetPaused() || res.Msg.GetSpec() != "@every 24h" || next < 23*time.Hour || next > 24*time.Hour {
+		t.Fatalf("resumed: %v, next run in %s; want it running on @every 24h, its next run about 24h away", res.Msg, next)
+	}
+}

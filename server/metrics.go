@@ -209,12 +209,17 @@ func (m *metrics) committed(c broker.Commit) {
 	m.commitSeconds.Observe(c.Took.Seconds())
 }
 
-// cronDeleted forgets a deleted entry's fire counts, so that entries
-// created and deleted over a server's life do not pile up series.
+// cronDeleted forgets the fire counts of an entry a DeleteCron asked to
+// remove, so that entries created and deleted over a server's life do not
+// pile up series. It asks the engine rather than trusting the call's
+// answer: a caller that gave up while the delete's commit was pending got
+// an error, and the entry is gone all the same.
 func (m *metrics) cronDeleted(id string) {
 	m.cronMu.Lock()
 	defer m.cronMu.Unlock()
-	m.cronFires.DeletePartialMatch(prometheus.Labels{"cron": id})
+	if m.cronExists == nil || !m.cronExists(id) {
+		m.cronFires.DeletePartialMatch(prometheus.Labels{"cron": id})
+	}
 }
 
 // cronFired counts one cron fire by its result, and the task it enqueued

@@ -268,3 +268,37 @@ func TestMetricsLateFireOfADeletedCron(t *testing.T) {
 	})
 	requireNoCronSeries(t, s, "late")
 }
+
+// gaveUpDeleteBroker deletes cron entries for a caller that has already
+// given up: the entry is gone, and the call answers canceled.
+type gaveUpDeleteBroker struct{ broker.Broker }
+
+func (g gaveUpDeleteBroker) DeleteCron(ctx context.Context, id string) error {
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	return g.Broker.DeleteCron(gone, id)
+}
+
+// TestMetricsCronDeleteCallerGaveUp: a DeleteCron whose caller gave up
+// while the delete's commit was pending deleted the entry all the same, so
+// its series must go too.
+func TestMetricsCronDeleteCallerGaveUp(t *testing.T) {
+	t.Parallel()
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { return gaveUpDeleteBroker{b} })
+	admin := adminClient(t, s)
+	if _, err := admin.CreateCron(context.Background(), connect.NewRequest(&conveyorv1.CreateCronRequest{
+		Entry: &conveyorv1.CronEntry{Id: "quit", Spec: "@every 1s", Queue: "quit", Type: "beat"}})); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 20*time.Second, "a cron fire counted", func() bool {
+		return value(scrape(t, s), "conveyor_cron_fires_total", "cron=quit", "result=enqueued") >= 1
+	})
+	_, err := admin.DeleteCron(context.Background(), connect.NewRequest(&conveyorv1.DeleteCronRequest{Id: "quit"}))
+	if connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("DeleteCron for a caller that gave up: %v; want canceled", err)
+	}
+	if _, err := admin.GetCron(context.Background(), connect.NewRequest(&conveyorv1.GetCronRequest{Id: "quit"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("GetCron after the delete: %v; want not_found", err)
+	}
+	requireNoCronSeries(t, s, "quit")
+}

@@ -34,7 +34,7 @@ type cronTemplateFlags struct {
 	Retention   *time.Duration    `placeholder:"DURATION" help:"How long to keep a fired task once completed; 0s purges it at once."`
 	Unique      *string           `placeholder:"KEY" help:"Unique key of the fired tasks: while one holds it, another with the key is not enqueued."`
 	UniqueTTL   *time.Duration    `name:"unique-ttl" placeholder:"DURATION" help:"How long the unique key is held (0s: until the task completes)."`
-	Metadata    map[string]string `mapsep:"none" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable); given, it replaces the entry's metadata."`
+	Metadata    map[string]string `mapsep:"none" xor:"metadata" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable); given, it replaces the entry's metadata."`
 	ContentType *string           `name:"content-type" placeholder:"TYPE" help:"Payload content type (server default: application/json)."`
 	PayloadFile string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
 }
@@ -61,6 +61,8 @@ func (f *cronTemplateFlags) apply(e *conveyorv1.CronEntry, payload []byte) []str
 	set("options.retention", f.Retention != nil, func() { o.Retention = durationpb.New(*f.Retention) })
 	set("options.unique_key", f.Unique != nil, func() { o.UniqueKey = *f.Unique })
 	set("options.unique_ttl", f.UniqueTTL != nil, func() { o.UniqueTtl = durationOrNil(*f.UniqueTTL) })
+	// A key cleared takes its TTL with it: a TTL without a key is refused.
+	set("options.unique_ttl", f.Unique != nil && *f.Unique == "" && f.UniqueTTL == nil, func() { o.UniqueTtl = nil })
 	set("metadata", len(f.Metadata) > 0, func() { e.Metadata = f.Metadata })
 	set("content_type", f.ContentType != nil, func() { e.ContentType = *f.ContentType })
 	set("payload", payload != nil, func() { e.Payload = payload })

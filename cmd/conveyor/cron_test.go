@@ -80,6 +80,7 @@ func TestCron(t *testing.T) {
 		{"deleted", []string{"cron", "get", addr, "nightly"}, "not found", exitNotFound},
 		{"update unknown", []string{"cron", "update", addr, "nightly", "--spec", "@daily"}, "not found", exitNotFound},
 		{"update nothing", []string{"cron", "update", addr, id}, "nothing to change", exitUsage},
+		{"metadata set and cleared", []string{"cron", "update", addr, id, "--metadata", "a=b", "--clear-metadata"}, "--clear-metadata", exitUsage},
 		{"delete unknown", []string{"cron", "delete", addr, "nightly"}, "not found", exitNotFound},
 		{"pause unknown", []string{"cron", "pause", addr, "nightly"}, "not found", exitNotFound},
 		{"payload twice", []string{"cron", "create", addr, "--payload-file", "x", "@daily", "t", "inline"}, "not both", exitUsage},
@@ -151,6 +152,9 @@ func TestCronUpdateChangesOnlyItsFlags(t *testing.T) {
 		{[]string{"--unique-ttl", "2m"}, func(e *conveyorv1.CronEntry) { e.Options.UniqueTtl = durationpb.New(2 * time.Minute) }},
 		{[]string{"--metadata", "team=dev"}, func(e *conveyorv1.CronEntry) { e.Metadata = map[string]string{"team": "dev"} }},
 		{[]string{"--content-type", "application/json"}, func(e *conveyorv1.CronEntry) { e.ContentType = "application/json" }},
+		{[]string{"--clear-metadata"}, func(e *conveyorv1.CronEntry) { e.Metadata = nil }},
+		// A key cleared takes its TTL with it: the server refuses a TTL alone.
+		{[]string{"--unique", ""}, func(e *conveyorv1.CronEntry) { e.Options.UniqueKey, e.Options.UniqueTtl = "", nil }},
 	} {
 		tc.change(want)
 		got := entry(mustRun(t, append([]string{"cron", "update", addr, "--json", "e"}, tc.flags...)...))

@@ -20,6 +20,8 @@ type cronUpdateCmd struct {
 	Spec    *string `placeholder:"SPEC" help:"New schedule; the next run is counted from now (without it the next run stays)."`
 	Type    *string `placeholder:"TYPE" help:"New type of the fired tasks."`
 	Payload *string `placeholder:"TEXT" help:"New payload text ('-' reads it from standard input)."`
+
+	ClearMetadata bool `name:"clear-metadata" xor:"metadata" help:"Remove every metadata entry of the fired tasks."`
 }
 
 // Run updates the entry and prints it as stored.
@@ -53,6 +55,9 @@ func (c *cronUpdateCmd) update(payload []byte) (*conveyorv1.CronEntry, *fieldmas
 	if c.Spec != nil {
 		e.Spec = *c.Spec
 		mask.Paths = append(mask.Paths, "spec")
+	}
+	if c.ClearMetadata {
+		mask.Paths = append(mask.Paths, "metadata")
 	}
 	if c.Type != nil {
 		e.Type = *c.Type

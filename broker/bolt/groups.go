@@ -160,8 +160,10 @@ func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 
 // groupShrankLocked is called when an AGGREGATING task of q leaves its
 // group other than by being leased with it (canceled, deleted, expired):
-// a fired group waiting for room under the cap may fit now.
+// a fired group waiting for room under the cap may fit now, and one whose
+// tokens the rate bucket holds may have no members left to spend them.
 func (e *Engine) groupShrankLocked(q *queue) {
+	e.dropEmptyHoldLocked(q)
 	mx := int(q.cfg.MaxActive)
 	if mx <= 0 || q.paused || len(q.fired) == 0 {
 		return

@@ -211,6 +211,29 @@ func (e *Engine) holdTokensLocked(q *queue, g *group, need float64) {
 // could pay for its group.
 const holdGrace = time.Second
 
+// dropEmptyHoldLocked ends the hold of q's rate bucket when the group it
+// is for has no members left (they were canceled, deleted or expired):
+// the tasks leased alone need not wait for the hold to lapse. The members
+// that left are cut from the front of the group, as a lease cuts the
+// ones it took, so that a group canceled member by member is not scanned
+// again from its start each time.
+func (e *Engine) dropEmptyHoldLocked(q *queue) {
+	g := q.bucket.holder
+	if g == nil {
+		return
+	}
+	for len(g.members) > 0 {
+		if m, live := e.tasks.get(g.members[0]); live && m.state == stateAggr {
+			return
+		}
+		g.members = g.members[1:]
+	}
+	q.bucket.held, q.bucket.holder = 0, nil
+	if q.readyN > 0 && !q.paused {
+		e.note.TasksReady(q.name)
+	}
+}
+
 // took records that n tasks of q were leased at now (spending tokens).
 func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
 	if q.cfg.RatePerSecond <= 0 || n == 0 {

@@ -20,6 +20,7 @@ func limitCases() []testCase {
 		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
 		{name: "RateLimitGroupsNotStarved", fn: testRateLimitGroupsNotStarved},
 		{name: "RateLimitGroupHoldIsItsOwn", fn: testRateLimitGroupHoldIsItsOwn},
+		{name: "RateLimitGroupHoldEndsWithGroup", fn: testRateLimitGroupHoldEndsWithGroup},
 		{name: "ConfigPersists", env: testConfigPersists},
 	}
 }
@@ -262,8 +263,9 @@ func testRateLimitGroupsWoken(t *testing.T, e *Env) {
 
 // groupWaitsForTokens sets queue q to 10 tokens a second, a burst of 3 and
 // groups of 3, enqueues alone tasks, leases the first 3 of them (the
-// bucket is empty at T0) and fires group g of type t, which must wait.
-func groupWaitsForTokens(t *testing.T, b broker.Broker, alone int) {
+// bucket is empty at T0) and fires group g of type t, which must wait. It
+// returns the group's members.
+func groupWaitsForTokens(t *testing.T, b broker.Broker, alone int) []*broker.Task {
 	t.Helper()
 	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 3, Group: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
 	for range alone {
@@ -272,7 +274,7 @@ func groupWaitsForTokens(t *testing.T, b broker.Broker, alone int) {
 	if n := len(Lease(t, b, "s1", "q", 3, T0, TTL)); n != 3 {
 		t.Fatalf("leased %d with a full bucket of 3, want 3", n)
 	}
-	Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t")) // fires by size
+	return Enqueue(t, b, T0, grouped("q", "g", "t"), grouped("q", "g", "t"), grouped("q", "g", "t")) // fires by size
 }
 
 // testRateLimitGroupsNotStarved: tasks leased alone, one per token as the
@@ -331,6 +333,27 @@ func testRateLimitGroupHoldIsItsOwn(t *testing.T, b broker.Broker) {
 	}
 	if gl := leaseGroups(t, b, "q", 1, at(600*time.Millisecond), "u"); len(gl) != 1 || gl[0].Group != "h" {
 		t.Fatalf("LeaseGroups for the other group once the bucket refilled = %+v, want group h", gl)
+	}
+}
+
+// testRateLimitGroupHoldEndsWithGroup: a waiting group whose members all
+// leave (canceled here) holds no tokens any more: the tasks leased alone
+// take them at once, not once the hold would have lapsed.
+func testRateLimitGroupHoldEndsWithGroup(t *testing.T, b broker.Broker) {
+	members := groupWaitsForTokens(t, b, 5)
+	if gl := leaseGroups(t, b, "q", 1, at(100*time.Millisecond), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups with 1 token for 3 members = %+v, want none", gl)
+	}
+	if n := len(Lease(t, b, "s1", "q", 1, at(100*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d alone while the group waits for its tokens, want 0", n)
+	}
+	actOK(t, b, broker.ActionCancel, T0, members[0].ID, members[1].ID)
+	if n := len(Lease(t, b, "s1", "q", 1, at(100*time.Millisecond), TTL)); n != 0 {
+		t.Fatalf("leased %d alone while one member still waits, want 0", n)
+	}
+	actOK(t, b, broker.ActionCancel, T0, members[2].ID)
+	if n := len(Lease(t, b, "s1", "q", 3, at(200*time.Millisecond), TTL)); n != 2 {
+		t.Fatalf("leased %d alone once the group was gone, want the 2 tokens the bucket holds", n)
 	}
 }
 

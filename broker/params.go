@@ -128,6 +128,9 @@ type QueueInfo struct {
 	// verdict (failed: RETRY or SKIP_RETRY); they persist across restarts.
 	Processed int64
 	Failed    int64
+	// Expired counts the tasks archived unrun because their expiry or
+	// deadline passed while they waited; it persists across restarts.
+	Expired int64
 }
 
 // Info describes an engine.

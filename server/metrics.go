@@ -242,6 +242,7 @@ type stateCollector struct {
 	server *Server
 
 	queueTasks, queuePaused, queueEnqueued, queueProcessed, queueFailed *prometheus.Desc
+	queueExpired                                                        *prometheus.Desc
 	sessions, slots, inFlight, resultsDropped                           *prometheus.Desc
 	fileBytes, freePages, storageOK, buildInfo                          *prometheus.Desc
 }
@@ -257,6 +258,7 @@ func newStateCollector(s *Server) *stateCollector {
 		queueEnqueued:  d("queue_enqueued_total", "Tasks ever enqueued into the queue (persisted across restarts).", "queue"),
 		queueProcessed: d("queue_processed_total", "Attempts that ended with a worker's verdict (persisted).", "queue"),
 		queueFailed:    d("queue_failed_total", "Attempts that a worker failed: RETRY or SKIP_RETRY (persisted).", "queue"),
+		queueExpired:   d("queue_expired_total", "Tasks archived unrun because their expiry or deadline passed while they waited (persisted).", "queue"),
 		sessions:       d("sessions", "Live worker sessions."),
 		slots:          d("session_slots", "Concurrency the live sessions advertised, in all."),
 		inFlight:       d("tasks_in_flight", "Deliveries holding a session slot."),
@@ -269,7 +271,7 @@ func newStateCollector(s *Server) *stateCollector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueTasks, c.queuePaused, c.queueEnqueued, c.queueProcessed, c.queueFailed,
+	for _, d := range []*prometheus.Desc{c.queueTasks, c.queuePaused, c.queueEnqueued, c.queueProcessed, c.queueFailed, c.queueExpired,
 		c.sessions, c.slots, c.inFlight, c.resultsDropped, c.fileBytes, c.freePages, c.storageOK, c.buildInfo} {
 		ch <- d
 	}
@@ -294,6 +296,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.queueEnqueued, float64(q.Enqueued), q.Name)
 			counter(c.queueProcessed, float64(q.Processed), q.Name)
 			counter(c.queueFailed, float64(q.Failed), q.Name)
+			counter(c.queueExpired, float64(q.Expired), q.Name)
 		}
 	}
 	load := s.hub.load()

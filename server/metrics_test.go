@@ -135,6 +135,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		{"conveyor_queue_enqueued_total", []string{"queue=m"}, 9},
 		{"conveyor_queue_processed_total", []string{"queue=m"}, 3},
 		{"conveyor_queue_failed_total", []string{"queue=m"}, 2},
+		{"conveyor_queue_expired_total", []string{"queue=m"}, 0},
 		{"conveyor_queue_paused", []string{"queue=m"}, 0},
 		{"conveyor_sessions", nil, 1},
 		{"conveyor_session_slots", nil, 8},
@@ -189,6 +190,29 @@ func TestMetricsCountOnlyNewTxItems(t *testing.T) {
 	}
 	if got := value(f, "conveyor_queue_enqueued_total", "queue=tx"); got != 2 {
 		t.Errorf("conveyor_queue_enqueued_total = %v, want 2", got)
+	}
+}
+
+// TestMetricsCountExpired: a task whose expiry passes while it waits
+// (no worker serves its queue) is counted in conveyor_queue_expired_total.
+func TestMetricsCountExpired(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	for _, o := range []*conveyorv1.TaskOptions{{ExpiresIn: dur(time.Millisecond)}, {}} {
+		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "exp", Type: "t", Options: o})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	servertest.Eventually(t, 10*time.Second, "the task archived for its expiry", func() bool {
+		return value(scrape(t, s), "conveyor_queue_tasks", "queue=exp", "state=archived") == 1
+	})
+	f := scrape(t, s)
+	if got := value(f, "conveyor_queue_expired_total", "queue=exp"); got != 1 {
+		t.Fatalf("conveyor_queue_expired_total = %v, want 1", got)
+	}
+	if got := value(f, "conveyor_queue_tasks", "queue=exp", "state=pending"); got != 1 {
+		t.Fatalf("pending = %v, want the task without an expiry", got)
 	}
 }
 

@@ -95,6 +95,7 @@ type queue struct {
 	processed  int64
 	failed     int64
 	enqueued   int64
+	expired    int64
 	cfg        broker.QueueConfig
 	bucket     bucket
 	// fired are the queue's fired groups, oldest first, waiting for a
@@ -104,7 +105,7 @@ type queue struct {
 
 func (q *queue) info() broker.QueueInfo {
 	return broker.QueueInfo{Name: q.name, Paused: q.paused, Counts: q.counts,
-		Processed: q.processed, Failed: q.failed, Enqueued: q.enqueued, Config: q.cfg}
+		Processed: q.processed, Failed: q.failed, Enqueued: q.enqueued, Expired: q.expired, Config: q.cfg}
 }
 
 // timed is an entry of a time-ordered index. Entries are never removed out

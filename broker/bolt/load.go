@@ -87,6 +87,7 @@ func (e *Engine) reloadLocked() error {
 			q.counts[stateArchived] = rec.GetArchived()
 			q.counts[stateCanceled] = rec.GetCanceled()
 			q.processed, q.failed, q.enqueued = rec.GetProcessed(), rec.GetFailed(), rec.GetEnqueued()
+			q.expired = rec.GetExpired()
 			q.cfg = queueConfigOf(rec)
 			return nil
 		}); err != nil {

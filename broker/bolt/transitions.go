@@ -130,6 +130,9 @@ func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 func (e *Engine) expiredLocked(k key, m meta, now int64) bool {
 	msg, expired := e.expiryPassedLocked(k, m, now)
 	if expired {
+		q := e.queues[m.queue]
+		q.expired++
+		e.commit.appendLocked(func(w *txw) error { w.countExpired(q.name); return nil }, nil)
 		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
 	}
 	return expired

@@ -30,7 +30,7 @@ type txw struct {
 
 // queueDelta is what a transaction adds to a queue record's counts.
 type queueDelta struct {
-	completed, archived, canceled, processed, failed, enqueued int64
+	completed, archived, canceled, processed, failed, enqueued, expired int64
 }
 
 // liveStatus is a live task's status as the transaction sees it.
@@ -202,6 +202,10 @@ func (w *txw) termDelta(queue string, state broker.State, n int64) {
 	}
 }
 
+// countExpired adds a task archived for its expiry or deadline to a
+// queue's persisted totals.
+func (w *txw) countExpired(queue string) { w.delta(queue).expired++ }
+
 // countAttempt adds an attempt that ended with a verdict to a queue's
 // persisted totals.
 func (w *txw) countAttempt(queue string, failed bool) {
@@ -235,6 +239,7 @@ func (w *txw) flushDeltas() error {
 		rec.Processed += d.processed
 		rec.Failed += d.failed
 		rec.Enqueued += d.enqueued
+		rec.Expired += d.expired
 		if err := w.qrecs.Put([]byte(name), marshal(rec)); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ func timerCases() []testCase {
 		{name: "ExpiryWhileRetrying", fn: testExpiryRetry},
 		{name: "ExpiryWhileActive", fn: testExpiryWhileActive},
 		{name: "Deadline", fn: testDeadline},
+		{name: "ExpiredCounted", env: testExpiredCounted},
 	}
 }
 
@@ -71,9 +72,39 @@ func testExpiry(t *testing.T, b broker.Broker) {
 	RequireState(t, b, ts[1].ID, archived)
 	RequireState(t, b, ts[2].ID, pending)
 	RequireCounts(t, b, "q", Counts{pending: 1, archived: 2})
+	requireExpired(t, b, "q", 2)
 	if l := LeaseOne(t, b, "s1", "q", at(time.Hour)); l.Task.ID != ts[2].ID {
 		t.Fatalf("leased %s, want the task without expiry", l.Task.ID)
 	}
+}
+
+func requireExpired(t *testing.T, b broker.Broker, queue string, want int64) {
+	t.Helper()
+	if got := Queue(t, b, queue).Expired; got != want {
+		t.Fatalf("queue %q counts %d expired, want %d", queue, got, want)
+	}
+}
+
+// testExpiredCounted: a queue counts the tasks archived for their expiry
+// or their deadline while they waited, and no other archival (a failure
+// for good, an operator's archive); the count survives a restart.
+func testExpiredCounted(t *testing.T, e *Env) {
+	fails := EnqueueOne(t, e.B, T0, NewTask("q"))
+	l := LeaseOne(t, e.B, "s1", "q", T0)
+	Decide(t, e.B, broker.Archived("s1", Ref(l), T0, "fatal"))
+	exp, dl := NewTask("q"), NewTask("q")
+	exp.ExpiresAt = at(time.Minute)
+	dl.Deadline = at(time.Minute)
+	Enqueue(t, e.B, T0, exp, dl)
+	byHand := EnqueueOne(t, e.B, T0, NewTask("q"))
+	actOK(t, e.B, broker.ActionArchive, T0, byHand.ID)
+	RequireState(t, e.B, fails.ID, archived)
+	if _, err := e.B.PromoteDue(t.Context(), at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	RequireCounts(t, e.B, "q", Counts{archived: 4})
+	requireExpired(t, e.B, "q", 2)
+	requireExpired(t, e.Reopen(), "q", 2)
 }
 
 func testExpiredNotLeased(t *testing.T, b broker.Broker) {
@@ -91,6 +122,7 @@ func testExpiredNotLeased(t *testing.T, b broker.Broker) {
 	}
 	RequireState(t, b, task.ID, archived)
 	RequireCounts(t, b, "q", Counts{active: 1, archived: 1})
+	requireExpired(t, b, "q", 1)
 }
 
 func testExpiryRetry(t *testing.T, b broker.Broker) {
@@ -108,6 +140,7 @@ func testExpiryRetry(t *testing.T, b broker.Broker) {
 		t.Fatalf("leased a task that expired while retrying")
 	}
 	RequireCounts(t, b, "q", Counts{archived: 1})
+	requireExpired(t, b, "q", 1)
 }
 
 func testExpiryWhileActive(t *testing.T, b broker.Broker) {

@@ -656,8 +656,11 @@ type QueueRecord struct {
 	GroupMaxDelay int64 `protobuf:"varint,13,opt,name=group_max_delay,json=groupMaxDelay,proto3" json:"group_max_delay,omitempty"`
 	// group_grace_period (ns) fires a group this long after its last member (0: default).
 	GroupGracePeriod int64 `protobuf:"varint,14,opt,name=group_grace_period,json=groupGracePeriod,proto3" json:"group_grace_period,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// expired counts tasks archived unrun because their expiry or deadline
+	// passed while they waited.
+	Expired       int64 `protobuf:"varint,15,opt,name=expired,proto3" json:"expired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueRecord) Reset() {
@@ -784,6 +787,13 @@ func (x *QueueRecord) GetGroupMaxDelay() int64 {
 func (x *QueueRecord) GetGroupGracePeriod() int64 {
 	if x != nil {
 		return x.GroupGracePeriod
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
 	}
 	return 0
 }
@@ -1213,7 +1223,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x0e\n" +
-	"\x02at\x18\x03 \x01(\x03R\x02at\"\xdc\x03\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\xf6\x03\n" +
 	"\vQueueRecord\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
@@ -1231,7 +1241,8 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"rate_burst\x18\v \x01(\x05R\trateBurst\x12$\n" +
 	"\x0egroup_max_size\x18\f \x01(\x05R\fgroupMaxSize\x12&\n" +
 	"\x0fgroup_max_delay\x18\r \x01(\x03R\rgroupMaxDelay\x12,\n" +
-	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\"\xb6\x03\n" +
+	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\x12\x18\n" +
+	"\aexpired\x18\x0f \x01(\x03R\aexpired\"\xb6\x03\n" +
 	"\n" +
 	"CronRecord\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12\x14\n" +

@@ -219,12 +219,26 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	st := s.Stats()
-	if err := s.closeBackground(ctx); err != nil {
+	// The loops and the store are stopped even when ctx ran out while the
+	// HTTP server drained: with ctx spent, each Stop would return at once
+	// with its error, and the store would close under loops still running.
+	// They get a budget of their own instead.
+	bg := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		bg, cancel = context.WithTimeout(context.WithoutCancel(ctx), backgroundStopTimeout)
+		defer cancel()
+	}
+	if err := s.closeBackground(bg); err != nil {
 		errs = append(errs, err)
 	}
 	s.log.Info("conveyor stopped", "late_results", st.LateResults, "unknown_results", st.UnknownResults)
 	return errors.Join(errs...)
 }
+
+// backgroundStopTimeout bounds stopping the timer loops and the hub when
+// the shutdown's own deadline has already passed (see stop).
+const backgroundStopTimeout = 5 * time.Second
 
 // closeBackground stops the timer loops (last started, first stopped) and
 // the session hub, then closes the broker.

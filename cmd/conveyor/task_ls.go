@@ -17,16 +17,16 @@ type taskLsCmd struct {
 	clientFlags
 
 	Queue     string `required:"" placeholder:"QUEUE" help:"Queue to list."`
-	State     string `default:"all" enum:"all,${states}" placeholder:"STATE" help:"Only tasks in this state: all, ${state_list}."`
+	State     string `default:"all" enum:"all,${states}" placeholder:"STATE" help:"Only tasks in this state: all (the default), ${state_list}."`
 	Type      string `placeholder:"TYPE" help:"Only tasks of this type (exact match)."`
 	Search    string `placeholder:"TEXT" help:"Only tasks whose id, a metadata value or the payload contains TEXT (case-sensitive)."`
-	Limit     int    `default:"100" placeholder:"N" help:"Print at most N tasks."`
+	Limit     int    `default:"100" placeholder:"N" help:"Print at most N tasks (default: ${default})."`
 	All       bool   `help:"Print every matching task (ignores --limit)."`
 	PageToken string `name:"page-token" placeholder:"TOKEN" help:"Continue a previous listing where it stopped."`
 }
 
-// Run lists the tasks in the server's order (by state, then id): a table,
-// or with --json one array.
+// Run lists the tasks in the server's order (by id, whatever their
+// state): a table, or with --json one array.
 // When tasks remain past --limit, the token to continue with goes to
 // standard error, so that standard output stays one table or array.
 func (c *taskLsCmd) Run(k *kong.Context) error {

@@ -75,3 +75,35 @@ func TestRawConnectJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainPathsAndTheToken: with a token, GET /metrics needs it like
+// every RPC; the dashboard's files and health checks do not.
+func TestPlainPathsAndTheToken(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	for _, tc := range []struct {
+		path, token string
+		status      int
+	}{
+		{server.MetricsPath, "", http.StatusUnauthorized},
+		{server.MetricsPath, "nope", http.StatusUnauthorized},
+		{server.MetricsPath, "s3cret", http.StatusOK},
+		{"/ui/", "", http.StatusOK},
+	} {
+		req, err := http.NewRequest(http.MethodGet, s.URL()+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		res, err := servertest.HTTP1Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, res.StatusCode, tc.status)
+		}
+	}
+}

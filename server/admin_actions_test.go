@@ -190,3 +190,61 @@ func enqueueIn(t *testing.T, tasks conveyorv1connect.TaskServiceClient, state co
 	}
 	return req.TaskId
 }
+
+// TestCanceledRunningTaskEnds: a task canceled while it runs stays ACTIVE
+// until its worker's Result decides: SUCCESS completes it, RELEASED
+// cancels it, and so does the worker's stream closing with the task still
+// held (CONTRACT.md, CancelTask).
+func TestCanceledRunningTaskEnds(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	admin := adminClient(t, s)
+	ctx := context.Background()
+	ids := enqueueN(t, tasks, "q", "t", 3)
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := map[string]string{}
+	for range ids {
+		d := w.next(10 * time.Second).GetDispatch()
+		attempts[d.GetTask().GetId()] = d.GetAttemptId()
+	}
+	for _, id := range ids {
+		got, err := act(ctx, admin, "cancel", id)
+		if err != nil || got.GetState() != tsActive {
+			t.Fatalf("cancel of a running task: %v %v, want it ACTIVE", got.GetState(), err)
+		}
+	}
+	want := map[string]conveyorv1.TaskState{ids[0]: tsCompleted, ids[1]: tsCanceled, ids[2]: tsCanceled}
+	for id, outcome := range map[string]conveyorv1.TaskOutcome{
+		ids[0]: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS, ids[1]: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED,
+	} {
+		w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+			TaskId: id, AttemptId: attempts[id], Outcome: outcome}}})
+	}
+	servertest.Eventually(t, 10*time.Second, "the answered tasks decided", func() bool {
+		return stateOf(t, tasks, ids[0]) == tsCompleted && stateOf(t, tasks, ids[1]) == tsCanceled
+	})
+	if err := w.stream.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 10*time.Second, "the held task canceled when the stream closed", func() bool {
+		return stateOf(t, tasks, ids[2]) == tsCanceled
+	})
+	for id, state := range want {
+		if got := stateOf(t, tasks, id); got != state {
+			t.Errorf("task %s ended %s, want %s", id, got, state)
+		}
+	}
+}
+
+func stateOf(t *testing.T, tasks conveyorv1connect.TaskServiceClient, id string) conveyorv1.TaskState {
+	t.Helper()
+	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Msg.GetState()
+}

@@ -52,6 +52,9 @@ func (a *adminService) UpdateCron(ctx context.Context, req *connect.Request[conv
 }
 
 func (a *adminService) GetCron(ctx context.Context, req *connect.Request[conveyorv1.GetCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
+	if err := requireCronID(req.Msg.GetId()); err != nil {
+		return nil, err
+	}
 	e, err := a.broker.Cron(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, toConnectError(a.server.log, err)
@@ -72,6 +75,9 @@ func (a *adminService) ListCrons(ctx context.Context, _ *connect.Request[conveyo
 }
 
 func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conveyorv1.DeleteCronRequest]) (*connect.Response[conveyorv1.DeleteCronResponse], error) {
+	if err := requireCronID(req.Msg.GetId()); err != nil {
+		return nil, err
+	}
 	err := a.broker.DeleteCron(ctx, req.Msg.GetId())
 	a.server.metrics.cronDeleted(req.Msg.GetId())
 	if err != nil {
@@ -81,6 +87,9 @@ func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conv
 }
 
 func (a *adminService) PauseCron(ctx context.Context, req *connect.Request[conveyorv1.PauseCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
+	if err := requireCronID(req.Msg.GetId()); err != nil {
+		return nil, err
+	}
 	e, err := a.broker.UpdateCron(ctx, req.Msg.GetId(), func(e broker.CronEntry) (broker.CronEntry, error) {
 		e.Paused, e.NextRun = true, time.Time{}
 		return e, nil
@@ -89,6 +98,16 @@ func (a *adminService) PauseCron(ctx context.Context, req *connect.Request[conve
 		return nil, toConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(e)), nil
+}
+
+// requireCronID refuses a call that names no entry: a required field is
+// missing (invalid_argument, as for GetTask), which is not the same as
+// naming an entry that does not exist (not_found).
+func requireCronID(id string) error {
+	if id == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("id is required: it names the cron entry"))
+	}
+	return nil
 }
 
 // ResumeCron's update ends with errNotPaused for an entry that is not
@@ -106,6 +125,9 @@ var (
 // spec reads a zone file), and the resume starts again if it changed
 // meanwhile. Resuming an entry that is not paused changes nothing.
 func (a *adminService) ResumeCron(ctx context.Context, req *connect.Request[conveyorv1.ResumeCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
+	if err := requireCronID(req.Msg.GetId()); err != nil {
+		return nil, err
+	}
 	now := a.server.now()
 	seen, err := a.broker.Cron(ctx, req.Msg.GetId())
 	for err == nil && seen.Paused {

@@ -174,6 +174,33 @@ func TestCronRefusesBadEntries(t *testing.T) {
 	}
 	_, err = admin.UpdateCron(context.Background(), connect.NewRequest(&conveyorv1.UpdateCronRequest{Entry: nightly("")}))
 	requireCode(t, "UpdateCron without an id", err, connect.CodeInvalidArgument)
+
+	// A call naming no entry misses a required field (invalid_argument),
+	// as GetTask's does; not_found is for an id no entry has.
+	ctx := context.Background()
+	for what, call := range map[string]func() error{
+		"GetCron": func() error {
+			_, err := admin.GetCron(ctx, connect.NewRequest(&conveyorv1.GetCronRequest{}))
+			return err
+		},
+		"DeleteCron": func() error {
+			_, err := admin.DeleteCron(ctx, connect.NewRequest(&conveyorv1.DeleteCronRequest{}))
+			return err
+		},
+		"PauseCron": func() error {
+			_, err := admin.PauseCron(ctx, connect.NewRequest(&conveyorv1.PauseCronRequest{}))
+			return err
+		},
+		"ResumeCron": func() error {
+			_, err := admin.ResumeCron(ctx, connect.NewRequest(&conveyorv1.ResumeCronRequest{}))
+			return err
+		},
+	} {
+		err := call()
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "id is required") {
+			t.Errorf("%s without an id: %v, want invalid_argument saying id is required", what, err)
+		}
+	}
 }
 
 func manyKeys(n int) map[string]string {

@@ -399,3 +399,26 @@ func runBulk(t *testing.T, admin conveyorv1connect.AdminServiceClient, req *conv
 	}
 	return msgs
 }
+
+// TestListTasksPageSizes: page_size 0 means 100, and 1000 is allowed; the
+// last page has no next_page_token.
+func TestListTasksPageSizes(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	enqueueN(t, taskClient(t, s, servertest.GRPC), "q", "t", 150)
+	admin := adminClient(t, s)
+	for _, tc := range []struct {
+		size      int32
+		want      int
+		wantToken bool
+	}{{0, server.DefaultPageSize, true}, {server.MaxPageSize, 150, false}, {150, 150, false}} {
+		res, err := admin.ListTasks(context.Background(), connect.NewRequest(&conveyorv1.ListTasksRequest{Queue: "q", PageSize: tc.size}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(res.Msg.GetTasks()); got != tc.want || (res.Msg.GetNextPageToken() != "") != tc.wantToken {
+			t.Errorf("page_size %d: %d tasks, next_page_token %q; want %d tasks, a token: %v",
+				tc.size, got, res.Msg.GetNextPageToken(), tc.want, tc.wantToken)
+		}
+	}
+}

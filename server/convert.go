@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -40,16 +41,43 @@ func decodeOptions(b []byte) *conveyorv1.TaskOptions {
 	return o
 }
 
-// encodeOptions is the producer's options as the broker keeps them.
+// encodeOptions is the producer's options as the broker keeps them: the
+// fields this server knows. Unknown fields are ignored (protocol §8), so
+// not stored: kept, they would travel with the task to every worker, as
+// many bytes as a request holds, past every limit on a task's size.
 func encodeOptions(o *conveyorv1.TaskOptions) []byte {
 	if o == nil {
 		return nil
 	}
+	discardUnknown(o.ProtoReflect())
 	b, err := proto.Marshal(o)
 	if err != nil {
 		return nil // a decoded message always encodes
 	}
 	return b
+}
+
+// discardUnknown clears the unknown fields of m and of every message in it.
+func discardUnknown(m protoreflect.Message) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := range v.List().Len() {
+				discardUnknown(v.List().Get(i).Message())
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, e protoreflect.Value) bool {
+				discardUnknown(e.Message())
+				return true
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			discardUnknown(v.Message())
+		}
+		return true
+	})
+	if len(m.GetUnknown()) > 0 {
+		m.SetUnknown(nil)
+	}
 }
 
 func brokerRetryPolicy(p *conveyorv1.RetryPolicy) *broker.RetryPolicy {

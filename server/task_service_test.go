@@ -452,3 +452,66 @@ func TestQueueLimit(t *testing.T) {
 		t.Errorf("a known queue's item was refused: %v", r[1])
 	}
 }
+
+// TestPayloadVerbatim: the server stores and returns a payload's bytes
+// as they were sent, whatever they are, with the content_type given (§3),
+// across wire formats: enqueued in one, read in every other.
+func TestPayloadVerbatim(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	payload := make([]byte, 256)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	ctx := context.Background()
+	for _, in := range servertest.Protocols {
+		res, err := taskClient(t, s, in).Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t",
+			Payload: payload, ContentType: "application/x-protobuf"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range servertest.Protocols {
+			got, err := taskClient(t, s, out).GetTask(ctx, connect.NewRequest(&conveyorv1.GetTaskRequest{Id: res.Msg.GetTask().GetId()}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Msg.GetPayload(), payload) || got.Msg.GetContentType() != "application/x-protobuf" {
+				t.Errorf("enqueued in %s, read in %s: payload %x, content_type %q", in, out, got.Msg.GetPayload(), got.Msg.GetContentType())
+			}
+		}
+	}
+}
+
+// TestEnqueueBatchAndTxRepeatIDs: in EnqueueBatch a task_id already used,
+// by a stored task or an earlier item, fails that item alone with
+// already_exists; in EnqueueTx it is a no-op that answers the task as it
+// is (§6.1), the rest committed.
+func TestEnqueueBatchAndTxRepeatIDs(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	client := taskClient(t, s, servertest.GRPC)
+	ctx := context.Background()
+	stored := enqueueN(t, client, "q", "stored", 1)[0]
+	fresh := ulid.Make().String()
+	batch, err := client.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: []*conveyorv1.EnqueueRequest{
+		{TaskId: stored, Type: "t"}, {TaskId: fresh, Type: "first"}, {TaskId: fresh, Type: "second"}, {Type: "t"},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := batch.Msg.GetResults()
+	if r[0].GetCode() != "already_exists" || r[1].GetTask().GetType() != "first" || r[2].GetCode() != "already_exists" || r[3].GetTask() == nil {
+		t.Fatalf("batch results %v; want already_exists for items 0 and 2", r)
+	}
+	again := ulid.Make().String()
+	tx, err := client.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: []*conveyorv1.EnqueueRequest{
+		{TaskId: stored, Type: "t"}, {TaskId: again, Type: "first"}, {TaskId: again, Type: "second"},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tx.Msg.GetTasks(); len(got) != 3 || got[0].GetType() != "stored" || got[1].GetType() != "first" ||
+		got[2].GetId() != again || got[2].GetType() != "first" {
+		t.Fatalf("tx tasks %v; want the stored task, then the new one twice", got)
+	}
+}

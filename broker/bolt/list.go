@@ -16,7 +16,7 @@ import (
 )
 
 // Bounds of one ListTasks call: a page stops early, with a cursor to go
-// on, once it holds listMaxBytes of payloads or has examined
+// on, once it holds listMaxBytes of task bytes (answerBytes) or has examined
 // listMaxExamined tasks that a search did not match.
 const (
 	listMaxBytes    = 4 << 20
@@ -89,9 +89,25 @@ func (l *lister) scan(from key) error {
 			continue
 		}
 		l.page.Tasks = append(l.page.Tasks, task)
-		l.bytes += len(task.Payload)
+		l.bytes += answerBytes(task)
 	}
 	return nil
+}
+
+// answerBytes is about what a task adds to a listing's answer: its
+// payload, result and metadata, and the messages of its errors. They are
+// what a task can make large (up to 1 MiB each for the payload and the
+// result): counting only the payload let a page of a thousand completed
+// tasks with large results reach a gigabyte.
+func answerBytes(t *broker.Task) int {
+	n := len(t.Payload) + len(t.Result) + len(t.LastError) + len(t.ProgressMessage)
+	for k, v := range t.Metadata {
+		n += len(k) + len(v)
+	}
+	for _, e := range t.Errors {
+		n += len(e.Message)
+	}
+	return n
 }
 
 // runs positions a cursor on each (queue, state, type) range the listing

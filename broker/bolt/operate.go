@@ -70,6 +70,8 @@ func (e *Engine) Act(ctx context.Context, p broker.ActParams) ([]broker.ActResul
 			// read of it is no longer its state.
 			s, settling := e.settling[k]
 			switch st := done.done[k]; {
+			case settling && s.state != 0 && !p.Action.Applies(s.state):
+				res[i].Err = notApplicable(p.Action, k, s.state) // the answer after the first: an id given twice
 			case settling && s.state != 0:
 				res[i].Err = fmt.Errorf("task %s has just finished; try again: %w", id, broker.ErrInvalidState)
 			case st != nil && !settling && p.From != broker.StateUnspecified && broker.State(st.State) != p.From:

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,4 +188,17 @@ func testActRepeatedID(t *testing.T, b broker.Broker) {
 	}
 	requireErrIs(t, "the same id run again in the same call", res[1].Err, broker.ErrInvalidState)
 	RequireCounts(t, b, "r", Counts{pending: 1})
+
+	// A pending task canceled twice: the second is refused as any cancel of
+	// a canceled task, not as a task to try again.
+	pending := EnqueueOne(t, b, T0, NewTask("s")).ID
+	res = act(t, b, broker.ActionCancel, at(time.Second), pending, pending)
+	if res[0].Err != nil {
+		t.Fatalf("cancel: %v", res[0].Err)
+	}
+	requireErrIs(t, "the same id canceled again in the same call", res[1].Err, broker.ErrInvalidState)
+	if msg := res[1].Err.Error(); !strings.Contains(msg, "CANCELED") || strings.Contains(msg, "try again") {
+		t.Fatalf("the second cancel of one id: %q; want it to say the task is CANCELED, not to try again", msg)
+	}
+	RequireCounts(t, b, "s", Counts{canceled: 1})
 }

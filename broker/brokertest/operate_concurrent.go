@@ -197,8 +197,8 @@ func testActRepeatedID(t *testing.T, b broker.Broker) {
 		t.Fatalf("cancel: %v", res[0].Err)
 	}
 	requireErrIs(t, "the same id canceled again in the same call", res[1].Err, broker.ErrInvalidState)
-	if msg := res[1].Err.Error(); !strings.Contains(msg, "CANCELED") || strings.Contains(msg, "try again") {
-		t.Fatalf("the second cancel of one id: %q; want it to say the task is CANCELED, not to try again", msg)
+	if msg := res[1].Err.Error(); !strings.Contains(msg, "is canceled") || strings.Contains(msg, "try again") {
+		t.Fatalf("the second cancel of one id: %q; want it to say the task is canceled, not to try again", msg)
 	}
 	RequireCounts(t, b, "s", Counts{canceled: 1})
 }

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
@@ -244,4 +245,51 @@ func TestBatchResultWithMembersMissingGivesTheSlotBack(t *testing.T) {
 		w.send(resultFrame(&conveyorv1.Result{TaskId: d.GetTask().GetId(), AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}))
 	}
 	servertest.Eventually(t, 10*time.Second, "all three completed", func() bool { return queueCounts(t, s, "bm").GetCompleted() == 3 })
+}
+
+// slowReleaseBroker holds each Release until the test has seen the
+// worker's stream end, or for at most a second.
+type slowReleaseBroker struct {
+	broker.Broker
+	streamEnded chan struct{}
+}
+
+func (b *slowReleaseBroker) Release(ctx context.Context, p broker.ReleaseParams) error {
+	select {
+	case <-b.streamEnded:
+	case <-time.After(time.Second):
+	}
+	return b.Broker.Release(ctx, p)
+}
+
+// TestLeasesAreReleasedBeforeTheStreamEnds: once a worker sees its
+// session end, the tasks it held are no longer leased to it (§5.10's
+// safety net): a worker that closes its side and looks, or a supervisor
+// that checks the task once the worker has exited, finds it PENDING. The
+// broker here holds each Release until the worker saw its stream end, so
+// a server that ended the stream first would show the task ACTIVE.
+func TestLeasesAreReleasedBeforeTheStreamEnds(t *testing.T) {
+	t.Parallel()
+	rb := &slowReleaseBroker{streamEnded: make(chan struct{})}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { rb.Broker = b; return rb })
+	tasks := taskClient(t, s, servertest.GRPC)
+	id := enqueueN(t, tasks, "rb", "t", 1)[0]
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"rb": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := w.next(10 * time.Second).GetDispatch(); d.GetTask().GetId() != id {
+		t.Fatalf("got %v, want the dispatch of %s", d, id)
+	}
+	if err := w.stream.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-w.end; !errors.Is(err, io.EOF) {
+		t.Fatalf("stream end after close: %v", err)
+	}
+	got := getTask(t, tasks, id)
+	close(rb.streamEnded)
+	if got.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || got.GetRetried() != 0 {
+		t.Fatalf("once the stream ended the task is %v with retried %d, want PENDING with 0", got.GetState(), got.GetRetried())
+	}
 }

@@ -293,3 +293,40 @@ func TestLeasesAreReleasedBeforeTheStreamEnds(t *testing.T) {
 		t.Fatalf("once the stream ended the task is %v with retried %d, want PENDING with 0", got.GetState(), got.GetRetried())
 	}
 }
+
+// TestDuplicateResultFreesNoSecondSlot: a Result sent twice is applied
+// once; the repeat is dropped and gives back no slot, so a worker of
+// concurrency 1 that holds the next task is seen holding exactly it.
+func TestDuplicateResultFreesNoSecondSlot(t *testing.T) {
+	t.Parallel()
+	for _, withAttempt := range []bool{true, false} {
+		s := servertest.Start(t, server.Config{})
+		tasks := taskClient(t, s, servertest.GRPC)
+		ids := enqueueN(t, tasks, "dup", "t", 2)
+		w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"dup": 1}, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := w.next(10 * time.Second).GetDispatch()
+		r := &conveyorv1.Result{TaskId: d.GetTask().GetId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}
+		if withAttempt {
+			r.AttemptId = d.GetAttemptId()
+		}
+		w.send(resultFrame(r))
+		w.send(resultFrame(r))
+		if next := w.next(10 * time.Second).GetDispatch(); next.GetTask().GetId() != ids[1] {
+			t.Fatalf("got %v, want the dispatch of %s", next, ids[1])
+		}
+		servertest.Eventually(t, 10*time.Second, "the repeat dropped", func() bool { return s.Stats().UnknownResults == 1 })
+		res, err := adminClient(t, s).ListWorkers(context.Background(), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws := res.Msg.GetWorkers(); len(ws) != 1 || ws[0].GetInFlight() != 1 || len(ws[0].GetTaskIds()) != 1 || ws[0].GetTaskIds()[0] != ids[1] {
+			t.Fatalf("attempt ids %v: workers %v, want one holding %s alone in its one slot", withAttempt, ws, ids[1])
+		}
+		if got := getTask(t, tasks, ids[0]); got.GetState() != conveyorv1.TaskState_TASK_STATE_COMPLETED {
+			t.Fatalf("the answered task is %v, want COMPLETED", got.GetState())
+		}
+	}
+}

@@ -2,6 +2,7 @@ package conveyor_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestWorkerFakeRefusesUnhandledBatch(t *testing.T) {
 	url := wtStartFake(t, f)
 	w := wtNewWorker(t, url)
 	w.HandleFunc("agg", func(context.Context, *conveyor.Delivery) error {
-		return conveyor.SkipRetry(errFake("a batch member ran as a plain task"))
+		return conveyor.SkipRetry(errors.New("a batch member ran as a plain task"))
 	})
 	wtRun(t, w)
 	s := f.session(t)
@@ -134,6 +135,50 @@ func TestWorkerFakeCancelAfterResult(t *testing.T) {
 	s.next("an empty heartbeat", wtIsHeartbeatOf(), wtNoAnswer(t))
 }
 
-type errFake string
-
-func (e errFake) Error() string { return string(e) }
+// TestWorkerFakeDrainReleasesARunningBatch: a batch still running when the
+// drain grace ends is canceled (cause ErrWorkerShutdown) and answered with
+// one BatchResult releasing every member (§5.10: never RETRY for a task a
+// drain abandons), before the worker closes its side.
+func TestWorkerFakeDrainReleasesARunningBatch(t *testing.T) {
+	t.Parallel()
+	f := &wtFake{}
+	url := wtStartFake(t, f)
+	running, causes := make(chan struct{}, 1), make(chan error, 1)
+	w := wtNewWorker(t, url, conveyor.WithConcurrency(1), conveyor.WithDrainGrace(50*time.Millisecond))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(ctx context.Context, _ *conveyor.DeliveryBatch) error {
+		running <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}))
+	run := wtRun(t, w)
+	s := f.session(t)
+	s.send(wtBatch("g", "X1", "X2", "X3"))
+	wtRecv(t, running, 10*time.Second, "the batch runs")
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(context.Background()) }()
+	if c := wtRecv(t, causes, 10*time.Second, "the batch's cancellation"); !errors.Is(c, conveyor.ErrWorkerShutdown) {
+		t.Fatalf("the batch's cause = %v, want ErrWorkerShutdown", c)
+	}
+	br := s.next("the batch result", func(m *conveyorv1.WorkerMessage) bool { return m.GetBatchResult() != nil }, wtNoAnswer(t)).GetBatchResult()
+	if len(br.GetResults()) != 3 {
+		t.Fatalf("batch result %v, want three results", br)
+	}
+	for _, r := range br.GetResults() {
+		if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED || r.GetAttemptId() != "a-"+r.GetTaskId() {
+			t.Fatalf("result %v, want RELEASED with its attempt id", r)
+		}
+	}
+	for m := range s.in {
+		if m.GetResult() != nil || m.GetBatchResult() != nil {
+			t.Fatalf("answer after the batch's: %v", m)
+		}
+	}
+	s.end <- nil
+	if err := wtRecv(t, shut, 10*time.Second, "Shutdown returns"); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if err := run.wait(t, time.Second); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

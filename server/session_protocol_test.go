@@ -81,14 +81,21 @@ func TestSecondHelloFailsTheStream(t *testing.T) {
 }
 
 // TestCanceledRunningTaskIsNeverRedelivered: an ACTIVE task an operator
-// canceled ends CANCELED when its worker answers RELEASED or closes the
-// stream (CONTRACT.md, CancelTask), and is not dispatched again.
+// canceled ends CANCELED when its worker answers RELEASED, closes the
+// stream or lets the lease lapse (CONTRACT.md, CancelTask), and is not
+// dispatched again.
 func TestCanceledRunningTaskIsNeverRedelivered(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"released", "closed"} {
+	for _, how := range []string{"released", "closed", "lapsed"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			s := servertest.Start(t, server.Config{})
+			cfg := server.Config{}
+			if how == "lapsed" {
+				// The lapsed delivery keeps its slot (the worker never
+				// answers it), so the next task goes to a new session.
+				cfg = server.Config{LeaseTTL: time.Second, ReclaimWindow: time.Hour}
+			}
+			s := servertest.Start(t, cfg)
 			tasks := taskClient(t, s, servertest.GRPC)
 			id := enqueueN(t, tasks, "cx", "t", 1)[0]
 			hello := &conveyorv1.Hello{Queues: map[string]int32{"cx": 1}, Concurrency: 1}
@@ -103,9 +110,10 @@ func TestCanceledRunningTaskIsNeverRedelivered(t *testing.T) {
 			if c := w.next(10 * time.Second).GetCancel(); c.GetTaskId() != id {
 				t.Fatalf("want a Cancel for %s, got %v", id, c)
 			}
-			if how == "released" {
+			switch how {
+			case "released":
 				w.send(resultFrame(&conveyorv1.Result{TaskId: id, AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED}))
-			} else {
+			case "closed":
 				_ = w.stream.CloseRequest()
 				if err := <-w.end; !errors.Is(err, io.EOF) {
 					t.Fatalf("close: %v", err)
@@ -115,7 +123,7 @@ func TestCanceledRunningTaskIsNeverRedelivered(t *testing.T) {
 				return getTask(t, tasks, id).GetState() == conveyorv1.TaskState_TASK_STATE_CANCELED
 			})
 			// A task enqueued after it is the next (and only) dispatch.
-			if how == "closed" {
+			if how != "released" {
 				if w, _, err = openSession(t, s, servertest.GRPC, hello); err != nil {
 					t.Fatal(err)
 				}

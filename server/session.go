@@ -122,8 +122,11 @@ func (s *session) end(cause error) {
 		s.reclaimTimer.Stop()
 	}
 	s.mu.Unlock()
-	s.cancel(cause)
+	// Release first: canceling lets the handler end the stream, and a
+	// worker that sees its session end must find none of its tasks still
+	// leased to it (a supervisor checking them, the worker reconnecting).
 	s.release(live)
+	s.cancel(cause)
 }
 
 // release hands leases back with no retry increment.

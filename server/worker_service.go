@@ -82,6 +82,10 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	err = s.sendLoop(stream)
 	close(sendDone)
 	s.end(err)
+	// The receive loop (or the hub) may be the one ending the session:
+	// end cancels only once the leases are released, so this returns, and
+	// the stream ends, after they are.
+	<-s.ctx.Done()
 	err = context.Cause(s.ctx)
 	if errors.Is(err, errEndOfRequests) {
 		s.log.Info("worker session closed by the worker")

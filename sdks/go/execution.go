@@ -58,6 +58,9 @@ type execution struct {
 	started, finished bool
 	leaseExpiry       time.Time
 	prog              progressState
+	// canceled are the task ids a server Cancel named. In a batch, the
+	// other members are stopped only because they share its handler.
+	canceled map[string]bool
 }
 
 type progressState struct {
@@ -375,6 +378,12 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 func (s *session) cancelTask(id string) {
 	s.mu.Lock()
 	ex := s.tasks[id]
+	if ex != nil {
+		if ex.canceled == nil {
+			ex.canceled = map[string]bool{}
+		}
+		ex.canceled[id] = true
+	}
 	s.mu.Unlock()
 	if ex == nil {
 		s.log.Debug("ignored a cancel for a task this worker does not hold", "task", id)
@@ -459,9 +468,30 @@ func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Re
 		err := w.batchHandlerFor(d.Type).ProcessBatch(ctx, b)
 		rs = make([]*conveyorv1.Result, 0, len(b.Tasks))
 		for _, m := range b.Tasks {
-			rs = append(rs, resultFor(ctx, m, b.memberErr(m, err)))
+			rs = append(rs, ex.spareBystander(ctx, m, resultFor(ctx, m, b.memberErr(m, err))))
 		}
 		return rs
 	}
 	return []*conveyorv1.Result{resultFor(ctx, d, w.handlerFor(d.Type).ProcessTask(ctx, d))}
+}
+
+// spareBystander turns the RETRY of a batch member that a server Cancel
+// did not name, but stopped with the member it did, into RELEASED: nobody
+// asked to stop it, so it is no failure of its own (as a drain's
+// abandonment is none, protocol §5.10), and RETRY would spend its retries
+// (archiving it once they are spent) and hold it back by its backoff.
+func (ex *execution) spareBystander(ctx context.Context, d *Delivery, r *conveyorv1.Result) *conveyorv1.Result {
+	if r.Outcome != conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY || ctx.Err() == nil ||
+		!errors.Is(context.Cause(ctx), ErrCanceledByServer) {
+		return r
+	}
+	ex.s.mu.Lock()
+	named := ex.canceled[d.ID]
+	ex.s.mu.Unlock()
+	if named {
+		return r
+	}
+	r.Outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
+	r.ErrorMsg = "released: the server canceled another member of its batch: " + r.ErrorMsg
+	return r
 }

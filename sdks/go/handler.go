@@ -188,7 +188,9 @@ func (d *Delivery) Progress(percent int, message string) {
 // §5.11) in one call; see Worker.HandleBatch. Every member gets the outcome
 // that ProcessBatch's error maps to (as for Handler), except members given
 // their own with DeliveryBatch.Fail. A member's SetResult bytes are kept
-// when it succeeds.
+// when it succeeds. When the server cancels one member, ctx ends (cause
+// ErrCanceledByServer) for the whole batch; a member it did not name that
+// then fails for it is reported RELEASED, given back with no retry counted.
 type BatchHandler interface {
 	ProcessBatch(ctx context.Context, b *DeliveryBatch) error
 }

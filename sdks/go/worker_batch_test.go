@@ -145,3 +145,45 @@ func TestHandleBatchResultsOverTheFrameBound(t *testing.T) {
 	default:
 	}
 }
+
+// TestCancelOfABatchMemberSparesTheOthers: an operator cancels one member
+// of a running batch. The Cancel names that member only, so it alone is
+// the server's to decide (a failure after a cancel archives it, saying
+// so); the batch handler's context ends for all, but the members nobody
+// canceled are given back with no retry counted, not failed: they come
+// back alone and complete on their first counted attempt.
+func TestCancelOfABatchMemberSparesTheOthers(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	slow := &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}
+	ids := e.enqueueAll([]*conveyorv1.EnqueueRequest{
+		wtReq("bc", "agg", "1", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+		wtReq("bc", "agg", "2", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+		wtReq("bc", "agg", "3", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+	})
+	running := make(chan int, 4)
+	w := e.newWorker(conveyor.WithQueue("bc", 1), conveyor.WithConcurrency(1))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(ctx context.Context, b *conveyor.DeliveryBatch) error {
+		if len(b.Tasks) == 1 {
+			return nil // a member back alone
+		}
+		running <- len(b.Tasks)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}))
+	wtRun(t, w)
+	if n := wtRecv(t, running, 10*time.Second, "the batch runs"); n != 3 {
+		t.Fatalf("a batch of %d, want 3", n)
+	}
+	if _, err := e.admin.CancelTask(context.Background(), connect.NewRequest(&conveyorv1.CancelTaskRequest{Id: ids[0]})); err != nil {
+		t.Fatal(err)
+	}
+	if info := e.waitState(ids[0], conveyorv1.TaskState_TASK_STATE_ARCHIVED, 10*time.Second); !strings.HasPrefix(info.GetLastError(), broker.CanceledMessage) {
+		t.Fatalf("the canceled member: last_error %q, want it to say it was canceled", info.GetLastError())
+	}
+	for _, id := range ids[1:] {
+		if info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second); info.GetRetried() != 0 {
+			t.Fatalf("member %s completed with retried %d, want 0: nobody canceled it", id, info.GetRetried())
+		}
+	}
+}

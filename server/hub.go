@@ -38,7 +38,7 @@ type hub struct {
 
 	// lateResults counts Results dropped because their lease had lapsed or
 	// been reassigned; unknownResults counts Results for tasks the session
-	// never held.
+	// does not hold (never held, or already answered: a repeated Result).
 	lateResults, unknownResults atomic.Int64
 }
 

@@ -262,7 +262,7 @@ func newStateCollector(s *Server) *stateCollector {
 		sessions:       d("sessions", "Live worker sessions."),
 		slots:          d("session_slots", "Concurrency the live sessions advertised, in all."),
 		inFlight:       d("tasks_in_flight", "Deliveries holding a session slot."),
-		resultsDropped: d("results_dropped_total", "Results dropped: late (their lease had lapsed or been reassigned) or unknown (a task the session never held).", "reason"),
+		resultsDropped: d("results_dropped_total", "Results dropped: late (their lease had lapsed or been reassigned) or unknown (a task the session does not hold: never held, or its Result already applied).", "reason"),
 		fileBytes:      d("storage_file_bytes", "Size of the store's file."),
 		freePages:      d("storage_free_pages", "Free pages in the store's file (reclaimed by conveyor compact)."),
 		storageOK:      d("storage_healthy", "0 while the storage refuses writes (a full disk), else 1."),

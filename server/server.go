@@ -150,7 +150,8 @@ type Stats struct {
 	// LateResults counts Results dropped because their lease had lapsed or
 	// been reassigned: the reaper had already taken the task back.
 	LateResults int64 `json:"late_results"`
-	// UnknownResults counts Results for tasks the session never held.
+	// UnknownResults counts Results for tasks the session does not hold
+	// (never held, or already answered).
 	UnknownResults int64 `json:"unknown_results"`
 	// Commits and CommitOps count group commits and the changes they
 	// carried; their ratio is how much group commit merges.

@@ -169,7 +169,9 @@ func TestWorkerFakeHeartbeatWithinServerBound(t *testing.T) {
 		s.send(&conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_BatchDispatch{BatchDispatch: bd}})
 	}
 	renewed := map[string]bool{} // task ids heartbeated, with their attempts
-	s.next("heartbeats renewing every member", func(m *conveyorv1.WorkerMessage) bool {
+	// 60,000 members: the first heartbeats covering them all can take a
+	// while under -race on a loaded machine; the bound is only a backstop.
+	s.nextWithin(time.Minute, "heartbeats renewing every member", func(m *conveyorv1.WorkerMessage) bool {
 		hb := m.GetHeartbeat()
 		if hb == nil {
 			return false

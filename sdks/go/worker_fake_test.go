@@ -122,7 +122,15 @@ func (s *wtFakeSession) send(m *conveyorv1.ServerMessage) {
 // skipped on the way are passed to skipped, when not nil.
 func (s *wtFakeSession) next(what string, match func(*conveyorv1.WorkerMessage) bool, skipped func(*conveyorv1.WorkerMessage)) *conveyorv1.WorkerMessage {
 	s.t.Helper()
-	timeout := time.After(10 * time.Second)
+	return s.nextWithin(10*time.Second, what, match, skipped)
+}
+
+// nextWithin is next with its own bound on the wait, for frames that take
+// long to build (tens of thousands of members, under -race on a loaded
+// machine).
+func (s *wtFakeSession) nextWithin(wait time.Duration, what string, match func(*conveyorv1.WorkerMessage) bool, skipped func(*conveyorv1.WorkerMessage)) *conveyorv1.WorkerMessage {
+	s.t.Helper()
+	timeout := time.After(wait)
 	for {
 		select {
 		case m, ok := <-s.in:
@@ -136,7 +144,7 @@ func (s *wtFakeSession) next(what string, match func(*conveyorv1.WorkerMessage) 
 				skipped(m)
 			}
 		case <-timeout:
-			s.t.Fatalf("no %s within 10s", what)
+			s.t.Fatalf("no %s within %s", what, wait)
 			return nil
 		}
 	}

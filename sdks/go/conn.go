@@ -43,7 +43,8 @@ func (p Protocol) String() string {
 }
 
 // Option configures how a Client or a Worker reaches the server. Every
-// Option is also a WorkerOption, so NewWorker accepts it directly.
+// Option is also a WorkerOption, so NewWorker accepts it directly. A nil
+// Option is ignored.
 type Option interface {
 	apply(*connConfig)
 	// applyToWorker lets NewWorker take connection options alongside its
@@ -157,7 +158,9 @@ func WithEnqueueInFlight(n int) Option {
 func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
 	c := &connConfig{enqueueInFlight: DefaultEnqueueInFlight}
 	for _, o := range opts {
-		o.apply(c)
+		if o != nil {
+			o.apply(c)
+		}
 	}
 	if len(c.errs) > 0 {
 		return nil, "", errors.Join(c.errs...)

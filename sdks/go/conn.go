@@ -90,7 +90,8 @@ func WithHTTPClient(hc *http.Client) Option {
 	return optionFunc(func(c *connConfig) { c.httpClient = hc })
 }
 
-// WithTLSConfig sets the TLS configuration for https:// addresses.
+// WithTLSConfig sets the TLS configuration for https:// addresses. The
+// SDK uses a copy, so one config may serve several Clients and Workers.
 func WithTLSConfig(cfg *tls.Config) Option {
 	return optionFunc(func(c *connConfig) { c.tlsConfig = cfg })
 }
@@ -221,6 +222,11 @@ func H2CClient() *http.Client {
 func tlsClient(cfg *tls.Config) *http.Client {
 	if cfg == nil {
 		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	} else {
+		// The Transport writes the protocols it negotiates (h2) into its
+		// config: a copy keeps the caller's unchanged, and lets one config
+		// serve several Clients and Workers without a data race.
+		cfg = cfg.Clone()
 	}
 	return &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   cfg,

@@ -1,0 +1,123 @@
+package conveyor_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+// selfSignedCert writes a certificate and key for 127.0.0.1 into dir and
+// returns their paths and a pool that trusts the certificate.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "conveyor sdk test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestClientAndWorkerOverTLS: on an https:// address the SDK's own HTTP
+// client uses WithTLSConfig, negotiates HTTP/2 (which gRPC and the worker
+// session need) and sends the token; without the config the server's
+// certificate is not trusted, and the call fails as unavailable. One
+// tls.Config serves every Client and the Worker at once and is left as
+// the caller made it (net/http writes the HTTP/2 protocols into the
+// config of a Transport: shared, that would be a data race, which -race
+// reports here).
+func TestClientAndWorkerOverTLS(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, pool := selfSignedCert(t, t.TempDir())
+	s := servertest.Start(t, server.Config{TLSCertFile: certFile, TLSKeyFile: keyFile, Token: "s3cret"})
+	if !strings.HasPrefix(s.URL(), "https://") {
+		t.Fatalf("URL %q, want https", s.URL())
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	trust := conveyor.WithTLSConfig(cfg)
+	ctx := context.Background()
+	for _, p := range protocols {
+		c := newClient(t, s.URL(), trust, conveyor.WithProtocol(p), conveyor.WithToken("s3cret"))
+		info, err := c.Enqueue(ctx, "tls", []byte(`{}`))
+		if err != nil {
+			t.Fatalf("%s: Enqueue over TLS: %v", p, err)
+		}
+		if got := getTask(t, c, info.ID); got.Type != "tls" {
+			t.Errorf("%s: GetTask over TLS: %+v", p, got)
+		}
+		res, err := c.EnqueueBatch(ctx, []*conveyor.Task{conveyor.NewTask("tls", nil), conveyor.NewTask("tls", nil)})
+		if err != nil || res[0].Err != nil || res[1].Err != nil {
+			t.Fatalf("%s: EnqueueBatch over TLS: %v %+v", p, err, res)
+		}
+	}
+
+	untrusted := newClient(t, s.URL(), conveyor.WithToken("s3cret"))
+	if _, err := untrusted.Enqueue(ctx, "tls", nil); !errors.Is(err, conveyor.ErrUnavailable) {
+		t.Errorf("Enqueue without the server's CA: %v, want ErrUnavailable", err)
+	}
+
+	ran := make(chan string, 1)
+	w := wtNewWorker(t, s.URL(), trust, conveyor.WithToken("s3cret"), conveyor.WithQueue("tls-session", 1))
+	w.HandleFunc("tls", func(_ context.Context, d *conveyor.Delivery) error {
+		ran <- d.ID
+		return nil
+	})
+	wtRun(t, w)
+	c := newClient(t, s.URL(), trust, conveyor.WithToken("s3cret"))
+	info, err := c.Enqueue(ctx, "tls", nil, conveyor.Queue("tls-session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wtRecv(t, ran, 20*time.Second, "the task run by a worker over TLS"); got != info.ID {
+		t.Errorf("the worker ran %s, want %s", got, info.ID)
+	}
+	if len(cfg.NextProtos) != 0 {
+		t.Errorf("the caller's tls.Config was changed: NextProtos = %q", cfg.NextProtos)
+	}
+}

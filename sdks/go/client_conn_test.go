@@ -12,9 +12,11 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,5 +121,66 @@ func TestClientAndWorkerOverTLS(t *testing.T) {
 	}
 	if len(cfg.NextProtos) != 0 {
 		t.Errorf("the caller's tls.Config was changed: NextProtos = %q", cfg.NextProtos)
+	}
+}
+
+// encodingLog records the encoding of every response it carries.
+type encodingLog struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  []string
+}
+
+func (l *encodingLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := l.next.RoundTrip(req)
+	if err == nil {
+		enc := res.Header.Get("Grpc-Encoding") // gRPC and gRPC-Web
+		if enc == "" {
+			enc = res.Header.Get("Content-Encoding") // Connect unary
+		}
+		l.mu.Lock()
+		l.got = append(l.got, enc)
+		l.mu.Unlock()
+	}
+	return res, err
+}
+
+// TestWithGzip: the server compresses a large response only for a client
+// that asked for it with WithGzip, in every protocol, and the results are
+// the same either way.
+func TestWithGzip(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	for _, p := range protocols {
+		for _, gzip := range []bool{false, true} {
+			spy := &encodingLog{next: servertest.HTTPClient().Transport}
+			opts := []conveyor.Option{conveyor.WithProtocol(p), conveyor.WithHTTPClient(&http.Client{Transport: spy})}
+			if gzip {
+				opts = append(opts, conveyor.WithGzip())
+			}
+			c := newClient(t, s.URL(), opts...)
+			tasks := make([]*conveyor.Task, 500) // results well past the server's 8 KiB threshold
+			for i := range tasks {
+				tasks[i] = conveyor.NewTask("gz", []byte(`"x"`))
+			}
+			res, err := c.EnqueueBatch(context.Background(), tasks)
+			if err != nil {
+				t.Fatalf("%s gzip=%v: %v", p, gzip, err)
+			}
+			for i, r := range res {
+				if r.Err != nil || r.Task == nil || string(r.Task.Payload) != `"x"` {
+					t.Fatalf("%s gzip=%v: results[%d] = %+v", p, gzip, i, r)
+				}
+			}
+			want := ""
+			if gzip {
+				want = "gzip"
+			}
+			spy.mu.Lock()
+			if len(spy.got) != 1 || spy.got[0] != want {
+				t.Errorf("%s gzip=%v: response encodings %q, want [%q]", p, gzip, spy.got, want)
+			}
+			spy.mu.Unlock()
+		}
 	}
 }

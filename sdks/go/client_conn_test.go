@@ -124,6 +124,32 @@ func TestClientAndWorkerOverTLS(t *testing.T) {
 	}
 }
 
+// TestWorkerSessionIgnoresHTTPClientTimeout: an http.Client given with
+// WithHTTPClient may carry a Timeout, which bounds a whole exchange,
+// reading the body included. A session is a stream that lasts as long as
+// the worker runs, so the Timeout does not apply to it: here one far too
+// short for any exchange would otherwise end every session at once, and
+// the task would never run.
+func TestWorkerSessionIgnoresHTTPClientTimeout(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	hc := &http.Client{Timeout: time.Nanosecond, Transport: servertest.HTTPClient().Transport}
+	w := wtNewWorker(t, s.URL(), conveyor.WithHTTPClient(hc), conveyor.WithQueue("client-timeout", 1))
+	w.HandleFunc("t", func(context.Context, *conveyor.Delivery) error { return nil })
+	wtRun(t, w)
+	c := newClient(t, s.URL())
+	info, err := c.Enqueue(context.Background(), "t", nil, conveyor.Queue("client-timeout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 20*time.Second, "the task completes", func() bool {
+		return getTask(t, c, info.ID).State == conveyor.TaskStateCompleted
+	})
+	if hc.Timeout != time.Nanosecond {
+		t.Errorf("the caller's http.Client was changed: Timeout = %s", hc.Timeout)
+	}
+}
+
 // encodingLog records the encoding of every response it carries.
 type encodingLog struct {
 	next http.RoundTripper

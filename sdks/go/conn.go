@@ -86,6 +86,8 @@ func WithProtocol(p Protocol) Option {
 
 // WithHTTPClient replaces the HTTP client. It must speak HTTP/2 to the
 // server for gRPC and for worker sessions (see H2CClient for plaintext).
+// Its Timeout bounds a Client's calls; a Worker's session, a stream that
+// lasts as long as the Worker runs, is not bounded by it.
 func WithHTTPClient(hc *http.Client) Option {
 	return optionFunc(func(c *connConfig) { c.httpClient = hc })
 }

@@ -293,6 +293,10 @@ func TestCLIErrors(t *testing.T) {
 		{"bad address", []string{"task", "get", "--addr", "127.0.0.1:7420", id}, "must be an http:// or https:// URL", exitUsage},
 		{"no server", []string{"task", "get", "--addr", closedAddr(t), id}, "unavailable", exitUnavailable},
 		{"bad time", []string{"enqueue", "--addr", s.URL(), "--process-at", "tomorrow", "t"}, "--process-at", exitUsage},
+		// Past the wire's int32: a command line that does not parse, as for
+		// cron create, not a failure of the SDK's (exit 1).
+		{"priority past int32", []string{"enqueue", "--addr", s.URL(), "--priority", "3000000000", "t"}, "--priority", exitUsage},
+		{"max retry past int32", []string{"enqueue", "--addr", s.URL(), "--max-retry", "3000000000", "t"}, "--max-retry", exitUsage},
 		{"payload twice", []string{"enqueue", "--addr", s.URL(), "--payload-file", tokenFile, "t", "inline"}, "not both", exitUsage},
 	} {
 		out, err := runCLI(t, "", tc.args...)

@@ -20,8 +20,8 @@ type enqueueCmd struct {
 	Payload        *string           `arg:"" optional:"" help:"Payload text; '-' reads it from standard input. Defaults to empty."`
 	PayloadFile    string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
 	Queue          string            `help:"Queue (server default: default)."`
-	Priority       int               `help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
-	MaxRetry       int               `name:"max-retry" help:"Retries before the task is archived (server default: 25)."`
+	Priority       int32             `placeholder:"N" help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
+	MaxRetry       int32             `name:"max-retry" placeholder:"N" help:"Retries before the task is archived (server default: 25)."`
 	ProcessIn      time.Duration     `name:"process-in" help:"Delay the task by this long (e.g. 90s, 1h)."`
 	ProcessAt      time.Time         `name:"process-at" placeholder:"RFC3339" help:"Delay the task until this time (RFC 3339, e.g. 2030-01-02T15:04:05Z)."`
 	Unique         string            `placeholder:"KEY" help:"Unique key: fail while an incomplete task holds it."`
@@ -92,8 +92,8 @@ func (c *enqueueCmd) options() []conveyor.TaskOption {
 		}
 	}
 	add(c.Queue != "", conveyor.Queue(c.Queue))
-	add(c.Priority != 0, conveyor.Priority(c.Priority))
-	add(c.MaxRetry != 0, conveyor.MaxRetry(c.MaxRetry))
+	add(c.Priority != 0, conveyor.Priority(int(c.Priority)))
+	add(c.MaxRetry != 0, conveyor.MaxRetry(int(c.MaxRetry)))
 	add(c.ProcessIn != 0, conveyor.ProcessIn(c.ProcessIn))
 	add(!c.ProcessAt.IsZero(), conveyor.ProcessAt(c.ProcessAt))
 	add(c.Unique != "" || c.UniqueTTL != 0, conveyor.Unique(c.Unique, c.UniqueTTL))

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/proto"
@@ -102,5 +103,62 @@ func TestEnqueueHook(t *testing.T) {
 	}
 	if len(order) != len(want) {
 		t.Errorf("the second hook's outcome function ran %d times, want %d", len(order), len(want))
+	}
+}
+
+// TestEnqueueHookSharedBatch: calls that share an EnqueueBatch each have
+// their hook's task sent and their hook told their own outcome: the task
+// with what the hook added, or the call's own error.
+func TestEnqueueHookSharedBatch(t *testing.T) {
+	t.Parallel()
+	h := &hookLog{outcomes: map[string]error{}}
+	e := batchSetup(t, conveyor.WithEnqueueInFlight(1), conveyor.WithEnqueueHook(h.hook))
+	release := e.holdFirst()
+	id := ulid.Make().String()
+	calls := map[string]<-chan enqueued{
+		"ok-a":  e.go_(context.Background(), "ok-a", []byte(`"a"`)),
+		"ok-b":  e.go_(context.Background(), "ok-b", nil, conveyor.MetadataKV("own", "b")),
+		"dup-1": e.go_(context.Background(), "dup-1", nil, conveyor.TaskID(id)),
+		"dup-2": e.go_(context.Background(), "dup-2", nil, conveyor.TaskID(id)),
+		"bad":   e.go_(context.Background(), "bad", nil, conveyor.Priority(42)),
+	}
+	e.waitGathered(len(calls))
+	if r := release(); r.err != nil {
+		t.Fatal(r.err)
+	}
+	got := map[string]enqueued{}
+	for name, ch := range calls {
+		got[name] = wtRecv(t, ch, 10*time.Second, name+"'s outcome")
+	}
+	eq(t, "EnqueueBatch RPCs", e.gate.count("EnqueueBatch"), 1)
+
+	for _, name := range []string{"ok-a", "ok-b"} {
+		r := got[name]
+		if r.err != nil || r.info.Type != name || r.info.Metadata["hooked"] != name {
+			t.Errorf("%s: %+v, %v; want its own task with the hook's metadata", name, r.info, r.err)
+		}
+	}
+	if got["ok-b"].err == nil && got["ok-b"].info.Metadata["own"] != "b" {
+		t.Errorf("ok-b lost its own metadata: %v", got["ok-b"].info.Metadata)
+	}
+	d1, d2 := got["dup-1"], got["dup-2"]
+	if (d1.err == nil) == (d2.err == nil) {
+		t.Fatalf("dup-1 %v, dup-2 %v: want exactly one to fail", d1.err, d2.err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, r := range got {
+		err, ok := h.outcomes[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: the hook was not told its outcome", name)
+		case r.err == nil && err != nil:
+			t.Errorf("%s: the call succeeded, the hook was told %v", name, err)
+		case r.err != nil && !errors.Is(err, r.err):
+			t.Errorf("%s: the call failed with %v, the hook was told %v", name, r.err, err)
+		}
+	}
+	if !errors.Is(h.outcomes["bad"], conveyor.ErrInvalidArgument) {
+		t.Errorf("bad: the hook was told %v, want ErrInvalidArgument", h.outcomes["bad"])
 	}
 }

@@ -569,3 +569,19 @@ func TestNewClientAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestNilOptionIgnored: a nil Option (one chosen conditionally and left
+// unset) is skipped by NewClient, as by NewWorker, and the options around
+// it still apply.
+func TestNilOptionIgnored(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	var unset conveyor.Option
+	c := newClient(t, s.URL(), unset, conveyor.WithToken("s3cret"), nil)
+	if _, err := c.Enqueue(context.Background(), "t", nil); err != nil {
+		t.Fatalf("Enqueue with the token after a nil Option: %v", err)
+	}
+	if _, err := conveyor.NewWorker(s.URL(), unset, conveyor.WithToken("s3cret")); err != nil {
+		t.Fatalf("NewWorker with a nil Option: %v", err)
+	}
+}

@@ -27,9 +27,14 @@ func (t coalescingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return t.next.RoundTrip(req)
 }
 
-// sessionClient is hc with its transport wrapped in a coalescingTransport.
+// sessionClient is hc with its transport wrapped in a coalescingTransport,
+// and without its Timeout: http.Client.Timeout bounds a whole exchange,
+// reading the response body included, and a session's stream lasts as long
+// as the worker runs, so a Timeout would end every session after it
+// (releasing the session's tasks) however healthy the connection.
 func sessionClient(hc *http.Client) *http.Client {
 	c := *hc
+	c.Timeout = 0
 	next := c.Transport
 	if next == nil {
 		next = http.DefaultTransport

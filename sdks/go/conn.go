@@ -43,7 +43,8 @@ func (p Protocol) String() string {
 }
 
 // Option configures how a Client or a Worker reaches the server. Every
-// Option is also a WorkerOption, so NewWorker accepts it directly.
+// Option is also a WorkerOption, so NewWorker accepts it directly. A nil
+// Option is ignored.
 type Option interface {
 	apply(*connConfig)
 	// applyToWorker lets NewWorker take connection options alongside its
@@ -85,11 +86,14 @@ func WithProtocol(p Protocol) Option {
 
 // WithHTTPClient replaces the HTTP client. It must speak HTTP/2 to the
 // server for gRPC and for worker sessions (see H2CClient for plaintext).
+// Its Timeout bounds a Client's calls; a Worker's session, a stream that
+// lasts as long as the Worker runs, is not bounded by it.
 func WithHTTPClient(hc *http.Client) Option {
 	return optionFunc(func(c *connConfig) { c.httpClient = hc })
 }
 
-// WithTLSConfig sets the TLS configuration for https:// addresses.
+// WithTLSConfig sets the TLS configuration for https:// addresses. The
+// SDK uses a copy, so one config may serve several Clients and Workers.
 func WithTLSConfig(cfg *tls.Config) Option {
 	return optionFunc(func(c *connConfig) { c.tlsConfig = cfg })
 }
@@ -157,7 +161,9 @@ func WithEnqueueInFlight(n int) Option {
 func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
 	c := &connConfig{enqueueInFlight: DefaultEnqueueInFlight}
 	for _, o := range opts {
-		o.apply(c)
+		if o != nil {
+			o.apply(c)
+		}
 	}
 	if len(c.errs) > 0 {
 		return nil, "", errors.Join(c.errs...)
@@ -218,6 +224,11 @@ func H2CClient() *http.Client {
 func tlsClient(cfg *tls.Config) *http.Client {
 	if cfg == nil {
 		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	} else {
+		// The Transport writes the protocols it negotiates (h2) into its
+		// config: a copy keeps the caller's unchanged, and lets one config
+		// serve several Clients and Workers without a data race.
+		cfg = cfg.Clone()
 	}
 	return &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   cfg,

@@ -36,6 +36,9 @@ func (c *statsCmd) Run(k *kong.Context) error {
 	if c.Interval <= 0 {
 		return usageErrorf("--interval must be positive, got %s", c.Interval)
 	}
+	if c.Count < 0 {
+		return usageErrorf("--count must be 0 (until Ctrl-C) or more, got %d", c.Count)
+	}
 	if c.Once {
 		c.Count = 1
 	}

@@ -75,6 +75,9 @@ func TestStats(t *testing.T) {
 		t.Errorf("second frame: %s", frames[1])
 	}
 
+	if _, err := runCLI(t, "", "stats", addr, "--count=-1"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--count") {
+		t.Errorf("--count=-1: %v; want a usage error naming --count", err)
+	}
 	if _, err := runCLI(t, "", "stats", addr, "--interval", "0s"); exitCode(err) != exitUsage {
 		t.Errorf("--interval 0s: %v", err)
 	}

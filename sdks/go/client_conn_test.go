@@ -210,3 +210,33 @@ func TestWithGzip(t *testing.T) {
 		}
 	}
 }
+
+// TestConnOptionsWithoutEffectRefused: an option that would go unused is
+// refused by NewClient and NewWorker, with a message that says why, rather
+// than silently ignored: a TLS config on an http:// address (the calls,
+// token included, would go in the clear) or beside WithHTTPClient, and a
+// protocol that is none of the three.
+func TestConnOptionsWithoutEffectRefused(t *testing.T) {
+	t.Parallel()
+	tlsCfg := conveyor.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12})
+	for _, tc := range []struct {
+		name, addr string
+		opts       []conveyor.Option
+		want       string
+	}{
+		{"TLS config on http://", "http://127.0.0.1:7420", []conveyor.Option{tlsCfg}, "does not use TLS"},
+		{"TLS config with an HTTP client", "https://127.0.0.1:7420", []conveyor.Option{tlsCfg, conveyor.WithHTTPClient(conveyor.H2CClient())}, "WithHTTPClient"},
+		{"unknown protocol", "http://127.0.0.1:7420", []conveyor.Option{conveyor.WithProtocol(conveyor.Protocol(7))}, "Protocol(7) is not a protocol"},
+	} {
+		if _, err := conveyor.NewClient(tc.addr, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewClient: %v; want an error saying %q", tc.name, err, tc.want)
+		}
+		wopts := []conveyor.WorkerOption{conveyor.WithQueue("q", 1)}
+		for _, o := range tc.opts {
+			wopts = append(wopts, o)
+		}
+		if _, err := conveyor.NewWorker(tc.addr, wopts...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewWorker: %v; want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}

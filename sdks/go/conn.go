@@ -79,9 +79,16 @@ func WithToken(token string) Option {
 	return optionFunc(func(c *connConfig) { c.token = token })
 }
 
-// WithProtocol selects the wire format. Defaults to ProtocolGRPC.
+// WithProtocol selects the wire format. Defaults to ProtocolGRPC; a value
+// that is not one of the three is refused by NewClient and NewWorker.
 func WithProtocol(p Protocol) Option {
-	return optionFunc(func(c *connConfig) { c.protocol = p })
+	return optionFunc(func(c *connConfig) {
+		if p < ProtocolGRPC || p > ProtocolConnect {
+			c.errs = append(c.errs, fmt.Errorf("conveyor: %s is not a protocol: use ProtocolGRPC, ProtocolGRPCWeb or ProtocolConnect", p))
+			return
+		}
+		c.protocol = p
+	})
 }
 
 // WithHTTPClient replaces the HTTP client. It must speak HTTP/2 to the
@@ -94,6 +101,9 @@ func WithHTTPClient(hc *http.Client) Option {
 
 // WithTLSConfig sets the TLS configuration for https:// addresses. The
 // SDK uses a copy, so one config may serve several Clients and Workers.
+// With an http:// address, or with WithHTTPClient (whose transport has
+// its own TLS settings), it would go unused, and NewClient and NewWorker
+// refuse it.
 func WithTLSConfig(cfg *tls.Config) Option {
 	return optionFunc(func(c *connConfig) { c.tlsConfig = cfg })
 }
@@ -171,6 +181,15 @@ func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, "", fmt.Errorf("conveyor: address %q must be an http:// or https:// URL", addr)
+	}
+	if c.tlsConfig != nil && (u.Scheme != "https" || c.httpClient != nil) {
+		// The config would go unused: refuse it rather than connect
+		// without the TLS its caller asked for.
+		why := "the address is " + u.Scheme + "://, which does not use TLS"
+		if c.httpClient != nil {
+			why = "WithHTTPClient's client has its own transport"
+		}
+		return nil, "", fmt.Errorf("conveyor: WithTLSConfig is for https:// addresses with the SDK's own HTTP client, but %s", why)
 	}
 	if c.httpClient == nil {
 		if u.Scheme == "https" {

@@ -1,11 +1,15 @@
 package admin_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
@@ -31,5 +35,35 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText("h1", task.ID)
 		b.waitText(`section[aria-labelledby="payload-h"]`, "[[[[")
 		b.waitText(`section[aria-labelledby="meta-h"]`, "No metadata.")
+	})
+
+	t.Run("editing a cron entry keeps its binary payload", func(t *testing.T) {
+		b.t = t
+		payload := []byte{0x08, 0x96, 0x01, 0xff, 0x00, 0xc3}
+		_, err := tb.admin.CreateCron(ctx(t), connect.NewRequest(&conveyorv1.CreateCronRequest{Entry: &conveyorv1.CronEntry{
+			Id: "proto-feed", Spec: "@every 1h", Queue: "feeds", Type: "feed:pull",
+			Payload: payload, ContentType: "application/x-protobuf",
+		}}))
+		if err != nil {
+			t.Fatalf("CreateCron: %v", err)
+		}
+		b.open("/ui/crons/proto-feed/edit")
+		b.do("wait for the form to load the entry", chromedp.Poll[chromedp.Void](
+			`document.querySelector("#cron-type")?.value === "feed:pull"`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.do("change the schedule", chromedp.Evaluate[chromedp.Void](`document.querySelector("#cron-spec").select()`),
+			chromedp.SendKeys("#cron-spec", "@every 2h"))
+		b.do("save", chromedp.Click(`form button[type="submit"]`))
+		b.waitText(".notice", "Saved proto-feed.")
+		res, err := tb.admin.GetCron(ctx(t), connect.NewRequest(&conveyorv1.GetCronRequest{Id: "proto-feed"}))
+		if err != nil {
+			t.Fatalf("GetCron: %v", err)
+		}
+		if res.Msg.GetSpec() != "@every 2h" {
+			t.Errorf("spec %q, want @every 2h", res.Msg.GetSpec())
+		}
+		if got := res.Msg.GetPayload(); !bytes.Equal(got, payload) {
+			t.Errorf("saving the schedule changed the payload from % x to % x", payload, got)
+		}
 	})
 }

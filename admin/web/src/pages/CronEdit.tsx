@@ -111,7 +111,9 @@ function build(base: CronEntry, d: Draft): { entry?: CronEntry; problems: Proble
     spec: d.spec.trim(),
     queue,
     type: d.type.trim(),
-    payload: enc.encode(d.payload),
+    // The form shows the payload as text, which bytes that are not UTF-8
+    // do not survive: an unchanged payload keeps the entry's own bytes.
+    payload: d.payload === dec.decode(base.payload) ? base.payload : enc.encode(d.payload),
     contentType: ct,
     metadata,
     options,

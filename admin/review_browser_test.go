@@ -11,6 +11,7 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
 // TestDashboardHardCases drives the dashboard against data an operator
@@ -64,6 +65,32 @@ func TestDashboardHardCases(t *testing.T) {
 		}
 		if got := res.Msg.GetPayload(); !bytes.Equal(got, payload) {
 			t.Errorf("saving the schedule changed the payload from % x to % x", payload, got)
+		}
+	})
+
+	t.Run("saving a queue's configuration keeps a change made meanwhile", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "limits", "job", 1)
+		b.open("/ui/queues/limits")
+		b.do("edit", chromedp.Click(`#config-h + button`))
+		b.do("wait for the form", chromedp.WaitVisible("#qc-perSecond"))
+		// Another operator sets max active while the form is open.
+		if _, err := tb.admin.UpdateQueueConfig(ctx(t), connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+			Config:     &conveyorv1.QueueConfig{Queue: "limits", MaxActive: 7},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"max_active"}},
+		})); err != nil {
+			t.Fatalf("UpdateQueueConfig: %v", err)
+		}
+		b.do("set the rate", chromedp.SendKeys("#qc-perSecond", "10"))
+		b.do("save", chromedp.Click(`form[aria-label="Queue configuration"] button[type="submit"]`))
+		b.waitText(`section[aria-labelledby="config-h"]`, "Configuration saved.")
+		res, err := tb.admin.GetQueueConfig(ctx(t), connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: "limits", Stored: true}))
+		if err != nil {
+			t.Fatalf("GetQueueConfig: %v", err)
+		}
+		if c := res.Msg; c.GetRateLimit().GetPerSecond() != 10 || c.GetMaxActive() != 7 {
+			t.Errorf("the server stored rate %d/s and max active %d, want 10 and 7 (the form's change and the other's)",
+				c.GetRateLimit().GetPerSecond(), c.GetMaxActive())
 		}
 	})
 }

@@ -93,4 +93,13 @@ func TestDashboardHardCases(t *testing.T) {
 				c.GetRateLimit().GetPerSecond(), c.GetMaxActive())
 		}
 	})
+
+	t.Run("a mangled address shows the not-found page", func(t *testing.T) {
+		b.t = t
+		// A link cut short in a chat: a percent-escape missing a digit.
+		b.open("/ui/tasks/01J%E2%80")
+		b.waitText("h1", "No such page")
+		b.do("follow the link home", chromedp.Click(`main a[href="/ui/"]`))
+		b.waitText("h1", "Queues")
+	})
 }

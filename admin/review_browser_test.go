@@ -102,4 +102,41 @@ func TestDashboardHardCases(t *testing.T) {
 		b.do("follow the link home", chromedp.Click(`main a[href="/ui/"]`))
 		b.waitText("h1", "Queues")
 	})
+
+	t.Run("pausing a cron entry during a refresh shows it paused", func(t *testing.T) {
+		b.t = t
+		if _, err := tb.admin.CreateCron(ctx(t), connect.NewRequest(&conveyorv1.CreateCronRequest{Entry: &conveyorv1.CronEntry{
+			Id: "hourly-sync", Spec: "@every 1h", Queue: "sync", Type: "sync:run",
+		}})); err != nil {
+			t.Fatalf("CreateCron: %v", err)
+		}
+		b.open("/ui/crons")
+		b.waitText(`tr[data-cron="hourly-sync"] .badge`, "Active")
+		// The page's next refresh is under way, and slow, when the pause
+		// is made: its answer, read before the pause, comes after it.
+		eval[bool](b, "hold the next ListCrons answer", `(() => {
+			const real = window.fetch;
+			window.__held = new Promise(r => { window.__release = r; });
+			window.__holding = false;
+			window.fetch = async (url, init) => {
+				const res = await real(url, init);
+				if (String(url).endsWith("/ListCrons") && !window.__holding) {
+					window.__holding = true;
+					await window.__held;
+				}
+				return res;
+			};
+			document.dispatchEvent(new Event("visibilitychange"));
+			return true;
+		})()`)
+		b.do("wait for the refresh to be held", chromedp.Poll[chromedp.Void](`window.__holding === true`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.do("pause it", chromedp.Click(`tr[data-cron="hourly-sync"] button[aria-label="Pause hourly-sync"]`))
+		b.waitText(".notice", "Paused hourly-sync.")
+		eval[bool](b, "let the held answer through", `(window.__release(), true)`)
+		// The list refreshes every 5 s; the pause shows well before.
+		b.do("wait for the entry to show paused", chromedp.Poll[chromedp.Void](
+			`document.querySelector('tr[data-cron="hourly-sync"] .badge')?.innerText.includes("Paused")`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+	})
 }

@@ -139,4 +139,37 @@ func TestDashboardHardCases(t *testing.T) {
 			`document.querySelector('tr[data-cron="hourly-sync"] .badge')?.innerText.includes("Paused")`,
 			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
 	})
+
+	t.Run("a bulk action's progress names its own tasks after a tab change", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "sweep", "job", 3)
+		tb.enqueue(t, "sweep", "job", 2, conveyor.ProcessIn(time.Hour))
+		b.open("/ui/tasks?queue=sweep&state=scheduled")
+		b.waitText(`.tabs a[data-state="scheduled"]`, "2")
+		// The stream's answer is held, so that the action is under way
+		// when the operator moves on to another tab.
+		eval[bool](b, "hold the BulkTasks answer", `(() => {
+			const real = window.fetch;
+			window.__held = new Promise(r => { window.__release = r; });
+			window.fetch = async (url, init) => {
+				const res = await real(url, init);
+				if (String(url).endsWith("/BulkTasks")) await window.__held;
+				return res;
+			};
+			return true;
+		})()`)
+		b.do("archive them all", chromedp.Click(`.bulk button[data-action="archive"]`))
+		b.do("confirm", chromedp.Click(`.bulk .confirm button.danger`))
+		b.waitText(".bulk-progress", "Starting")
+		b.do("go to the pending tab", chromedp.Click(`.tabs a[data-state="pending"]`))
+		b.waitText(".pager", "3 shown")
+		if label := b.text(".bulk-progress label"); !strings.Contains(label, "scheduled") || strings.Contains(label, "pending") {
+			t.Errorf("on the pending tab, the archive of the scheduled tasks is labelled %q", label)
+		}
+		eval[bool](b, "let the answer through", `(window.__release(), true)`)
+		b.waitText(".bulk .notice", "Done: 2 tasks archived")
+		if q := tb.queue(t, "sweep"); q.GetPending() != 3 || q.GetScheduled() != 0 || q.GetArchived() != 2 {
+			t.Errorf("the server counts %d pending, %d scheduled, %d archived; want 3, 0, 2", q.GetPending(), q.GetScheduled(), q.GetArchived())
+		}
+	})
 }

@@ -26,23 +26,25 @@ export function BulkPanel({
   stateLabel: string;
   onDone: () => void;
 }) {
-  const [running, setRunning] = useState<{ action: Action; past: string; p?: BulkTasksProgress } | undefined>();
+  // label says what the running action acts on, as it was started: the
+  // panel stays while the operator moves to another tab or filter.
+  const [running, setRunning] = useState<{ label: string; past: string; p?: BulkTasksProgress } | undefined>();
   const [result, setResult] = useState<{ kind: "ok" | "error"; text: string } | undefined>();
   const ctrl = useRef<AbortController | null>(null);
   useEffect(() => () => ctrl.current?.abort(), []);
   const actions = ACTIONS.filter((a) => allows(a.action, filter.state));
   const what = filtered ? `every ${stateLabel} task that matches the filters` : `all ${count === undefined ? "" : int(count) + " "}${stateLabel} tasks`;
 
-  const start = async (action: Action, past: string) => {
+  const start = async (action: Action, past: string, label: string) => {
     const c = new AbortController();
     ctrl.current = c;
     setResult(undefined);
-    setRunning({ action, past });
+    setRunning({ label, past });
     let last: BulkTasksProgress | undefined;
     try {
       last = await actAll(action, filter, (p) => {
         last = p;
-        setRunning({ action, past, p });
+        setRunning({ label, past, p });
         refreshQueues();
       }, c.signal);
       const ok = Number(last?.succeeded ?? 0n);
@@ -74,9 +76,7 @@ export function BulkPanel({
       )}
       {running ? (
         <div class="bulk-progress" role="status" aria-live="polite">
-          <label for="bulk-progress">
-            {ACTIONS.find((a) => a.action === running.action)?.label}: {what}
-          </label>
+          <label for="bulk-progress">{running.label}</label>
           <progress id="bulk-progress" max={total || 1} value={total ? doneN : undefined} />
           <span>
             {p ? `${int(doneN)} of ${int(total)}` : "Starting…"}
@@ -97,7 +97,7 @@ export function BulkPanel({
               question={`${a.label}: ${what} in ${filter.queue}?`}
               danger={a.danger}
               disabled={count === 0 && !filtered}
-              onConfirm={() => void start(a.action, a.past)}
+              onConfirm={() => void start(a.action, a.past, `${a.label}: ${what} in ${filter.queue}`)}
             />
           ))}
         </div>

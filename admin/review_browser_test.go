@@ -172,4 +172,29 @@ func TestDashboardHardCases(t *testing.T) {
 			t.Errorf("the server counts %d pending, %d scheduled, %d archived; want 3, 0, 2", q.GetPending(), q.GetScheduled(), q.GetArchived())
 		}
 	})
+
+	t.Run("a cron entry whose metadata spans lines can be edited", func(t *testing.T) {
+		b.t = t
+		meta := map[string]string{"note": "pulls the feed\nthen posts it", "team": "ops"}
+		if _, err := tb.admin.CreateCron(ctx(t), connect.NewRequest(&conveyorv1.CreateCronRequest{Entry: &conveyorv1.CronEntry{
+			Id: "feed-post", Spec: "@every 1h", Queue: "feeds", Type: "feed:post", Metadata: meta,
+		}})); err != nil {
+			t.Fatalf("CreateCron: %v", err)
+		}
+		b.open("/ui/crons/feed-post/edit")
+		b.do("wait for the form to load the entry", chromedp.Poll[chromedp.Void](
+			`document.querySelector("#cron-type")?.value === "feed:post"`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.do("change the schedule", chromedp.Evaluate[chromedp.Void](`document.querySelector("#cron-spec").select()`),
+			chromedp.SendKeys("#cron-spec", "@every 3h"))
+		b.do("save", chromedp.Click(`form button[type="submit"]`))
+		b.waitText(".notice", "Saved feed-post.")
+		res, err := tb.admin.GetCron(ctx(t), connect.NewRequest(&conveyorv1.GetCronRequest{Id: "feed-post"}))
+		if err != nil {
+			t.Fatalf("GetCron: %v", err)
+		}
+		if got := res.Msg.GetMetadata(); len(got) != 2 || got["note"] != meta["note"] || got["team"] != "ops" {
+			t.Errorf("saving the schedule changed the metadata from %q to %q", meta, got)
+		}
+	})
 }

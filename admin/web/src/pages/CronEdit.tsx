@@ -77,8 +77,11 @@ function build(base: CronEntry, d: Draft): { entry?: CronEntry; problems: Proble
   const queue = d.queue.trim() || "default";
   if (!/^[a-zA-Z0-9][a-zA-Z0-9-_.]*$/.test(queue)) problems.queue = "Letters, digits, and - _ . after the first.";
   if (d.id && !/^[a-zA-Z0-9][a-zA-Z0-9-_.]*$/.test(d.id)) problems.id = "Letters, digits, and - _ . after the first; or empty.";
-  const metadata: Record<string, string> = {};
-  for (const line of d.metadata.split("\n")) {
+  // One key=value a line cannot hold a value that spans lines: an
+  // unchanged field keeps the entry's own map.
+  const keep = d.metadata === draftOf(base).metadata;
+  const metadata: Record<string, string> = keep ? { ...base.metadata } : {};
+  for (const line of keep ? [] : d.metadata.split("\n")) {
     if (!line.trim()) continue;
     const i = line.indexOf("=");
     if (i <= 0) {

@@ -197,4 +197,20 @@ func TestDashboardHardCases(t *testing.T) {
 			t.Errorf("saving the schedule changed the metadata from %q to %q", meta, got)
 		}
 	})
+
+	t.Run("deleting a task returns to the filtered list it was opened from", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "trim", "keep", 3)
+		tb.enqueue(t, "trim", "drop", 2)
+		b.open("/ui/tasks?queue=trim&state=pending&type=drop")
+		b.waitText(".pager", "2 shown")
+		b.do("open the first task", chromedp.Click(`tr[data-task] th a`))
+		b.waitText(".page-head .badge", "Pending")
+		b.do("delete it", chromedp.Click(`.task-actions button[data-action="delete"]`))
+		b.do("confirm", chromedp.Click(`.task-actions .confirm button.danger`))
+		b.waitText(".pager", "1 shown")
+		if q := eval[string](b, "read the URL", `location.search`); q != "?queue=trim&state=pending&type=drop" {
+			t.Errorf("after the delete the list is %s, want the filtered list it was opened from", q)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
@@ -212,5 +213,39 @@ func TestDashboardHardCases(t *testing.T) {
 		if q := eval[string](b, "read the URL", `location.search`); q != "?queue=trim&state=pending&type=drop" {
 			t.Errorf("after the delete the list is %s, want the filtered list it was opened from", q)
 		}
+	})
+
+	t.Run("pausing a queue during a refresh of the counts shows it paused", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "hold", "job", 1)
+		b.open("/ui/")
+		b.waitText(`tr[data-queue="hold"] .badge`, "Running")
+		// A refresh of the live numbers is under way, and slow, when the
+		// queue is paused: its answer, read before the pause, comes after.
+		eval[bool](b, "hold the next ListQueues answer", `(() => {
+			const real = window.fetch;
+			window.__held = new Promise(r => { window.__release = r; });
+			window.__holding = false;
+			window.fetch = async (url, init) => {
+				const res = await real(url, init);
+				if (String(url).endsWith("/ListQueues") && !window.__holding) {
+					window.__holding = true;
+					await window.__held;
+				}
+				return res;
+			};
+			document.dispatchEvent(new Event("visibilitychange"));
+			return true;
+		})()`)
+		b.do("wait for the refresh to be held", chromedp.Poll[chromedp.Void](`window.__holding === true`,
+			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.do("pause it", chromedp.Click(`tr[data-queue="hold"] button[data-action="pause"]`))
+		servertest.Eventually(t, stepTimeout, "the server pauses hold", func() bool { return tb.queue(t, "hold").GetPaused() })
+		b.do("wait for the pause to be answered", chromedp.WaitEnabled(`tr[data-queue="hold"] button[data-action="pause"]`))
+		eval[bool](b, "let the held answer through", `(window.__release(), true)`)
+		// The numbers refresh every second; the pause shows well before.
+		b.do("wait for the queue to show paused", chromedp.Poll[chromedp.Void](
+			`document.querySelector('tr[data-queue="hold"] .badge')?.innerText.includes("Paused")`,
+			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(500*time.Millisecond)))
 	})
 }

@@ -248,4 +248,20 @@ func TestDashboardHardCases(t *testing.T) {
 			`document.querySelector('tr[data-queue="hold"] .badge')?.innerText.includes("Paused")`,
 			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(500*time.Millisecond)))
 	})
+
+	t.Run("a cron entry's 'Created' notice does not come back on a later visit", func(t *testing.T) {
+		b.t = t
+		b.open("/ui/crons/new")
+		b.do("fill the form", chromedp.SendKeys("#cron-id", "once-notice"), chromedp.SendKeys("#cron-spec", "@every 1h"),
+			chromedp.SendKeys("#cron-type", "noop"))
+		b.do("create", chromedp.Click(`form button[type="submit"]`))
+		b.waitText(".notice", "Created once-notice.")
+		b.do("go to the workers", chromedp.Click(`nav a[href="/ui/workers"]`))
+		b.waitText("h1", "Workers")
+		b.do("back to cron", chromedp.Click(`nav a[href="/ui/crons"]`))
+		b.waitText(`tr[data-cron="once-notice"]`, "noop")
+		if n := eval[int](b, "count the notices", `document.querySelectorAll(".notice").length`); n != 0 {
+			t.Errorf("a later visit to the cron page still shows %q", b.text(".notice"))
+		}
+	})
 }

@@ -264,4 +264,21 @@ func TestDashboardHardCases(t *testing.T) {
 			t.Errorf("a later visit to the cron page still shows %q", b.text(".notice"))
 		}
 	})
+
+	t.Run("a bulk action goes on when the operator opens the All tab", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "bulky", "job", 20_000)
+		b.open("/ui/tasks?queue=bulky&state=pending")
+		b.waitText(`.tabs a[data-state="pending"]`, "20,000")
+		b.do("archive them all", chromedp.Click(`.bulk button[data-action="archive"]`))
+		b.do("confirm", chromedp.Click(`.bulk .confirm button.danger`))
+		b.do("wait for the progress", chromedp.WaitVisible(".bulk-progress"))
+		b.do("open the All tab", chromedp.Click(`.tabs a[data-state=""]`))
+		b.waitText(".pager", "50 shown")
+		servertest.Eventually(t, stepTimeout, "every task of bulky archived", func() bool {
+			return tb.queue(t, "bulky").GetArchived() == 20_000
+		})
+		b.do("back to the pending tab", chromedp.Click(`.tabs a[data-state="pending"]`))
+		b.waitText(".bulk .notice", "Done: 20,000 tasks archived")
+	})
 }

@@ -59,7 +59,12 @@ function Dashboard({ withToken }: { withToken: boolean }) {
 // Page picks the page for the current path.
 function Page() {
   const { path } = useLocation();
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  } catch {
+    return <NotFound />; // a malformed escape: no page of ours
+  }
   const [head, id, sub] = parts;
   if (!head) return <Overview />;
   if (head === "queues" && id && !sub) return <QueuePage name={id} />;

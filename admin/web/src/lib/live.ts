@@ -66,6 +66,9 @@ let previous: Sample | undefined;
 let users = 0;
 let timer: ReturnType<typeof setTimeout> | undefined;
 let inFlight = false;
+// again is set by a refresh asked for while a poll runs (after an action):
+// that poll's answer may predate the action, so another follows at once.
+let again = false;
 
 function push(s: Series, t: number, r: Rates | null): void {
   s.t.push(t);
@@ -134,8 +137,12 @@ function record(queues: QueueInfo[], at: number): void {
 }
 
 async function poll(): Promise<void> {
-  if (inFlight) return;
+  if (inFlight) {
+    again = true;
+    return;
+  }
   inFlight = true;
+  again = false;
   clearTimeout(timer);
   try {
     const res = await admin.listQueues({});
@@ -145,7 +152,8 @@ async function poll(): Promise<void> {
   } finally {
     inFlight = false;
   }
-  schedule();
+  if (again && users > 0) void poll();
+  else schedule();
 }
 
 function schedule(): void {

@@ -12,6 +12,13 @@ export interface Rendered {
 /** HEX_LIMIT bounds the bytes shown as hex (a payload may be 1 MiB). */
 export const HEX_LIMIT = 16 * 1024;
 
+/**
+ * INDENT_LIMIT bounds the indented JSON, in characters: deeply nested JSON
+ * grows with its depth on every line (200 KiB can indent to gigabytes),
+ * and is then shown as the text it is.
+ */
+export const INDENT_LIMIT = 8 << 20;
+
 const strict = new TextDecoder("utf-8", { fatal: true });
 
 function utf8(b: Uint8Array): string | undefined {
@@ -61,7 +68,8 @@ export function render(b: Uint8Array, contentType: string): Rendered {
 /**
  * indentJSON re-indents valid JSON by two spaces without parsing its
  * numbers into floats, so 64-bit ids and exact decimals show verbatim. It
- * returns undefined when s is not JSON.
+ * returns undefined when s is not JSON, or when indented it would be longer
+ * than INDENT_LIMIT.
  */
 export function indentJSON(s: string): string | undefined {
   try {
@@ -74,6 +82,7 @@ export function indentJSON(s: string): string | undefined {
   let inString = false;
   const nl = () => "\n" + "  ".repeat(depth);
   for (let i = 0; i < s.length; i++) {
+    if (out.length > INDENT_LIMIT) return undefined;
     const c = s[i] as string;
     if (inString) {
       out += c;

@@ -13,7 +13,8 @@ export interface Loaded<T> {
 /**
  * usePoll calls load now and then every interval ms (null: once; a
  * function picks the period from the latest data), never two calls at
- * once, and not while the page is hidden. The data of a previous call stays
+ * once (a reload asked for during a call runs right after it), and not
+ * while the page is hidden. The data of a previous call stays
  * shown while the next one runs; it is cleared when deps change.
  */
 export function usePoll<T>(
@@ -30,13 +31,22 @@ export function usePoll<T>(
     let timer: ReturnType<typeof setTimeout> | undefined;
     let ctrl: AbortController | undefined;
     let running = false;
+    // again is set by a call made while one runs (a reload after an
+    // action): that one's answer may predate the action, so another
+    // follows it at once.
+    let again = false;
     // Until the first answer, a period picked from the data is 5 s.
     let period = typeof interval === "function" ? 5000 : interval;
     setState({ loading: true, deps });
     const run = async () => {
-      if (stopped || running) return;
+      if (stopped) return;
+      if (running) {
+        again = true;
+        return;
+      }
       clearTimeout(timer);
       running = true;
+      again = false;
       ctrl = new AbortController();
       try {
         const data = await load(ctrl.signal);
@@ -49,7 +59,9 @@ export function usePoll<T>(
       } finally {
         running = false;
       }
-      if (!stopped && period !== null && !document.hidden) {
+      if (again) {
+        void run();
+      } else if (!stopped && period !== null && !document.hidden) {
         timer = setTimeout(run, period);
       }
     };

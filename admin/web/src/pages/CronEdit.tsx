@@ -77,8 +77,11 @@ function build(base: CronEntry, d: Draft): { entry?: CronEntry; problems: Proble
   const queue = d.queue.trim() || "default";
   if (!/^[a-zA-Z0-9][a-zA-Z0-9-_.]*$/.test(queue)) problems.queue = "Letters, digits, and - _ . after the first.";
   if (d.id && !/^[a-zA-Z0-9][a-zA-Z0-9-_.]*$/.test(d.id)) problems.id = "Letters, digits, and - _ . after the first; or empty.";
-  const metadata: Record<string, string> = {};
-  for (const line of d.metadata.split("\n")) {
+  // One key=value a line cannot hold a value that spans lines: an
+  // unchanged field keeps the entry's own map.
+  const keep = d.metadata === draftOf(base).metadata;
+  const metadata: Record<string, string> = keep ? { ...base.metadata } : {};
+  for (const line of keep ? [] : d.metadata.split("\n")) {
     if (!line.trim()) continue;
     const i = line.indexOf("=");
     if (i <= 0) {
@@ -111,7 +114,9 @@ function build(base: CronEntry, d: Draft): { entry?: CronEntry; problems: Proble
     spec: d.spec.trim(),
     queue,
     type: d.type.trim(),
-    payload: enc.encode(d.payload),
+    // The form shows the payload as text, which bytes that are not UTF-8
+    // do not survive: an unchanged payload keeps the entry's own bytes.
+    payload: d.payload === dec.decode(base.payload) ? base.payload : enc.encode(d.payload),
     contentType: ct,
     metadata,
     options,

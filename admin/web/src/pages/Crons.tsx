@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { CronEntry } from "../gen/conveyor/v1/admin_pb";
 import { admin, asError } from "../lib/api";
 import { flash } from "../lib/flash";
@@ -19,6 +19,8 @@ export function CronsPage() {
   useTitle("Cron");
   const crons = usePoll((signal) => admin.listCrons({}, { signal }), 5000, []);
   const message = useStore(flash);
+  // The message is for this visit: leaving the page drops it.
+  useEffect(() => () => flash.set(""), []);
   const [note, setNote] = useState<{ kind: "ok" | "error"; text: string } | undefined>();
   const entries = crons.data?.entries ?? [];
   const act = async (what: string, call: () => Promise<unknown>) => {

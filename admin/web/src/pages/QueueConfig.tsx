@@ -12,9 +12,9 @@ import { ErrorBox, Loading, Notice } from "../components/Status";
  * QueueConfigPanel shows a queue's limits, rate and group policy, and
  * edits them. It reads the configuration twice: effective (the defaults
  * filled in) to show, and as stored (a zero where the queue follows the
- * default) to edit, because UpdateQueueConfig replaces the whole stored
- * configuration: a form filled from the effective one would store today's
- * defaults as the queue's own.
+ * default) to edit, because a form filled from the effective one would
+ * store today's defaults as the queue's own. Saving stores only the
+ * settings the form changed (an update_mask).
  */
 export function QueueConfigPanel({ queue, fromList }: { queue: string; fromList: QueueConfig | undefined }) {
   const [config, setConfig] = useState<QueueConfig | undefined>();
@@ -169,6 +169,17 @@ function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Parti
   return Object.keys(problems).length ? { problems } : { config, problems };
 }
 
+// maskPaths names each field of the form as UpdateQueueConfig's update_mask does.
+const maskPaths: Record<keyof Draft, string> = {
+  concurrencyLimit: "concurrency_limit",
+  maxActive: "max_active",
+  perSecond: "rate_limit.per_second",
+  burst: "rate_limit.burst",
+  maxSize: "group_policy.max_size",
+  maxDelay: "group_policy.max_delay",
+  gracePeriod: "group_policy.grace_period",
+};
+
 const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "dur" }[] = [
   { key: "concurrencyLimit", label: "Concurrency per key", help: "Tasks sharing one concurrency key that may run at once. Empty or 0: 1.", kind: "int" },
   { key: "maxActive", label: "Max active", help: "Tasks of the queue that may run at once. Empty or 0: no limit.", kind: "int" },
@@ -189,10 +200,18 @@ function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCanc
     const p = parse(config.queue, draft);
     setProblems(p.problems);
     if (!p.config) return;
+    // Only the settings the form changed are stored, so that a change
+    // another client made since the form opened stands.
+    const start = draftOf(config);
+    const paths = FIELDS.filter((f) => draft[f.key] !== start[f.key]).map((f) => maskPaths[f.key]);
+    if (paths.length === 0) {
+      onSaved();
+      return;
+    }
     setBusy(true);
     setError(undefined);
     try {
-      await admin.updateQueueConfig({ config: p.config });
+      await admin.updateQueueConfig({ config: p.config, updateMask: { paths } });
       onSaved();
     } catch (err) {
       setError(asError(err));

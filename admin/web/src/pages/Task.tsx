@@ -17,6 +17,7 @@ import { PayloadView } from "../components/PayloadView";
 import { StateBadge } from "../components/StateBadge";
 import { Empty, ErrorBox, Loading, Notice } from "../components/Status";
 import { Time } from "../components/Time";
+import { listOf } from "./Tasks";
 
 /**
  * TaskPage shows one task: its state and times, payload, metadata, errors
@@ -33,7 +34,7 @@ export function TaskPage({ id }: { id: string }) {
         {t.data && (
           <>
             {" "}
-            <Link to={withQuery("/tasks", { queue: t.data.queue })}>{t.data.queue}</Link> /
+            <Link to={listOf(t.data.queue)}>{t.data.queue}</Link> /
           </>
         )}
       </p>
@@ -141,7 +142,7 @@ function TaskActions({ task: t, reload }: { task: TaskInfo; reload: () => void }
       await actOne(a, t.id);
       refreshQueues();
       if (a === "delete") {
-        navigate(withQuery("/tasks", { queue: t.queue }));
+        navigate(listOf(t.queue));
         return;
       }
       setNote({ kind: "ok", text: `Task ${past}.` });

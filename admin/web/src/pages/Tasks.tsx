@@ -57,6 +57,15 @@ export function urlOf(f: Partial<Filter>): string {
 const pageTrail = new Map<string, { prev: string; n: number }>();
 const trailKey = (f: Filter, token: string) => `${f.queue}|${f.state}|${f.type}|${f.search}|${f.size}|${token}`;
 
+// The list last shown for each queue, filters and page kept, so that a
+// task opened from it leads back to it (its crumb, after a delete).
+const lastList = new Map<string, string>();
+
+/** listOf is the task list of queue to go back to: the one last shown, else its first page. */
+export function listOf(queue: string): string {
+  return lastList.get(queue) ?? urlOf({ queue });
+}
+
 /**
  * TasksPage is the task browser: a queue's tasks by state, filtered by
  * type and a search, a page at a time, with actions on a selection or on
@@ -75,6 +84,9 @@ export function TasksPage() {
   }, [f.queue, queues?.[0]?.name]);
 
   const key = urlOf(f);
+  useEffect(() => {
+    if (f.queue) lastList.set(f.queue, key);
+  }, [key]);
   const page = usePoll<ListTasksResponse | undefined>(
     (signal) =>
       f.queue

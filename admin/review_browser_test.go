@@ -281,4 +281,22 @@ func TestDashboardHardCases(t *testing.T) {
 		b.do("back to the pending tab", chromedp.Click(`.tabs a[data-state="pending"]`))
 		b.waitText(".bulk .notice", "Done: 20,000 tasks archived")
 	})
+
+	t.Run("a group's link lists that group's tasks, and a bulk action on it acts on them only", func(t *testing.T) {
+		b.t = t
+		tb.enqueue(t, "digests", "digest", 3, conveyor.Group("monday"))
+		tb.enqueue(t, "digests", "digest", 2, conveyor.Group("tuesday"))
+		b.open("/ui/groups?queue=digests")
+		b.do("open the monday group", chromedp.Click(`a[href*="group=monday"]`))
+		b.do("wait for the group's 3 tasks", chromedp.Poll[chromedp.Void](
+			`document.querySelectorAll("tr[data-task]").length === 3 && document.querySelector("#f-group")?.value === "monday"`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.do("cancel every task of the filter", chromedp.Click(`.bulk button[data-action="cancel"]`))
+		b.do("confirm", chromedp.Click(`.bulk .confirm button[class]`))
+		b.waitText(".bulk .notice", "Done: 3 tasks canceled")
+		q := tb.queue(t, "digests")
+		if q.GetCanceled() != 3 || q.GetAggregating() != 2 {
+			t.Fatalf("after the bulk cancel of the monday group: %v; want its 3 canceled, tuesday's 2 still aggregating", q)
+		}
+	})
 }

@@ -91,6 +91,9 @@ type ListParams struct {
 	Type string
 	// Search keeps tasks whose id, a metadata value or payload contains it.
 	Search string
+	// Group keeps the tasks enqueued with this aggregation group (exact);
+	// empty matches every task.
+	Group string
 	// Cursor continues a listing (a previous call's Next); empty starts it.
 	Cursor string
 	// Limit bounds the page (the engine may return fewer, e.g. to bound

@@ -28,7 +28,7 @@ const (
 
 func (a *adminService) ListTasks(ctx context.Context, req *connect.Request[conveyorv1.ListTasksRequest]) (*connect.Response[conveyorv1.ListTasksResponse], error) {
 	m := req.Msg
-	p, err := listParams(m.GetQueue(), m.GetState(), m.GetType(), m.GetSearch())
+	p, err := listParams(m)
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +51,18 @@ func (a *adminService) ListTasks(ctx context.Context, req *connect.Request[conve
 	return connect.NewResponse(out), nil
 }
 
+// taskFilter is the filters a listing and a bulk action share.
+type taskFilter interface {
+	GetQueue() string
+	GetState() conveyorv1.TaskState
+	GetType() string
+	GetSearch() string
+	GetGroup() string
+}
+
 // listParams validates a listing's filters.
-func listParams(queue string, state conveyorv1.TaskState, typ, search string) (broker.ListParams, error) {
+func listParams(f taskFilter) (broker.ListParams, error) {
+	queue, state, typ, search, group := f.GetQueue(), f.GetState(), f.GetType(), f.GetSearch(), f.GetGroup()
 	if err := checkQueueName("queue", queue); err != nil {
 		return broker.ListParams{}, err
 	}
@@ -65,7 +75,10 @@ func listParams(queue string, state conveyorv1.TaskState, typ, search string) (b
 	if len(search) > MaxSearchBytes {
 		return broker.ListParams{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("search is %d bytes; the limit is %d", len(search), MaxSearchBytes))
 	}
-	return broker.ListParams{Queue: queue, State: brokerState(state), Type: typ, Search: search}, nil
+	if len(group) > MaxNameBytes {
+		return broker.ListParams{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("group is %d bytes; the limit is %d", len(group), MaxNameBytes))
+	}
+	return broker.ListParams{Queue: queue, State: brokerState(state), Type: typ, Search: search, Group: group}, nil
 }
 
 // act applies an action to ids and tells the sessions of canceled running
@@ -216,7 +229,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	if m.GetState() == conveyorv1.TaskState_TASK_STATE_UNSPECIFIED {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("state is required: a bulk action names the state it applies to"))
 	}
-	p, err := listParams(m.GetQueue(), m.GetState(), m.GetType(), m.GetSearch())
+	p, err := listParams(m)
 	if err != nil {
 		return err
 	}

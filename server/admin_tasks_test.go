@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -136,9 +137,24 @@ func TestListTasksFiltersAndErrors(t *testing.T) {
 	if got := list(&conveyorv1.ListTasksRequest{Queue: "q", State: conveyorv1.TaskState_TASK_STATE_COMPLETED}); len(got) != 0 {
 		t.Fatalf("no completed task, listed %v", got)
 	}
+	var daily []string
+	for _, g := range []string{"daily", "weekly", "daily"} {
+		res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "q", Type: "digest",
+			Options: &conveyorv1.TaskOptions{Group: g}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g == "daily" {
+			daily = append(daily, res.Msg.GetTask().GetId())
+		}
+	}
+	if got := list(&conveyorv1.ListTasksRequest{Queue: "q", Group: "daily"}); !slices.Equal(got, daily) {
+		t.Fatalf("group filter: %v, want the daily group's %v", got, daily)
+	}
 	for _, bad := range []*conveyorv1.ListTasksRequest{
 		{Queue: ""}, {Queue: "a b"}, {Queue: "q", State: 42}, {Queue: "q", PageSize: 1001}, {Queue: "q", PageSize: -1},
 		{Queue: "q", PageToken: "garbage!"}, {Queue: "q", Search: strings.Repeat("x", server.MaxSearchBytes+1)},
+		{Queue: "q", Group: strings.Repeat("g", server.MaxNameBytes+1)},
 	} {
 		_, err := admin.ListTasks(context.Background(), connect.NewRequest(bad))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
@@ -247,6 +263,20 @@ func TestBulkTasks(t *testing.T) {
 	}
 	if q := queueCounts(t, s, "bulk"); q.GetArchived() != 1200 || q.GetPending() != 30 {
 		t.Fatalf("after the bulk archive: %v", q)
+	}
+	for _, g := range []string{"a", "b", "a"} {
+		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "bulk", Type: "digest",
+			Options: &conveyorv1.TaskOptions{Group: g}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs = runBulk(t, admin, &conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_CANCEL, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_AGGREGATING, Group: "a"}, nil)
+	if last := msgs[len(msgs)-1]; !last.GetDone() || last.GetSucceeded() != 2 || last.GetFailed() != 0 {
+		t.Fatalf("bulk cancel of group a: last progress %v; want done with its 2 tasks canceled", last)
+	}
+	if q := queueCounts(t, s, "bulk"); q.GetCanceled() != 2 || q.GetAggregating() != 1 {
+		t.Fatalf("after the bulk cancel of one group: %v; want 2 canceled, group b's task still aggregating", q)
 	}
 	for _, bad := range []*conveyorv1.BulkTasksRequest{
 		{Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING},

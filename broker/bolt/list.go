@@ -17,7 +17,7 @@ import (
 
 // Bounds of one ListTasks call: a page stops early, with a cursor to go
 // on, once it holds listMaxBytes of task bytes (answerBytes) or has examined
-// listMaxExamined tasks that a search did not match.
+// listMaxExamined tasks that a search (or a group filter) did not match.
 const (
 	listMaxBytes    = 4 << 20
 	listMaxExamined = 10_000
@@ -84,7 +84,7 @@ func (l *lister) scan(from key) error {
 		if task == nil {
 			continue
 		}
-		if l.p.Search != "" && !matches(task, l.p.Search) {
+		if (l.p.Search != "" && !matches(task, l.p.Search)) || (l.p.Group != "" && task.Group != l.p.Group) {
 			l.examined++
 			continue
 		}

@@ -118,6 +118,13 @@ func testListFilters(t *testing.T, b broker.Broker) {
 	check("search in the id", broker.ListParams{Search: d[len(d)-8:]}, d)
 	check("search and type", broker.ListParams{Search: "example.com", Type: "email"}, a, c)
 	check("search is case-sensitive", broker.ListParams{Search: "ACME"})
+
+	group := func(name string) string { return EnqueueOne(t, b, T0, grouped("q", name, "digest")).ID }
+	g1, g2, g3 := group("daily"), group("daily"), group("weekly")
+	check("group", broker.ListParams{Group: "daily"}, g1, g2)
+	check("group and state", broker.ListParams{Group: "weekly", State: aggregating}, g3)
+	check("group and another type", broker.ListParams{Group: "daily", Type: "email"})
+	check("a group with no task", broker.ListParams{Group: "monthly"})
 }
 
 // testListStable: tasks enqueued while a listing pages are never returned

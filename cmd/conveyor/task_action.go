@@ -24,6 +24,7 @@ type taskActionFlags struct {
 	State  string   `enum:",${states}" default:"" placeholder:"STATE" help:"With --queue, required: the state of the tasks to act on (${state_list})."`
 	Type   string   `placeholder:"TYPE" help:"With --queue: only tasks of this type."`
 	Search string   `placeholder:"TEXT" help:"With --queue: only tasks whose id, a metadata value or the payload contains TEXT."`
+	Group  string   `placeholder:"GROUP" help:"With --queue: only tasks enqueued with this aggregation group."`
 }
 
 // taskAction is one of the four actions, as each RPC form calls it.
@@ -50,8 +51,8 @@ func (f *taskActionFlags) run(k *kong.Context, in stdin, a taskAction) error {
 		return usageErrorf("--queue needs --state: a bulk action names the state it applies to")
 	case !bulk && len(f.IDs) == 0:
 		return usageErrorf("give task ids, or --queue and --state")
-	case !bulk && (f.State != "" || f.Type != "" || f.Search != ""):
-		return usageErrorf("--state, --type and --search select tasks with --queue; with ids, leave them out")
+	case !bulk && (f.State != "" || f.Type != "" || f.Search != "" || f.Group != ""):
+		return usageErrorf("--state, --type, --search and --group select tasks with --queue; with ids, leave them out")
 	}
 	cn, err := f.dial()
 	if err != nil {
@@ -169,7 +170,7 @@ func (f *taskActionFlags) runBatch(ctx context.Context, w, errw io.Writer, cn *c
 // the result, on standard output.
 func (f *taskActionFlags) runBulk(ctx context.Context, k *kong.Context, cn *conn, a taskAction) error {
 	stream, err := cn.admin.BulkTasks(ctx, connect.NewRequest(&conveyorv1.BulkTasksRequest{
-		Action: a.bulk, Queue: f.Queue, State: parseState(f.State), Type: f.Type, Search: f.Search,
+		Action: a.bulk, Queue: f.Queue, State: parseState(f.State), Type: f.Type, Search: f.Search, Group: f.Group,
 	}))
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ type taskLsCmd struct {
 	State     string `default:"all" enum:"all,${states}" placeholder:"STATE" help:"Only tasks in this state: all (the default), ${state_list}."`
 	Type      string `placeholder:"TYPE" help:"Only tasks of this type (exact match)."`
 	Search    string `placeholder:"TEXT" help:"Only tasks whose id, a metadata value or the payload contains TEXT (case-sensitive)."`
+	Group     string `placeholder:"GROUP" help:"Only tasks enqueued with this aggregation group (exact match)."`
 	Limit     int    `default:"100" placeholder:"N" help:"Print at most N tasks (default: ${default})."`
 	All       bool   `help:"Print every matching task (ignores --limit)."`
 	PageToken string `name:"page-token" placeholder:"TOKEN" help:"Continue a previous listing where it stopped."`
@@ -42,7 +43,7 @@ func (c *taskLsCmd) Run(k *kong.Context) error {
 
 	out := newTaskList(k, c.JSON)
 	req := &conveyorv1.ListTasksRequest{Queue: c.Queue, State: parseState(c.State), Type: c.Type,
-		Search: c.Search, PageToken: c.PageToken}
+		Search: c.Search, Group: c.Group, PageToken: c.PageToken}
 	printed := 0
 	for {
 		req.PageSize = maxListPage

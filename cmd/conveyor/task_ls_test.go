@@ -65,6 +65,12 @@ func TestTaskLs(t *testing.T) {
 			t.Errorf("%s: listed %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	g1 := enqueueID(t, addr, "--queue", "g", "--group", "daily", "digest")
+	enqueueID(t, addr, "--queue", "g", "--group", "weekly", "digest")
+	g3 := enqueueID(t, addr, "--queue", "g", "--group", "daily", "digest")
+	if got := listIDs(t, mustRun(t, "task", "ls", addr, "--queue", "g", "--json", "--group", "daily")); strings.Join(got, ",") != g1+","+g3 {
+		t.Errorf("--group daily: listed %v, want %v", got, []string{g1, g3})
+	}
 	if out := mustRun(t, "task", "ls", addr, "--queue", "q", "--json", "--type", "none"); out != "[]\n" {
 		t.Errorf("an empty listing is %q, want []", out)
 	}

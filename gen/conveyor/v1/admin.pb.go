@@ -968,7 +968,10 @@ type ListTasksRequest struct {
 	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
 	// search keeps tasks whose id, a metadata value or payload contains this
 	// case-sensitive substring; empty keeps every task.
-	Search        string `protobuf:"bytes,6,opt,name=search,proto3" json:"search,omitempty"`
+	Search string `protobuf:"bytes,6,opt,name=search,proto3" json:"search,omitempty"`
+	// group keeps the tasks enqueued with this aggregation group (exact
+	// match), in whatever state; empty keeps every task.
+	Group         string `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1044,13 @@ func (x *ListTasksRequest) GetType() string {
 func (x *ListTasksRequest) GetSearch() string {
 	if x != nil {
 		return x.Search
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
 	}
 	return ""
 }
@@ -1621,7 +1631,9 @@ type BulkTasksRequest struct {
 	// type filters by task type (exact match); empty matches every type.
 	Type string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
 	// search filters as ListTasksRequest.search does.
-	Search        string `protobuf:"bytes,5,opt,name=search,proto3" json:"search,omitempty"`
+	Search string `protobuf:"bytes,5,opt,name=search,proto3" json:"search,omitempty"`
+	// group filters as ListTasksRequest.group does.
+	Group         string `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1691,12 +1703,19 @@ func (x *BulkTasksRequest) GetSearch() string {
 	return ""
 }
 
+func (x *BulkTasksRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 // BulkTasksProgress reports how far a bulk action has come. The last
 // message of the stream has done set.
 type BulkTasksProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// total is how many tasks the filter matched when the action started
-	// (an estimate when a type or search filter is set).
+	// (an estimate when a type, search or group filter is set).
 	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
 	// succeeded counts tasks the action applied to.
 	Succeeded int64 `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
@@ -2912,7 +2931,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xbe\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xd4\x01\n" +
 	"\x10ListTasksRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x1b\n" +
@@ -2920,7 +2939,8 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
 	"\x04type\x18\x05 \x01(\tR\x04type\x12\x16\n" +
-	"\x06search\x18\x06 \x01(\tR\x06search\"h\n" +
+	"\x06search\x18\x06 \x01(\tR\x06search\x12\x14\n" +
+	"\x05group\x18\a \x01(\tR\x05group\"h\n" +
 	"\x11ListTasksResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.conveyor.v1.TaskInfoR\x05tasks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
@@ -2945,13 +2965,14 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"L\n" +
 	"\x12BatchTasksResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xb3\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xc9\x01\n" +
 	"\x10BulkTasksRequest\x12/\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x17.conveyor.v1.TaskActionR\x06action\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x12\n" +
 	"\x04type\x18\x04 \x01(\tR\x04type\x12\x16\n" +
-	"\x06search\x18\x05 \x01(\tR\x06search\"\x94\x01\n" +
+	"\x06search\x18\x05 \x01(\tR\x06search\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\"\x94\x01\n" +
 	"\x11BulkTasksProgress\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\x03R\tsucceeded\x12\x16\n" +

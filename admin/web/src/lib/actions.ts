@@ -50,6 +50,7 @@ export interface BulkFilter {
   state: TaskState;
   type: string;
   search: string;
+  group: string;
 }
 
 /**

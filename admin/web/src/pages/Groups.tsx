@@ -70,7 +70,7 @@ export function GroupsPage() {
                         <Link to={`/queues/${seg(g.queue)}`}>{g.queue}</Link>
                       </td>
                       <th scope="row" data-label="Group" class="mono">
-                        <Link to={withQuery("/tasks", { queue: g.queue, state: "aggregating", type: g.type })}>{g.group}</Link>
+                        <Link to={withQuery("/tasks", { queue: g.queue, state: "aggregating", type: g.type, group: g.group })}>{g.group}</Link>
                       </th>
                       <td data-label="Type" class="mono">
                         {g.type}

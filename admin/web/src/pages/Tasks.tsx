@@ -24,6 +24,7 @@ export interface Filter {
   state: string; // a StateName, or "" for every state
   type: string;
   search: string;
+  group: string; // an aggregation group, exact; "" for every task
   size: number;
   after: string; // the page token; "" for the first page
 }
@@ -35,6 +36,7 @@ function filterOf(q: URLSearchParams): Filter {
     state: stateByName(q.get("state")) ? (q.get("state") ?? "") : "",
     type: q.get("type") ?? "",
     search: q.get("search") ?? "",
+    group: q.get("group") ?? "",
     size: PAGE_SIZES.includes(size) ? size : DEFAULT_SIZE,
     after: q.get("after") ?? "",
   };
@@ -47,6 +49,7 @@ export function urlOf(f: Partial<Filter>): string {
     state: f.state,
     type: f.type,
     search: f.search,
+    group: f.group,
     size: f.size && f.size !== DEFAULT_SIZE ? String(f.size) : undefined,
     after: f.after,
   });
@@ -55,7 +58,7 @@ export function urlOf(f: Partial<Filter>): string {
 // The pages seen so far, by filter and token, so that Previous and the
 // page number work with the back button too.
 const pageTrail = new Map<string, { prev: string; n: number }>();
-const trailKey = (f: Filter, token: string) => `${f.queue}|${f.state}|${f.type}|${f.search}|${f.size}|${token}`;
+const trailKey = (f: Filter, token: string) => `${f.queue}|${f.state}|${f.type}|${f.search}|${f.group}|${f.size}|${token}`;
 
 // The list last shown for each queue, filters and page kept, so that a
 // task opened from it leads back to it (its crumb, after a delete).
@@ -96,6 +99,7 @@ export function TasksPage() {
               state: stateByName(f.state)?.state ?? TaskState.UNSPECIFIED,
               type: f.type,
               search: f.search,
+              group: f.group,
               pageSize: f.size,
               pageToken: f.after,
             },
@@ -158,9 +162,9 @@ export function TasksPage() {
         <section class="panel" aria-label="Tasks">
           {state && (
             <BulkPanel
-              filter={{ queue: f.queue, state: state.state, type: f.type, search: f.search }}
+              filter={{ queue: f.queue, state: state.state, type: f.type, search: f.search, group: f.group }}
               count={q ? countOf(q, state.name) : undefined}
-              filtered={f.type !== "" || f.search !== ""}
+              filtered={filtered(f)}
               stateLabel={state.label.toLowerCase()}
               onDone={page.reload}
             />
@@ -172,7 +176,7 @@ export function TasksPage() {
           ) : page.data && tasks.length === 0 ? (
             <Empty>
               No {state ? state.label.toLowerCase() : ""} tasks in {f.queue}
-              {f.type || f.search ? " that match the filters" : ""}
+              {filtered(f) ? " that match the filters" : ""}
               {f.after ? " on this page" : ""}.
             </Empty>
           ) : (
@@ -204,6 +208,9 @@ export function TasksPage() {
   );
 }
 
+/** filtered says whether f narrows its state's tasks beyond the queue. */
+const filtered = (f: Filter) => f.type !== "" || f.search !== "" || f.group !== "";
+
 // FilterForm edits the filter; its text fields are read when it is
 // submitted (whatever changed them: typing, pasting, autofill), and reset
 // when the URL changes the filter.
@@ -213,10 +220,10 @@ function FilterForm({ f, queueNames }: { f: Filter; queueNames: string[] }) {
     e.preventDefault();
     const data = new FormData(e.currentTarget as HTMLFormElement);
     const text = (k: string) => String(data.get(k) ?? "");
-    navigate(urlOf({ ...f, type: text("type").trim(), search: text("search"), after: "" }));
+    navigate(urlOf({ ...f, type: text("type").trim(), search: text("search"), group: text("group").trim(), after: "" }));
   };
   return (
-    <form class="filters" onSubmit={submit} role="search" aria-label="Filter tasks" key={`${f.type}\n${f.search}`}>
+    <form class="filters" onSubmit={submit} role="search" aria-label="Filter tasks" key={`${f.type}\n${f.search}\n${f.group}`}>
       <div class="field">
         <label for="f-queue">Queue</label>
         <select id="f-queue" value={f.queue} onChange={(e) => navigate(urlOf({ ...f, queue: e.currentTarget.value, after: "" }))}>
@@ -230,6 +237,10 @@ function FilterForm({ f, queueNames }: { f: Filter; queueNames: string[] }) {
       <div class="field">
         <label for="f-type">Type</label>
         <input id="f-type" name="type" defaultValue={f.type} placeholder="any type" />
+      </div>
+      <div class="field">
+        <label for="f-group">Group</label>
+        <input id="f-group" name="group" defaultValue={f.group} placeholder="any group" />
       </div>
       <div class="field grow">
         <label for="f-search">Search</label>
@@ -249,8 +260,8 @@ function FilterForm({ f, queueNames }: { f: Filter; queueNames: string[] }) {
         <button type="submit" class="primary">
           Filter
         </button>
-        {(f.type || f.search) && (
-          <Link to={urlOf({ ...f, type: "", search: "", after: "" })} class="button">
+        {filtered(f) && (
+          <Link to={urlOf({ ...f, type: "", search: "", group: "", after: "" })} class="button">
             Clear
           </Link>
         )}

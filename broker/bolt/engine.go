@@ -119,8 +119,12 @@ type Engine struct {
 	// changed while terminal) whose change is not durable yet; reads of
 	// those tasks wait for the commit.
 	settling map[key]settled
-	// deps maps a live task to the BLOCKED tasks that wait for it (deps.go).
-	deps map[key][]depEdge
+	// deps maps a live task to the BLOCKED tasks that wait for it, and
+	// depGen each BLOCKED task with edges to its incarnation, which its
+	// edges carry (deps.go).
+	deps    map[key][]depEdge
+	depGen  map[key]uint32
+	depGens uint32
 	// crons holds every cron entry (cron.go).
 	crons map[string]*storagev1.CronRecord
 	// openGroups are the aggregation groups gathering, groupHeap their

@@ -95,6 +95,9 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	q.counts[to]++
 	m.state = to
 	e.tasks.put(k, *m)
+	if from == stateBlocked {
+		e.leftBlockedLocked(k)
+	}
 	if from == stateActive && to != stateActive {
 		e.leftActiveLocked(k, q)
 	}
@@ -224,8 +227,11 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 	q := e.queues[m.queue]
 	q.counts[m.state]--
 	q.counts[to]++
-	if m.state == stateActive {
+	switch m.state {
+	case stateActive:
 		e.leftActiveLocked(k, q)
+	case stateBlocked:
+		e.leftBlockedLocked(k)
 	}
 	r, ownRetention := e.retention[k]
 	e.forgetLocked(k)

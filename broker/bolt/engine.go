@@ -131,6 +131,10 @@ type Engine struct {
 	// fire times (groups.go).
 	openGroups map[groupID]*group
 	groupHeap  groupHeap
+	// memberGen is the incarnation of each AGGREGATING task that joined
+	// its group, which its entry there carries (groups.go).
+	memberGen  map[key]uint32
+	memberGens uint32
 	dueHeap    timedIndex
 	expHeap    timedIndex
 	// dueCheckAt is the size of dueHeap past which it is next checked for

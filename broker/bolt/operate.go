@@ -177,6 +177,7 @@ func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 	e.forgetLocked(k)
 	switch m.state {
 	case stateAggr:
+		e.leftGroupLocked(k)
 		e.groupShrankLocked(q)
 	case stateBlocked:
 		e.leftBlockedLocked(k)

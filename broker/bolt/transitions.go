@@ -95,8 +95,11 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	q.counts[to]++
 	m.state = to
 	e.tasks.put(k, *m)
-	if from == stateBlocked {
+	switch from {
+	case stateBlocked:
 		e.leftBlockedLocked(k)
+	case stateAggr:
+		e.leftGroupLocked(k)
 	}
 	if from == stateActive && to != stateActive {
 		e.leftActiveLocked(k, q)
@@ -232,6 +235,8 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 		e.leftActiveLocked(k, q)
 	case stateBlocked:
 		e.leftBlockedLocked(k)
+	case stateAggr:
+		e.leftGroupLocked(k)
 	}
 	r, ownRetention := e.retention[k]
 	e.forgetLocked(k)

@@ -109,6 +109,10 @@ type Engine struct {
 	// expires holds, for live tasks with an expiry or a deadline, the
 	// earlier of the two: a task still waiting then is archived.
 	expires map[key]int64
+	// ranPastExpiry holds the ACTIVE tasks whose expiry entry a timer
+	// round dropped, its time having come while they ran: their entry is
+	// indexed again when their attempt ends (applyLocked).
+	ranPastExpiry map[key]struct{}
 	// retention holds the per-task retention (ns) of live tasks that set one.
 	retention map[key]int64
 	// ckeys are the live concurrency keys, keyOf the key of each live

@@ -59,6 +59,7 @@ func (e *Engine) reloadLocked() error {
 	e.unique = make(map[string]uniqueClaim)
 	e.uniqOf = make(map[key]string)
 	e.expires = make(map[key]int64)
+	e.ranPastExpiry = make(map[key]struct{})
 	e.retention = make(map[key]int64)
 	e.ckeys = make(map[ckeyID]*ckey)
 	e.keyOf = make(map[key]*ckey)

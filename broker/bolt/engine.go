@@ -135,9 +135,9 @@ type Engine struct {
 	// fire times (groups.go).
 	openGroups map[groupID]*group
 	groupHeap  groupHeap
-	// memberGen is the incarnation of each AGGREGATING task that joined
-	// its group, which its entry there carries (groups.go).
-	memberGen  map[key]uint32
+	// memberGen is the group each AGGREGATING task joined, and its
+	// incarnation, which its entry there carries (groups.go).
+	memberGen  map[key]memberOf
 	memberGens uint32
 	dueHeap    timedIndex
 	expHeap    timedIndex

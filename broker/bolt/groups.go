@@ -30,6 +30,7 @@ type groupID struct {
 type group struct {
 	id          groupID
 	members     []member
+	live        int // the members still AGGREGATING
 	bytes       int // the members' specs, as stored (members that left still count)
 	first, last int64
 	firesAt     int64 // by time; when it fired, once fired
@@ -46,16 +47,27 @@ type member struct {
 	gen uint32
 }
 
+// memberOf is the group an AGGREGATING task joined, and its incarnation.
+type memberOf struct {
+	g   *group
+	gen uint32
+}
+
 // memberLocked reports whether entry x of a group stands for a live
 // AGGREGATING task, the one that joined, and returns its meta.
 func (e *Engine) memberLocked(x member) (meta, bool) {
 	m, live := e.tasks.get(x.k)
-	return m, live && m.state == stateAggr && e.memberGen[x.k] == x.gen
+	return m, live && m.state == stateAggr && e.memberGen[x.k].gen == x.gen
 }
 
 // leftGroupLocked is called when task k leaves AGGREGATING: its entry in
-// its group is stale from now on.
-func (e *Engine) leftGroupLocked(k key) { delete(e.memberGen, k) }
+// its group is stale from now on, and the group holds one member less.
+func (e *Engine) leftGroupLocked(k key) {
+	if j, ok := e.memberGen[k]; ok {
+		j.g.live--
+		delete(e.memberGen, k)
+	}
+}
 
 // groupTimer is a group's entry in the fire heap.
 type groupTimer struct {
@@ -79,13 +91,14 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 		e.openGroups[id] = g
 	}
 	e.memberGens++
-	e.memberGen[k] = e.memberGens
+	e.memberGen[k] = memberOf{g: g, gen: e.memberGens}
 	g.members = append(g.members, member{k: k, gen: e.memberGens})
+	g.live++
 	g.bytes += size
 	g.last = max(g.last, enqueued)
 	g.first = min(g.first, enqueued)
 	p := e.policyLocked(q)
-	if len(g.members) >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
+	if g.live >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
 		e.fireLocked(g, now)
 		return
 	}

@@ -67,7 +67,7 @@ func (e *Engine) reloadLocked() error {
 	e.deps = make(map[key][]depEdge)
 	e.depGen = make(map[key]uint32)
 	e.openGroups = make(map[groupID]*group)
-	e.memberGen = make(map[key]uint32)
+	e.memberGen = make(map[key]memberOf)
 	e.crons = make(map[string]*storagev1.CronRecord)
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, compactSlack

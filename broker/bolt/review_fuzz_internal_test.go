@@ -532,6 +532,18 @@ func (r *seqRun) check() {
 			r.fatalf("key %s heldN %d, its FIFO holds %d", c.name, c.heldN, len(seen))
 		}
 	}
+	groups := []*group{}
+	for _, g := range e.openGroups {
+		groups = append(groups, g)
+	}
+	for _, q := range e.queues {
+		groups = append(groups, q.fired...)
+	}
+	for _, g := range groups {
+		if n := e.liveMembersLocked(g, len(g.members)); n != g.live {
+			r.fatalf("group %v counts %d members, holds %d", g.id, g.live, n)
+		}
+	}
 	if r.op == "tick" {
 		now := nanos(r.now)
 		for k, at := range e.expires {

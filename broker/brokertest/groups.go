@@ -15,6 +15,7 @@ func groupCases() []testCase {
 		{name: "OnlyForItsType", fn: testGroupType},
 		{name: "MembersAnswerAlone", fn: testGroupMembers},
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
+		{name: "LeftMembersNotCountedForSize", env: testGroupLeftNotCounted},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
@@ -218,6 +219,28 @@ func testGroupLeftMembers(t *testing.T, b broker.Broker) {
 	gl := leaseGroups(t, b, "q", 1, T0, "t")
 	if len(gl) != 1 || len(gl[0].Leases) != 2 {
 		t.Fatalf("LeaseGroups = %+v, want the 2 members left", gl)
+	}
+}
+
+// testGroupLeftNotCounted: a group fires by size when it holds
+// MaxSize members: one that left (canceled, deleted) is not held, before
+// a restart as after.
+func testGroupLeftNotCounted(t *testing.T, e *Env) {
+	policy(t, e.B, "q", 3, time.Hour, time.Hour)
+	ts := Enqueue(t, e.B, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	actOK(t, e.B, broker.ActionCancel, T0, ts[1].ID)
+	EnqueueOne(t, e.B, T0, grouped("q", "g", "t"))
+	if n := readyGroups(e.B, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d with 2 of 3 members (and one canceled)", n)
+	}
+	b := e.Reopen()
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups after a restart = %d with 2 of 3 members", n)
+	}
+	EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	gl := leaseGroups(t, b, "q", 1, T0, "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 3 {
+		t.Fatalf("LeaseGroups = %+v, want the 3 members", gl)
 	}
 }
 

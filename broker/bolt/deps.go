@@ -199,6 +199,7 @@ func (e *Engine) cascadeLocked(first endFrame, now int64) {
 		dep, dependent, release := f.k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
 		if release {
 			if msg, expired := e.expiryPassedLocked(dependent, m, now); expired {
+				e.countExpiredLocked(m.queue)
 				stack = append(stack, e.beginFinishLocked(dependent, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg }))
 				continue
 			}

@@ -16,6 +16,7 @@ func timerCases() []testCase {
 		{name: "ExpiryWhileActiveReleasedBefore", env: testExpiryReleasedBefore},
 		{name: "Deadline", fn: testDeadline},
 		{name: "ExpiredCounted", env: testExpiredCounted},
+		{name: "ExpiredAtReleaseCounted", env: testExpiredAtReleaseCounted},
 	}
 }
 
@@ -106,6 +107,22 @@ func testExpiredCounted(t *testing.T, e *Env) {
 	RequireCounts(t, e.B, "q", Counts{archived: 4})
 	requireExpired(t, e.B, "q", 2)
 	requireExpired(t, e.Reopen(), "q", 2)
+}
+
+// testExpiredAtReleaseCounted: a BLOCKED task whose expiry passed before
+// its dependency ended (no timer round ran in between) is archived as
+// expired when the dependency ends, and counted as expired.
+func testExpiredAtReleaseCounted(t *testing.T, e *Env) {
+	a := EnqueueOne(t, e.B, T0, NewTask("deps"))
+	nt := dependent("q", dep(a.ID, 0))
+	nt.ExpiresAt = at(time.Minute)
+	d := EnqueueOne(t, e.B, T0, nt)
+	Succeed(t, e.B, "s1", LeaseOne(t, e.B, "s1", "deps", T0), at(2*time.Minute))
+	if got := RequireState(t, e.B, d.ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("last error %q, want %q", got.LastError, broker.ExpiredMessage)
+	}
+	requireExpired(t, e.B, "q", 1)
+	requireExpired(t, e.Reopen(), "q", 1)
 }
 
 func testExpiredNotLeased(t *testing.T, b broker.Broker) {

@@ -532,6 +532,21 @@ func (r *seqRun) check() {
 			r.fatalf("key %s heldN %d, its FIFO holds %d", c.name, c.heldN, len(seen))
 		}
 	}
+	for k := range e.depGen {
+		if m, live := e.tasks.get(k); !live || m.state != stateBlocked {
+			r.fatalf("task %s has a dependency incarnation, %v (live %v)", k, m.state, live)
+		}
+	}
+	for k := range e.memberGen {
+		if m, live := e.tasks.get(k); !live || m.state != stateAggr {
+			r.fatalf("task %s has a group incarnation, %v (live %v)", k, m.state, live)
+		}
+	}
+	for k := range e.ranPastExpiry {
+		if m, live := e.tasks.get(k); !live || m.state != stateActive {
+			r.fatalf("task %s ran past its expiry, %v (live %v)", k, m.state, live)
+		}
+	}
 	groups := []*group{}
 	for _, g := range e.openGroups {
 		groups = append(groups, g)

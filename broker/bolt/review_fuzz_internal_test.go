@@ -713,7 +713,7 @@ func (r *seqRun) inTimed(x *timedIndex, t timed) bool {
 // reopen that the rebuilt state is the one before.
 func TestSequencesKeepMemoryAndFileInStep(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(24) {
+	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			r := &seqRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), path: filepath.Join(t.TempDir(), "c.db"), now: bt.T0}
@@ -735,7 +735,7 @@ func TestSequencesKeepMemoryAndFileInStep(t *testing.T) {
 // and that a reopen rebuilds the same state.
 func TestConcurrentCallsKeepMemoryAndFileInStep(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			main := &seqRun{t: t, rng: rand.New(rand.NewPCG(seed, 11)), path: filepath.Join(t.TempDir(), "c.db"), now: bt.T0}

@@ -34,6 +34,15 @@ func (e *Engine) applyLocked(k key, d broker.Decision) broker.State {
 	}
 	now := d.Now.UnixNano()
 	e.dropLeaseLocked(k)
+	if _, ok := e.ranPastExpiry[k]; ok {
+		// Its expiry came while it ran: should it wait again, not
+		// archived as of d.Now, the next timer round archives it.
+		delete(e.ranPastExpiry, k)
+		e.tidyExpiriesLocked()
+		if e.expHeap.add(timed{at: e.expires[k], k: k}) {
+			e.note.TimersChanged()
+		}
+	}
 	if d.Verdict {
 		e.countAttemptLocked(m.queue, d.Kind != broker.DecideComplete)
 	}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -165,33 +166,59 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	if !f.Skip {
 		pend = prepare([]broker.NewTask{f.Task}, f.Now.UnixNano())
 	}
+	for {
+		task, again, err := e.fireCronOnce(ctx, f, pend)
+		if !again {
+			return task, err
+		}
+	}
+}
+
+// fireCronOnce is one try of FireCron. again is set when the fire's task
+// conflicts (by its unique key) with a task whose enqueue is not durable
+// yet: nothing was changed, and the fire is tried again once that commit
+// ends, as Enqueue does, so that it is refused only by a task that is
+// stored and never reports a task it did not store.
+func (e *Engine) fireCronOnce(ctx context.Context, f broker.CronFire, pend []pendingTask) (*broker.Task, bool, error) {
 	lookup, err := e.lockForEnqueue(ctx, pend, false)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	old, ok := e.crons[f.ID]
 	switch {
 	case !ok:
 		e.mu.Unlock()
-		return nil, fmt.Errorf("cron entry %q: %w", f.ID, broker.ErrNotFound)
+		return nil, false, fmt.Errorf("cron entry %q: %w", f.ID, broker.ErrNotFound)
 	case old.GetPaused():
 		e.mu.Unlock()
-		return nil, fmt.Errorf("cron entry %q is paused: %w", f.ID, broker.ErrInvalidState)
+		return nil, false, fmt.Errorf("cron entry %q is paused: %w", f.ID, broker.ErrInvalidState)
 	case old.GetNextRun() != nanos(f.FireAt) || !f.Skip && old.GetLastFire() >= nanos(f.FireAt),
 		f.Entry != nil && !cronTemplateIs(old, f.Entry):
 		e.mu.Unlock()
-		return nil, fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
+		return nil, false, fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
 	}
 	rec := proto.CloneOf(old)
 	rec.LastFire, rec.NextRun = max(rec.GetLastFire(), nanos(f.FireAt)), nanos(f.Next)
 	if f.Skip {
 		b := e.putCronLocked(f.ID, rec)
 		e.mu.Unlock()
-		return nil, e.commit.wait(ctx, b)
+		return nil, false, e.commit.wait(ctx, b)
 	}
 	b := e.enqueueLocked(pend, f.Now, lookup)
-	rec.LastRun = nanos(f.Now)
 	pt := &pend[0]
+	if pt.wait {
+		pt.wait = false
+		holder := e.commit.syncPointLocked()
+		e.mu.Unlock()
+		if holder == nil { // cannot be: a task not durable is in a batch
+			return nil, false, errors.New("bolt: a task not durable yet is in no batch")
+		}
+		if werr := e.commit.wait(ctx, holder); ctx.Err() != nil {
+			return nil, false, werr
+		}
+		return nil, true, nil
+	}
+	rec.LastRun = nanos(f.Now)
 	if pt.err == nil {
 		rec.LastTaskId = pt.k.String()
 	}
@@ -200,10 +227,10 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 	}
 	e.mu.Unlock()
 	if err := e.commit.wait(ctx, b); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if pt.err != nil {
-		return nil, pt.err
+		return nil, false, pt.err
 	}
-	return newTaskView(pt), nil
+	return newTaskView(pt), false, nil
 }

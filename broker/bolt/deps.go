@@ -24,6 +24,11 @@ type depEdge struct {
 	// release is the state the dependent takes once its dependencies are
 	// done (releaseState).
 	release broker.State
+	// gen is the dependent's incarnation (Engine.depGen): an edge of a
+	// task that stopped waiting (run, finished, deleted) stays in its
+	// dependency's list, and must not count for a later task given the
+	// same id by its producer.
+	gen uint32
 }
 
 // releaseState is the state a BLOCKED task takes once its dependencies
@@ -97,18 +102,34 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 
 // linkDepsLocked records a new BLOCKED task's edges.
 func (e *Engine) linkDepsLocked(k key, m *meta, waitingOn []*storagev1.DependencyRecord, release broker.State) {
+	gen := e.newDepGenLocked(k, len(waitingOn))
 	for _, d := range waitingOn {
-		e.addDepEdgeLocked(k, d.GetTaskId(), d.GetOnFailure(), release)
+		e.addDepEdgeLocked(k, gen, d.GetTaskId(), d.GetOnFailure(), release)
 	}
 	m.waiting = uint16(len(waitingOn))
 }
 
-// addDepEdgeLocked records that task k waits for the task whose binary id
-// is on, and takes state release once done waiting.
-func (e *Engine) addDepEdgeLocked(k key, on []byte, onFailure int32, release broker.State) {
+// newDepGenLocked gives BLOCKED task k, about to get n edges, a new
+// incarnation, and returns it.
+func (e *Engine) newDepGenLocked(k key, n int) uint32 {
+	if n == 0 {
+		return 0
+	}
+	e.depGens++
+	e.depGen[k] = e.depGens
+	return e.depGens
+}
+
+// leftBlockedLocked is called when task k leaves BLOCKED (its edges left
+// in its dependencies' lists are stale from now on).
+func (e *Engine) leftBlockedLocked(k key) { delete(e.depGen, k) }
+
+// addDepEdgeLocked records that task k, of incarnation gen, waits for the
+// task whose binary id is on, and takes state release once done waiting.
+func (e *Engine) addDepEdgeLocked(k key, gen uint32, on []byte, onFailure int32, release broker.State) {
 	var dk key
 	copy(dk[:], on)
-	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), release: release})
+	e.deps[dk] = append(e.deps[dk], depEdge{k: k, onFailure: broker.OnFailure(onFailure), release: release, gen: gen})
 }
 
 // resolveDependentsLocked tells the dependents of task k, which ended in
@@ -161,7 +182,7 @@ func (e *Engine) cascadeLocked(first endFrame, now int64) {
 		ed := f.edges[f.next]
 		f.next++
 		m, live := e.tasks.get(ed.k)
-		if !live || m.state != stateBlocked {
+		if !live || m.state != stateBlocked || e.depGen[ed.k] != ed.gen {
 			continue
 		}
 		failed := f.to != stateCompleted && ed.onFailure != broker.OnFailureContinue
@@ -178,6 +199,7 @@ func (e *Engine) cascadeLocked(first endFrame, now int64) {
 		dep, dependent, release := f.k, ed.k, m.waiting == 0 && m.flags&flagDepFailed == 0
 		if release {
 			if msg, expired := e.expiryPassedLocked(dependent, m, now); expired {
+				e.countExpiredLocked(m.queue)
 				stack = append(stack, e.beginFinishLocked(dependent, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg }))
 				continue
 			}

@@ -109,6 +109,10 @@ type Engine struct {
 	// expires holds, for live tasks with an expiry or a deadline, the
 	// earlier of the two: a task still waiting then is archived.
 	expires map[key]int64
+	// ranPastExpiry holds the ACTIVE tasks whose expiry entry a timer
+	// round dropped, its time having come while they ran: their entry is
+	// indexed again when their attempt ends (applyLocked).
+	ranPastExpiry map[key]struct{}
 	// retention holds the per-task retention (ns) of live tasks that set one.
 	retention map[key]int64
 	// ckeys are the live concurrency keys, keyOf the key of each live
@@ -119,14 +123,22 @@ type Engine struct {
 	// changed while terminal) whose change is not durable yet; reads of
 	// those tasks wait for the commit.
 	settling map[key]settled
-	// deps maps a live task to the BLOCKED tasks that wait for it (deps.go).
-	deps map[key][]depEdge
+	// deps maps a live task to the BLOCKED tasks that wait for it, and
+	// depGen each BLOCKED task with edges to its incarnation, which its
+	// edges carry (deps.go).
+	deps    map[key][]depEdge
+	depGen  map[key]uint32
+	depGens uint32
 	// crons holds every cron entry (cron.go).
 	crons map[string]*storagev1.CronRecord
 	// openGroups are the aggregation groups gathering, groupHeap their
 	// fire times (groups.go).
 	openGroups map[groupID]*group
 	groupHeap  groupHeap
+	// memberGen is the group each AGGREGATING task joined, and its
+	// incarnation, which its entry there carries (groups.go).
+	memberGen  map[key]memberOf
+	memberGens uint32
 	dueHeap    timedIndex
 	expHeap    timedIndex
 	// dueCheckAt is the size of dueHeap past which it is next checked for

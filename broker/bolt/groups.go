@@ -29,12 +29,44 @@ type groupID struct {
 // then fired.
 type group struct {
 	id          groupID
-	members     []key
+	members     []member
+	live        int // the members still AGGREGATING
 	bytes       int // the members' specs, as stored (members that left still count)
 	first, last int64
 	firesAt     int64 // by time; when it fired, once fired
 	fired       bool
 	gen         uint64 // bumped when firesAt moves: older heap entries are stale
+}
+
+// member is a task that joined a group, of incarnation gen
+// (Engine.memberGen): a member that left (leased with its group,
+// canceled, deleted, expired) keeps its entry, which must not count for a
+// later task given the same id by its producer.
+type member struct {
+	k   key
+	gen uint32
+}
+
+// memberOf is the group an AGGREGATING task joined, and its incarnation.
+type memberOf struct {
+	g   *group
+	gen uint32
+}
+
+// memberLocked reports whether entry x of a group stands for a live
+// AGGREGATING task, the one that joined, and returns its meta.
+func (e *Engine) memberLocked(x member) (meta, bool) {
+	m, live := e.tasks.get(x.k)
+	return m, live && m.state == stateAggr && e.memberGen[x.k].gen == x.gen
+}
+
+// leftGroupLocked is called when task k leaves AGGREGATING: its entry in
+// its group is stale from now on, and the group holds one member less.
+func (e *Engine) leftGroupLocked(k key) {
+	if j, ok := e.memberGen[k]; ok {
+		j.g.live--
+		delete(e.memberGen, k)
+	}
 }
 
 // groupTimer is a group's entry in the fire heap.
@@ -58,12 +90,15 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 		g = &group{id: id, first: enqueued}
 		e.openGroups[id] = g
 	}
-	g.members = append(g.members, k)
+	e.memberGens++
+	e.memberGen[k] = memberOf{g: g, gen: e.memberGens}
+	g.members = append(g.members, member{k: k, gen: e.memberGens})
+	g.live++
 	g.bytes += size
 	g.last = max(g.last, enqueued)
 	g.first = min(g.first, enqueued)
 	p := e.policyLocked(q)
-	if len(g.members) >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
+	if g.live >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
 		e.fireLocked(g, now)
 		return
 	}
@@ -114,11 +149,11 @@ func (e *Engine) fireDueLocked(now int64) int64 {
 // liveMembersLocked counts g's members still AGGREGATING, up to upTo.
 func (e *Engine) liveMembersLocked(g *group, upTo int) int {
 	n := 0
-	for _, k := range g.members {
+	for _, x := range g.members {
 		if n == upTo {
 			break
 		}
-		if m, live := e.tasks.get(k); live && m.state == stateAggr {
+		if _, ok := e.memberLocked(x); ok {
 			n++
 		}
 	}
@@ -130,9 +165,9 @@ func (e *Engine) liveMembersLocked(g *group, upTo int) int {
 // how many members are left.
 func (e *Engine) expireMembersLocked(g *group, now int64) int {
 	n := 0
-	for _, k := range g.members {
-		m, live := e.tasks.get(k)
-		if !live || m.state != stateAggr || e.expiredLocked(k, m, now) {
+	for _, x := range g.members {
+		m, ok := e.memberLocked(x)
+		if !ok || e.expiredLocked(x.k, m, now) {
 			continue
 		}
 		n++
@@ -242,18 +277,18 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		}
 		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
 		taken := 0
-		for i, k := range g.members {
+		for i, x := range g.members {
 			if len(gl.Leases) == n {
 				break
 			}
 			taken = i + 1
-			m, live := e.tasks.get(k)
-			if !live || m.state != stateAggr {
+			m, ok := e.memberLocked(x)
+			if !ok {
 				continue // left the group meanwhile
 			}
-			keys = append(keys, k)
+			keys = append(keys, x.k)
 			starts = append(starts, now)
-			gl.Leases = append(gl.Leases, e.grantLocked(k, &m, p.SessionID, now, expiry))
+			gl.Leases = append(gl.Leases, e.grantLocked(x.k, &m, p.SessionID, now, expiry))
 		}
 		e.tookLocked(q, len(gl.Leases), p.Now)
 		out = append(out, gl)
@@ -293,8 +328,8 @@ func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, er
 	var out []broker.GroupInfo
 	add := func(g *group) {
 		n := 0
-		for _, k := range g.members {
-			if m, live := e.tasks.get(k); live && m.state == stateAggr {
+		for _, x := range g.members {
+			if _, ok := e.memberLocked(x); ok {
 				n++
 			}
 		}

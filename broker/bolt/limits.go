@@ -223,7 +223,7 @@ func (e *Engine) dropEmptyHoldLocked(q *queue) {
 		return
 	}
 	for len(g.members) > 0 {
-		if m, live := e.tasks.get(g.members[0]); live && m.state == stateAggr {
+		if _, ok := e.memberLocked(g.members[0]); ok {
 			return
 		}
 		g.members = g.members[1:]

@@ -59,12 +59,15 @@ func (e *Engine) reloadLocked() error {
 	e.unique = make(map[string]uniqueClaim)
 	e.uniqOf = make(map[key]string)
 	e.expires = make(map[key]int64)
+	e.ranPastExpiry = make(map[key]struct{})
 	e.retention = make(map[key]int64)
 	e.ckeys = make(map[ckeyID]*ckey)
 	e.keyOf = make(map[key]*ckey)
 	e.settling = make(map[key]settled)
 	e.deps = make(map[key][]depEdge)
+	e.depGen = make(map[key]uint32)
 	e.openGroups = make(map[groupID]*group)
+	e.memberGen = make(map[key]memberOf)
 	e.crons = make(map[string]*storagev1.CronRecord)
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, compactSlack
@@ -251,8 +254,9 @@ func (e *Engine) indexRareLocked(k key, q *queue, m *meta, r *liveRecord) {
 	}
 	e.indexExpiryLocked(k, m, r.expiresAt, r.deadline)
 	if m.state == stateBlocked {
+		gen := e.newDepGenLocked(k, len(r.waitingOn))
 		for _, d := range r.waitingOn {
-			e.addDepEdgeLocked(k, d.taskID, d.onFailure, releaseState(len(r.group) > 0, r.nextProcessAt, r.enqueuedAt))
+			e.addDepEdgeLocked(k, gen, d.taskID, d.onFailure, releaseState(len(r.group) > 0, r.nextProcessAt, r.enqueuedAt))
 		}
 		m.waiting = uint16(len(r.waitingOn))
 		if r.dependencyFailed {

@@ -175,8 +175,12 @@ func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 	q := e.queues[m.queue]
 	q.counts[m.state]--
 	e.forgetLocked(k)
-	if m.state == stateAggr {
+	switch m.state {
+	case stateAggr:
+		e.leftGroupLocked(k)
 		e.groupShrankLocked(q)
+	case stateBlocked:
+		e.leftBlockedLocked(k)
 	}
 	e.resolveDependentsLocked(k, stateCanceled, now)
 	e.commit.appendLocked(func(w *txw) error {

@@ -41,10 +41,14 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 		e.expHeap.pop()
 		if m := e.tasks.getOrZero(t.k); current && m.state.Waiting() {
 			e.expiredLocked(t.k, m, now)
+		} else if current {
+			// A task that is running keeps its entry in e.expires: it is
+			// archived if it ever comes back to wait (its lease limit
+			// bounds how long it may run past a deadline). Its result may
+			// bring it back with a time read before now, not past the
+			// expiry yet: its entry is indexed again then.
+			e.ranPastExpiry[t.k] = struct{}{}
 		}
-		// A task that is running keeps its entry in e.expires: it is
-		// archived if it ever comes back to wait (its lease limit bounds
-		// how long it may run past a deadline).
 	}
 	next := e.fireDueLocked(now)
 	if t, ok := e.dueHeap.peek(); ok && (next == 0 || t.at < next) {

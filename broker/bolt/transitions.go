@@ -95,6 +95,12 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	q.counts[to]++
 	m.state = to
 	e.tasks.put(k, *m)
+	switch from {
+	case stateBlocked:
+		e.leftBlockedLocked(k)
+	case stateAggr:
+		e.leftGroupLocked(k)
+	}
 	if from == stateActive && to != stateActive {
 		e.leftActiveLocked(k, q)
 	}
@@ -130,12 +136,18 @@ func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
 func (e *Engine) expiredLocked(k key, m meta, now int64) bool {
 	msg, expired := e.expiryPassedLocked(k, m, now)
 	if expired {
-		q := e.queues[m.queue]
-		q.expired++
-		e.commit.appendLocked(func(w *txw) error { w.countExpired(q.name); return nil }, nil)
+		e.countExpiredLocked(m.queue)
 		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) { st.LastError = msg })
 	}
 	return expired
+}
+
+// countExpiredLocked counts a task of queue qi archived for its expiry or
+// deadline, in memory and, in the same commit, on disk.
+func (e *Engine) countExpiredLocked(qi uint16) {
+	q := e.queues[qi]
+	q.expired++
+	e.commit.appendLocked(func(w *txw) error { w.countExpired(q.name); return nil }, nil)
 }
 
 // expiryPassedLocked reports whether a live task's expiry or deadline
@@ -224,8 +236,13 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 	q := e.queues[m.queue]
 	q.counts[m.state]--
 	q.counts[to]++
-	if m.state == stateActive {
+	switch m.state {
+	case stateActive:
 		e.leftActiveLocked(k, q)
+	case stateBlocked:
+		e.leftBlockedLocked(k)
+	case stateAggr:
+		e.leftGroupLocked(k)
 	}
 	r, ownRetention := e.retention[k]
 	e.forgetLocked(k)

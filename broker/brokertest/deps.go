@@ -20,6 +20,7 @@ func depCases() []testCase {
 		{name: "FanOut", fn: testDepsFanOut},
 		{name: "Links", fn: testDepsLinks},
 		{name: "DeletedDependency", fn: testDepsDeleted},
+		{name: "DeletedDependentIDUsedAgain", env: testDepsDeletedDependentIDReused},
 		{name: "SurviveRestart", env: testDepsRestart},
 		{name: "StartedNotBeforeRelease", fn: testDepsStartedAfterRelease},
 		{name: "GroupedJoinsOnRelease", env: testDepsGrouped},
@@ -188,6 +189,38 @@ func testDepsDeleted(t *testing.T, b broker.Broker) {
 	actOK(t, b, broker.ActionDelete, T0, a.ID)
 	RequireState(t, b, blk.ID, blocked)
 	RequireState(t, b, cnt.ID, pending)
+}
+
+// testDepsDeletedDependentIDReused: a BLOCKED task deleted while it waits
+// takes its dependencies with it. A new task enqueued with its id (a
+// producer's id used again) waits for its own dependencies only: the end
+// of one the deleted task waited for does not count for it.
+func testDepsDeletedDependentIDReused(t *testing.T, e *Env) {
+	b := e.B
+	a, c := EnqueueOne(t, b, T0, NewTask("deps")), EnqueueOne(t, b, T0, NewTask("deps"))
+	old := dependent("q", dep(a.ID, 0))
+	old.ID = NewID()
+	EnqueueOne(t, b, T0, old)
+	actOK(t, b, broker.ActionDelete, T0, old.ID)
+	again := dependent("q", dep(c.ID, 0))
+	again.ID = old.ID
+	EnqueueOne(t, b, T0, again)
+	l := LeaseOne(t, b, "s1", "deps", T0)
+	if l.Task.ID != a.ID {
+		t.Fatalf("leased %s, want %s first", l.Task.ID, a.ID)
+	}
+	Succeed(t, b, "s1", l, T0)
+	if got := RequireState(t, b, again.ID, blocked); len(got.DependsOn) != 1 || got.DependsOn[0].TaskID != c.ID {
+		t.Fatalf("the new task's dependencies: %+v, want %s only", got.DependsOn, c.ID)
+	}
+	if n := Ready(b, "q"); n != 0 {
+		t.Fatalf("Ready(q) = %d while the new task waits for %s", n, c.ID)
+	}
+	b = e.Reopen()
+	RequireState(t, b, again.ID, blocked)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "deps", T0), T0)
+	RequireState(t, b, again.ID, pending)
+	RequireCounts(t, b, "q", Counts{pending: 1})
 }
 
 func testDepsRestart(t *testing.T, e *Env) {

@@ -15,12 +15,14 @@ func groupCases() []testCase {
 		{name: "OnlyForItsType", fn: testGroupType},
 		{name: "MembersAnswerAlone", fn: testGroupMembers},
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
+		{name: "LeftMembersNotCountedForSize", env: testGroupLeftNotCounted},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
 		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
 		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
 		{name: "WokenWhenMembersLeave", env: testGroupWokenAsItShrinks},
+		{name: "DeletedMemberIDUsedAgain", fn: testGroupDeletedMemberIDReused},
 	}
 }
 
@@ -57,6 +59,48 @@ func promote(t *testing.T, b broker.Broker, now time.Time) time.Time {
 		t.Fatalf("PromoteDue: %v", err)
 	}
 	return next
+}
+
+// testGroupDeletedMemberIDReused: a member deleted from its group leaves
+// it; a new task given its id by its producer is a member once, of its
+// own group only.
+func testGroupDeletedMemberIDReused(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 10, time.Second, time.Hour)
+	other := grouped("q", "h", "t")
+	other.ID = NewID()
+	EnqueueOne(t, b, T0, other)
+	actOK(t, b, broker.ActionDelete, T0, other.ID)
+	other.Group = "g"
+	first := EnqueueOne(t, b, at(500*time.Millisecond), grouped("q", "g", "t"))
+	nt := grouped("q", "g", "t")
+	nt.ID = NewID()
+	EnqueueOne(t, b, at(500*time.Millisecond), nt)
+	actOK(t, b, broker.ActionDelete, at(500*time.Millisecond), nt.ID)
+	EnqueueOne(t, b, at(500*time.Millisecond), nt)    // the same id again, in the same group
+	EnqueueOne(t, b, at(500*time.Millisecond), other) // an id first used in group h
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 1 || gs[0].Group != "g" || gs[0].Size != 3 {
+		t.Fatalf("Groups = %+v, want group g of 3 alone", gs)
+	}
+	promote(t, b, at(1200*time.Millisecond)) // h's time, not g's
+	if gl := leaseGroups(t, b, "q", 5, at(1200*time.Millisecond), "t"); len(gl) != 0 {
+		t.Fatalf("LeaseGroups = %+v before g's time, want none", gl)
+	}
+	promote(t, b, at(2*time.Second))
+	gl := leaseGroups(t, b, "q", 5, at(2*time.Second), "t")
+	if len(gl) != 1 || gl[0].Group != "g" {
+		t.Fatalf("LeaseGroups = %+v, want one batch of group g", gl)
+	}
+	var got []string
+	for _, l := range gl[0].Leases {
+		got = append(got, l.Task.ID)
+	}
+	if want := []string{first.ID, nt.ID, other.ID}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("the batch leases %v, want %v (each member once)", got, want)
+	}
 }
 
 func testGroupBySize(t *testing.T, b broker.Broker) {
@@ -175,6 +219,28 @@ func testGroupLeftMembers(t *testing.T, b broker.Broker) {
 	gl := leaseGroups(t, b, "q", 1, T0, "t")
 	if len(gl) != 1 || len(gl[0].Leases) != 2 {
 		t.Fatalf("LeaseGroups = %+v, want the 2 members left", gl)
+	}
+}
+
+// testGroupLeftNotCounted: a group fires by size when it holds
+// MaxSize members: one that left (canceled, deleted) is not held, before
+// a restart as after.
+func testGroupLeftNotCounted(t *testing.T, e *Env) {
+	policy(t, e.B, "q", 3, time.Hour, time.Hour)
+	ts := Enqueue(t, e.B, T0, grouped("q", "g", "t"), grouped("q", "g", "t"))
+	actOK(t, e.B, broker.ActionCancel, T0, ts[1].ID)
+	EnqueueOne(t, e.B, T0, grouped("q", "g", "t"))
+	if n := readyGroups(e.B, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d with 2 of 3 members (and one canceled)", n)
+	}
+	b := e.Reopen()
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups after a restart = %d with 2 of 3 members", n)
+	}
+	EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	gl := leaseGroups(t, b, "q", 1, T0, "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 3 {
+		t.Fatalf("LeaseGroups = %+v, want the 3 members", gl)
 	}
 }
 

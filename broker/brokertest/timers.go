@@ -13,8 +13,10 @@ func timerCases() []testCase {
 		{name: "ExpiredNotLeased", fn: testExpiredNotLeased},
 		{name: "ExpiryWhileRetrying", fn: testExpiryRetry},
 		{name: "ExpiryWhileActive", fn: testExpiryWhileActive},
+		{name: "ExpiryWhileActiveReleasedBefore", env: testExpiryReleasedBefore},
 		{name: "Deadline", fn: testDeadline},
 		{name: "ExpiredCounted", env: testExpiredCounted},
+		{name: "ExpiredAtReleaseCounted", env: testExpiredAtReleaseCounted},
 	}
 }
 
@@ -107,6 +109,22 @@ func testExpiredCounted(t *testing.T, e *Env) {
 	requireExpired(t, e.Reopen(), "q", 2)
 }
 
+// testExpiredAtReleaseCounted: a BLOCKED task whose expiry passed before
+// its dependency ended (no timer round ran in between) is archived as
+// expired when the dependency ends, and counted as expired.
+func testExpiredAtReleaseCounted(t *testing.T, e *Env) {
+	a := EnqueueOne(t, e.B, T0, NewTask("deps"))
+	nt := dependent("q", dep(a.ID, 0))
+	nt.ExpiresAt = at(time.Minute)
+	d := EnqueueOne(t, e.B, T0, nt)
+	Succeed(t, e.B, "s1", LeaseOne(t, e.B, "s1", "deps", T0), at(2*time.Minute))
+	if got := RequireState(t, e.B, d.ID, archived); got.LastError != broker.ExpiredMessage {
+		t.Fatalf("last error %q, want %q", got.LastError, broker.ExpiredMessage)
+	}
+	requireExpired(t, e.B, "q", 1)
+	requireExpired(t, e.Reopen(), "q", 1)
+}
+
 func testExpiredNotLeased(t *testing.T, b broker.Broker) {
 	nt := NewTask("q")
 	nt.ExpiresAt = at(time.Minute)
@@ -141,6 +159,34 @@ func testExpiryRetry(t *testing.T, b broker.Broker) {
 	}
 	RequireCounts(t, b, "q", Counts{archived: 1})
 	requireExpired(t, b, "q", 1)
+}
+
+// testExpiryReleasedBefore: a running task's expiry passes by a timer
+// round's time, and then a release reaches the broker with a time read
+// before the expiry (calls read their times before the broker orders
+// them): the task waits again, the timer loop is told, and its next
+// round archives the task.
+func testExpiryReleasedBefore(t *testing.T, e *Env) {
+	b := e.B
+	nt := NewTask("q")
+	nt.ExpiresAt = at(time.Minute)
+	task := EnqueueOne(t, b, T0, nt)
+	l := LeaseOne(t, b, "s1", "q", T0)
+	if next, err := b.PromoteDue(t.Context(), at(time.Minute+time.Millisecond)); err != nil || !next.IsZero() {
+		t.Fatalf("PromoteDue with the task running = %v, %v; want nothing to wait for", next, err)
+	}
+	e.Notes.DrainTimers()
+	Decide(t, b, broker.Released("s1", Ref(l), at(time.Minute-time.Millisecond)))
+	RequireState(t, b, task.ID, pending)
+	e.Notes.RequireTimers(t, "a released task whose expiry is due")
+	next, err := b.PromoteDue(t.Context(), at(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.IsZero() {
+		t.Fatalf("PromoteDue next = %v with nothing left to wait for", next)
+	}
+	RequireState(t, b, task.ID, archived)
 }
 
 func testExpiryWhileActive(t *testing.T, b broker.Broker) {

@@ -228,6 +228,7 @@ func (e *Engine) forgetLocked(k key) {
 		e.tidyExpiriesLocked() // its entry is stale now
 	}
 	delete(e.retention, k)
+	delete(e.ranPastExpiry, k)
 	if uk, ok := e.uniqOf[k]; ok {
 		delete(e.uniqOf, k)
 		if c := e.unique[uk]; c.k == k {

@@ -232,9 +232,11 @@ type TaskInfo struct {
 
 // Proto returns the task as the wire type. For a TaskInfo the Client
 // returned, it is a copy of the message the server sent, including any
-// field this SDK version does not know; later changes to the TaskInfo's
-// fields are not reflected. A TaskInfo built by hand is converted from its
-// fields.
+// field this SDK version does not know; later assignments to the
+// TaskInfo's fields are not reflected. Its Payload, Result and Metadata
+// share memory with that message (they are not copied, to spare a large
+// payload's bytes): change their contents only on copies of your own. A
+// TaskInfo built by hand is converted from its fields.
 func (t *TaskInfo) Proto() *conveyorv1.TaskInfo {
 	if t.wire != nil {
 		return proto.CloneOf(t.wire)

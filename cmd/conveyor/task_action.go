@@ -139,7 +139,14 @@ func (f *taskActionFlags) runBatch(ctx context.Context, w, errw io.Writer, cn *c
 			if bar != nil {
 				bar.end()
 			}
-			return err
+			if len(results) == 0 {
+				return err
+			}
+			// The chunks before were applied: say which, then why the
+			// rest were not.
+			return cmp.Or(f.printResults(w, results),
+				fmt.Errorf("%s: the %d tasks listed were acted on; the call for the other %d failed: %w",
+					a.verb, len(results), len(ids)-len(results), err))
 		}
 		for _, r := range res {
 			if r.GetError() != "" {
@@ -154,15 +161,20 @@ func (f *taskActionFlags) runBatch(ctx context.Context, w, errw io.Writer, cn *c
 	if bar != nil {
 		bar.end()
 	}
+	return cmp.Or(f.printResults(w, results), partial(a, failed, int64(len(ids))))
+}
+
+// printResults writes one result per id: a JSON array with --json, else a
+// table.
+func (f *taskActionFlags) printResults(w io.Writer, results []*conveyorv1.BatchTaskResult) error {
 	if f.JSON {
-		err := writeJSONList(w, results)
-		return cmp.Or(err, partial(a, failed, int64(len(ids))))
+		return writeJSONList(w, results)
 	}
 	tb := newTable(w, "ID", "RESULT")
 	for _, r := range results {
 		tb.row(r.GetId(), cmp.Or(r.GetError(), "ok"))
 	}
-	return cmp.Or(tb.flush(), partial(a, failed, int64(len(ids))))
+	return tb.flush()
 }
 
 // runBulk asks the server to act on every task that matches the filter,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,39 @@ func TestTaskActionsBatch(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 1+len(ids) || !strings.HasPrefix(lines[0], "ID ") || !strings.HasPrefix(lines[len(lines)-1], ids[len(ids)-1]+"  ") {
 		t.Errorf("results on standard output:\n%s", strings.Join(lines[:3], "\n"))
+	}
+
+	// A later call that fails (its ids are past the server's request
+	// bound): the results of the calls before are printed all the same,
+	// and the error says how many were acted on.
+	tasks := make([]*conveyor.Task, batchSize)
+	for i := range tasks {
+		tasks[i] = conveyor.NewTask("t", nil, conveyor.Queue("q"))
+	}
+	res, err := sdkClient(t, s).EnqueueBatch(context.Background(), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]string, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		first[i] = r.Task.ID
+	}
+	huge := make([]string, batchSize)
+	for i := range huge {
+		huge[i] = fmt.Sprint(i, strings.Repeat("x", 40<<10))
+	}
+	out, err = runCLI(t, strings.Join(append(first, huge...), "\n"), "task", "archive", addr, "-")
+	if err == nil || exitCode(err) == 0 || !strings.Contains(err.Error(), "the 1000 tasks listed were acted on; the call for the other 1000 failed") {
+		t.Fatalf("a failing second call: %v (exit %d)", err, exitCode(err))
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 1+batchSize || !strings.HasPrefix(lines[1], first[0]+"  ok") {
+		t.Errorf("the first call's results were not printed: %d lines, %q", len(lines), lines[:min(2, len(lines))])
+	}
+	if taskState(t, s, first[0]) != "archived" {
+		t.Errorf("the first call's tasks were not archived")
 	}
 }
 

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,26 +116,11 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText(`tr[data-cron="hourly-sync"] .badge`, "Active")
 		// The page's next refresh is under way, and slow, when the pause
 		// is made: its answer, read before the pause, comes after it.
-		eval[bool](b, "hold the next ListCrons answer", `(() => {
-			const real = window.fetch;
-			window.__held = new Promise(r => { window.__release = r; });
-			window.__holding = false;
-			window.fetch = async (url, init) => {
-				const res = await real(url, init);
-				if (String(url).endsWith("/ListCrons") && !window.__holding) {
-					window.__holding = true;
-					await window.__held;
-				}
-				return res;
-			};
-			document.dispatchEvent(new Event("visibilitychange"));
-			return true;
-		})()`)
-		b.do("wait for the refresh to be held", chromedp.Poll[chromedp.Void](`window.__holding === true`,
-			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.holdAnswer("ListCrons")
+		b.waitAnswerHeld()
 		b.do("pause it", chromedp.Click(`tr[data-cron="hourly-sync"] button[aria-label="Pause hourly-sync"]`))
 		b.waitText(".notice", "Paused hourly-sync.")
-		eval[bool](b, "let the held answer through", `(window.__release(), true)`)
+		b.releaseAnswer()
 		// The list refreshes every 5 s; the pause shows well before.
 		b.do("wait for the entry to show paused", chromedp.Poll[chromedp.Void](
 			`document.querySelector('tr[data-cron="hourly-sync"] .badge')?.innerText.includes("Paused")`,
@@ -149,16 +135,7 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText(`.tabs a[data-state="scheduled"]`, "2")
 		// The stream's answer is held, so that the action is under way
 		// when the operator moves on to another tab.
-		eval[bool](b, "hold the BulkTasks answer", `(() => {
-			const real = window.fetch;
-			window.__held = new Promise(r => { window.__release = r; });
-			window.fetch = async (url, init) => {
-				const res = await real(url, init);
-				if (String(url).endsWith("/BulkTasks")) await window.__held;
-				return res;
-			};
-			return true;
-		})()`)
+		b.holdAnswer("BulkTasks")
 		b.do("archive them all", chromedp.Click(`.bulk button[data-action="archive"]`))
 		b.do("confirm", chromedp.Click(`.bulk .confirm button.danger`))
 		b.waitText(".bulk-progress", "Starting")
@@ -167,7 +144,7 @@ func TestDashboardHardCases(t *testing.T) {
 		if label := b.text(".bulk-progress label"); !strings.Contains(label, "scheduled") || strings.Contains(label, "pending") {
 			t.Errorf("on the pending tab, the archive of the scheduled tasks is labelled %q", label)
 		}
-		eval[bool](b, "let the answer through", `(window.__release(), true)`)
+		b.releaseAnswer()
 		b.waitText(".bulk .notice", "Done: 2 tasks archived")
 		if q := tb.queue(t, "sweep"); q.GetPending() != 3 || q.GetScheduled() != 0 || q.GetArchived() != 2 {
 			t.Errorf("the server counts %d pending, %d scheduled, %d archived; want 3, 0, 2", q.GetPending(), q.GetScheduled(), q.GetArchived())
@@ -222,27 +199,12 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText(`tr[data-queue="hold"] .badge`, "Running")
 		// A refresh of the live numbers is under way, and slow, when the
 		// queue is paused: its answer, read before the pause, comes after.
-		eval[bool](b, "hold the next ListQueues answer", `(() => {
-			const real = window.fetch;
-			window.__held = new Promise(r => { window.__release = r; });
-			window.__holding = false;
-			window.fetch = async (url, init) => {
-				const res = await real(url, init);
-				if (String(url).endsWith("/ListQueues") && !window.__holding) {
-					window.__holding = true;
-					await window.__held;
-				}
-				return res;
-			};
-			document.dispatchEvent(new Event("visibilitychange"));
-			return true;
-		})()`)
-		b.do("wait for the refresh to be held", chromedp.Poll[chromedp.Void](`window.__holding === true`,
-			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+		b.holdAnswer("ListQueues")
+		b.waitAnswerHeld()
 		b.do("pause it", chromedp.Click(`tr[data-queue="hold"] button[data-action="pause"]`))
 		servertest.Eventually(t, stepTimeout, "the server pauses hold", func() bool { return tb.queue(t, "hold").GetPaused() })
 		b.do("wait for the pause to be answered", chromedp.WaitEnabled(`tr[data-queue="hold"] button[data-action="pause"]`))
-		eval[bool](b, "let the held answer through", `(window.__release(), true)`)
+		b.releaseAnswer()
 		// The numbers refresh every second; the pause shows well before.
 		b.do("wait for the queue to show paused", chromedp.Poll[chromedp.Void](
 			`document.querySelector('tr[data-queue="hold"] .badge')?.innerText.includes("Paused")`,
@@ -299,4 +261,40 @@ func TestDashboardHardCases(t *testing.T) {
 			t.Fatalf("after the bulk cancel of the monday group: %v; want its 3 canceled, tuesday's 2 still aggregating", q)
 		}
 	})
+}
+
+// holdAnswer makes the page's next answer to the RPC method wait until
+// releaseAnswer, as a slow server would, and asks the page's polls to
+// refresh now (a visibilitychange), so that a poll's refresh is the call
+// held when method is one a poll makes.
+func (b *browser) holdAnswer(method string) {
+	b.t.Helper()
+	eval[bool](b, "hold the next "+method+" answer", fmt.Sprintf(`(() => {
+		const real = window.fetch;
+		window.__held = new Promise(r => { window.__release = r; });
+		window.__holding = false;
+		window.fetch = async (url, init) => {
+			const res = await real(url, init);
+			if (String(url).endsWith("/" + %q) && !window.__holding) {
+				window.__holding = true;
+				await window.__held;
+			}
+			return res;
+		};
+		document.dispatchEvent(new Event("visibilitychange"));
+		return true;
+	})()`, method))
+}
+
+// waitAnswerHeld waits until holdAnswer holds an answer.
+func (b *browser) waitAnswerHeld() {
+	b.t.Helper()
+	b.do("wait for an answer to be held", chromedp.Poll[chromedp.Void](`window.__holding === true`,
+		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
+}
+
+// releaseAnswer lets the answer holdAnswer held through.
+func (b *browser) releaseAnswer() {
+	b.t.Helper()
+	eval[bool](b, "let the held answer through", `(window.__release(), true)`)
 }

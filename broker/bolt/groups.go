@@ -146,20 +146,6 @@ func (e *Engine) fireDueLocked(now int64) int64 {
 	}
 }
 
-// liveMembersLocked counts g's members still AGGREGATING, up to upTo.
-func (e *Engine) liveMembersLocked(g *group, upTo int) int {
-	n := 0
-	for _, x := range g.members {
-		if n == upTo {
-			break
-		}
-		if _, ok := e.memberLocked(x); ok {
-			n++
-		}
-	}
-	return n
-}
-
 // expireMembersLocked archives g's members whose expiry or deadline
 // passed by now, as Lease does on a pop (they must not run), and returns
 // how many members are left.
@@ -186,7 +172,7 @@ func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 		return false
 	}
 	for _, g := range q.fired {
-		if n := batchSizeLocked(q, e.liveMembersLocked(g, room+1)); n > 0 && n <= room {
+		if n := batchSizeLocked(q, g.live); n > 0 && n <= room {
 			return true
 		}
 	}

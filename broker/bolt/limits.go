@@ -213,20 +213,10 @@ const holdGrace = time.Second
 
 // dropEmptyHoldLocked ends the hold of q's rate bucket when the group it
 // is for has no members left (they were canceled, deleted or expired):
-// the tasks leased alone need not wait for the hold to lapse. The members
-// that left are cut from the front of the group, as a lease cuts the
-// ones it took, so that a group canceled member by member is not scanned
-// again from its start each time.
+// the tasks leased alone need not wait for the hold to lapse.
 func (e *Engine) dropEmptyHoldLocked(q *queue) {
-	g := q.bucket.holder
-	if g == nil {
+	if g := q.bucket.holder; g == nil || g.live > 0 {
 		return
-	}
-	for len(g.members) > 0 {
-		if _, ok := e.memberLocked(g.members[0]); ok {
-			return
-		}
-		g.members = g.members[1:]
 	}
 	q.bucket.held, q.bucket.holder = 0, nil
 	if q.readyN > 0 && !q.paused {

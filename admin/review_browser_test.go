@@ -116,15 +116,17 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText(`tr[data-cron="hourly-sync"] .badge`, "Active")
 		// The page's next refresh is under way, and slow, when the pause
 		// is made: its answer, read before the pause, comes after it.
+		b.stopPolls()
 		b.holdAnswer("ListCrons")
 		b.waitAnswerHeld()
 		b.do("pause it", chromedp.Click(`tr[data-cron="hourly-sync"] button[aria-label="Pause hourly-sync"]`))
 		b.waitText(".notice", "Paused hourly-sync.")
 		b.releaseAnswer()
-		// The list refreshes every 5 s; the pause shows well before.
+		// With the periodic refresh an hour away, only the refresh the
+		// pause asked for can show it.
 		b.do("wait for the entry to show paused", chromedp.Poll[chromedp.Void](
 			`document.querySelector('tr[data-cron="hourly-sync"] .badge')?.innerText.includes("Paused")`,
-			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
 	})
 
 	t.Run("a bulk action's progress names its own tasks after a tab change", func(t *testing.T) {
@@ -199,16 +201,18 @@ func TestDashboardHardCases(t *testing.T) {
 		b.waitText(`tr[data-queue="hold"] .badge`, "Running")
 		// A refresh of the live numbers is under way, and slow, when the
 		// queue is paused: its answer, read before the pause, comes after.
+		b.stopPolls()
 		b.holdAnswer("ListQueues")
 		b.waitAnswerHeld()
 		b.do("pause it", chromedp.Click(`tr[data-queue="hold"] button[data-action="pause"]`))
 		servertest.Eventually(t, stepTimeout, "the server pauses hold", func() bool { return tb.queue(t, "hold").GetPaused() })
 		b.do("wait for the pause to be answered", chromedp.WaitEnabled(`tr[data-queue="hold"] button[data-action="pause"]`))
 		b.releaseAnswer()
-		// The numbers refresh every second; the pause shows well before.
+		// With the next poll an hour away, only the refresh the pause
+		// asked for can show it.
 		b.do("wait for the queue to show paused", chromedp.Poll[chromedp.Void](
 			`document.querySelector('tr[data-queue="hold"] .badge')?.innerText.includes("Paused")`,
-			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(500*time.Millisecond)))
+			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
 	})
 
 	t.Run("a cron entry's 'Created' notice does not come back on a later visit", func(t *testing.T) {
@@ -284,6 +288,19 @@ func (b *browser) holdAnswer(method string) {
 		document.dispatchEvent(new Event("visibilitychange"));
 		return true;
 	})()`, method))
+}
+
+// stopPolls puts every periodic refresh the page schedules from now on an
+// hour away (any timer of a second or more), so that a test tells a
+// refresh an action asked for from the next poll by what shows, not by
+// how soon: the page's own timers are the only ones that long.
+func (b *browser) stopPolls() {
+	b.t.Helper()
+	eval[bool](b, "put the periodic refreshes an hour away", `(() => {
+		const real = window.setTimeout;
+		window.setTimeout = (fn, ms, ...args) => real(fn, ms >= 1000 ? 3600000 : ms, ...args);
+		return true;
+	})()`)
 }
 
 // waitAnswerHeld waits until holdAnswer holds an answer.

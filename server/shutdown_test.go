@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,17 +32,7 @@ func TestStopPastShutdownTimeoutStopsTheRestCleanly(t *testing.T) {
 		if err := s.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		// A call in progress: its headers are in, its body never ends.
-		conn, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = io.WriteString(conn, "POST /conveyor.v1.TaskService/Enqueue HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
-			"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"type\":")
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond) // let the server read the headers
+		conn := callInProgress(t, s.Addr().String())
 		err = s.Stop(context.Background())
 		_ = conn.Close()
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -50,4 +42,26 @@ func TestStopPastShutdownTimeoutStopsTheRestCleanly(t *testing.T) {
 			t.Fatalf("Stop = %q, want %q: the loops, the hub and the store must stop on a budget of their own", got, want)
 		}
 	}
+}
+
+// callInProgress starts an Enqueue whose body never comes, and returns once
+// its handler is reading that body: the request asks for a 100 Continue,
+// which the server sends on the handler's first read.
+func callInProgress(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(conn, "POST /conveyor.v1.TaskService/Enqueue HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
+		t.Fatalf("the server answered the half-sent call with %q, %v; want a 100 Continue", status, err)
+	}
+	return conn
 }

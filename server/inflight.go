@@ -237,8 +237,13 @@ func (f *inflight) freeSlot(d *delivery) {
 	f.bytes -= d.bytes
 }
 
-// held returns the live members named by a Heartbeat, each once: by
-// attempt id when the worker sent any, else by task id.
+// held returns the live members named by a Heartbeat, each once. An
+// attempt id names its delivery exactly; a task id extends the task's live
+// delivery unless the frame names one of that task's deliveries by attempt
+// id, which then fences it (a worker still running a lapsed attempt lists
+// that attempt, and must not keep the redelivery's lease alive by the task
+// id it shares). A worker that echoes attempt ids for some tasks only keeps
+// the others alive by their task ids.
 func (f *inflight) held(taskIDs, attemptIDs []string) []*member {
 	var out []*member
 	seen := make(map[*member]struct{}, len(taskIDs)+len(attemptIDs))
@@ -252,14 +257,20 @@ func (f *inflight) held(taskIDs, attemptIDs []string) []*member {
 		seen[m] = struct{}{}
 		out = append(out, m)
 	}
+	var fenced map[string]struct{}
 	if len(attemptIDs) > 0 {
-		for _, a := range attemptIDs {
-			pick(f.byAttempt[a])
+		fenced = make(map[string]struct{}, len(attemptIDs))
+	}
+	for _, a := range attemptIDs {
+		if m := f.byAttempt[a]; m != nil {
+			fenced[m.taskID] = struct{}{}
+			pick(m)
 		}
-		return out
 	}
 	for _, id := range taskIDs {
-		pick(f.live[id])
+		if _, ok := fenced[id]; !ok {
+			pick(f.live[id])
+		}
 	}
 	return out
 }

@@ -952,8 +952,9 @@ type Heartbeat struct {
 	// active_task_ids lists every task still in flight on this worker.
 	ActiveTaskIds []string `protobuf:"bytes,1,rep,name=active_task_ids,json=activeTaskIds,proto3" json:"active_task_ids,omitempty"`
 	// active_attempt_ids lists the attempt_id of every delivery still in flight.
-	// When it is not empty the server extends exactly those deliveries and
-	// ignores active_task_ids.
+	// Each extends exactly the delivery it names; a task id extends its task's
+	// live delivery only when no attempt id in the frame names one of that
+	// task's deliveries.
 	ActiveAttemptIds []string `protobuf:"bytes,2,rep,name=active_attempt_ids,json=activeAttemptIds,proto3" json:"active_attempt_ids,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

@@ -501,8 +501,9 @@ export type Heartbeat = Message<"conveyor.v1.Heartbeat"> & {
 
   /**
    * active_attempt_ids lists the attempt_id of every delivery still in flight.
-   * When it is not empty the server extends exactly those deliveries and
-   * ignores active_task_ids.
+   * Each extends exactly the delivery it names; a task id extends its task's
+   * live delivery only when no attempt id in the frame names one of that
+   * task's deliveries.
    *
    * @generated from field: repeated string active_attempt_ids = 2;
    */

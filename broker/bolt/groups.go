@@ -102,13 +102,37 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 		e.fireLocked(g, now)
 		return
 	}
-	at := nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
-	if at != g.firesAt {
-		g.firesAt = at
-		g.gen++
-		if e.groupHeap.add(groupTimer{at: at, g: g, gen: g.gen}) {
-			e.note.TimersChanged()
+	e.retimeGroupLocked(g, nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last))))
+}
+
+// retimeGroupLocked sets when open group g fires by time.
+func (e *Engine) retimeGroupLocked(g *group, at int64) {
+	if at == g.firesAt {
+		return
+	}
+	g.firesAt = at
+	g.gen++
+	if e.groupHeap.add(groupTimer{at: at, g: g, gen: g.gen}) {
+		e.note.TimersChanged()
+	}
+}
+
+// policyChangedLocked applies q's group policy, just changed, to its
+// groups still gathering: each gets the time the new policy gives it, and
+// one that already holds the new size is due at once, so the next
+// PromoteDue fires it (the engine has no clock of its own). It visits
+// every open group, as an operator's configuration change may.
+func (e *Engine) policyChangedLocked(q *queue) {
+	p := e.policyLocked(q)
+	for id, g := range e.openGroups {
+		if id.queue != q.index {
+			continue
 		}
+		at := nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
+		if p.MaxSize > 0 && g.live >= int(p.MaxSize) {
+			at = min(at, g.first)
+		}
+		e.retimeGroupLocked(g, at)
 	}
 }
 

@@ -302,9 +302,11 @@ func (e *Engine) armRefillLocked(q *queue, want float64) int64 {
 }
 
 // configChangedLocked applies a queue's new configuration: keys may admit
-// more held tasks, and the rate bucket starts over.
+// more held tasks, the rate bucket starts over, and the groups gathering
+// follow the new group policy.
 func (e *Engine) configChangedLocked(q *queue) {
 	q.bucket = bucket{}
+	e.policyChangedLocked(q)
 	for id, c := range e.ckeys {
 		if id.queue == q.index {
 			e.admitHeldLocked(c)

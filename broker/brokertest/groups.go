@@ -23,6 +23,7 @@ func groupCases() []testCase {
 		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
 		{name: "WokenWhenMembersLeave", env: testGroupWokenAsItShrinks},
 		{name: "DeletedMemberIDUsedAgain", fn: testGroupDeletedMemberIDReused},
+		{name: "PolicyChangeReachesGatheringGroups", fn: testGroupPolicyChanged},
 	}
 }
 
@@ -461,5 +462,39 @@ func testGroupWokenAsItShrinks(t *testing.T, e *Env) {
 	e.Notes.RequireReady(t, "q")
 	if gl := leaseGroups(t, b, "q", 1, T0, "t"); len(gl) != 1 || len(gl[0].Leases) != 1 {
 		t.Fatalf("LeaseGroups = %+v, want the group's one member left", gl)
+	}
+}
+
+// testGroupPolicyChanged: a queue's new group policy applies to the groups
+// already gathering, not only to those that start after it: a lower size
+// fires a group that holds that many, a shorter delay moves a group's time
+// (earlier or later), a delay already past fires it at the next PromoteDue.
+func testGroupPolicyChanged(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, time.Hour, time.Hour)
+	Enqueue(t, b, T0, grouped("q", "big", "t"), grouped("q", "big", "t"), grouped("q", "big", "t"))
+	EnqueueOne(t, b, T0, grouped("q", "slow", "t"))
+	if next := promote(t, b, at(time.Second)); !next.Equal(at(time.Hour)) {
+		t.Fatalf("PromoteDue next = %v, want T0+1h under the first policy", next)
+	}
+	policy(t, b, "q", 3, 10*time.Minute, time.Hour)
+	next := promote(t, b, at(2*time.Second))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d once the size is lowered to the 3 members a group holds, want 1", n)
+	}
+	if !next.Equal(at(10 * time.Minute)) {
+		t.Fatalf("PromoteDue next = %v, want the shorter delay's T0+10m for the group left", next)
+	}
+	if gl := leaseGroups(t, b, "q", 5, at(2*time.Second), "t"); len(gl) != 1 || gl[0].Group != "big" || len(gl[0].Leases) != 3 {
+		t.Fatalf("LeaseGroups = %+v, want the 3 members of big", gl)
+	}
+	policy(t, b, "q", 3, 2*time.Hour, time.Hour)
+	if next := promote(t, b, at(11*time.Minute)); !next.Equal(at(time.Hour)) || readyGroups(b, "q", "t") != 0 {
+		t.Fatalf("PromoteDue next = %v with %d ready, want slow still gathering until its grace at T0+1h",
+			next, readyGroups(b, "q", "t"))
+	}
+	policy(t, b, "q", 3, time.Minute, time.Hour)
+	promote(t, b, at(12*time.Minute))
+	if gl := leaseGroups(t, b, "q", 5, at(12*time.Minute), "t"); len(gl) != 1 || gl[0].Group != "slow" || len(gl[0].Leases) != 1 {
+		t.Fatalf("LeaseGroups = %+v, want slow, whose new delay had passed", gl)
 	}
 }

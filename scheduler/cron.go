@@ -110,8 +110,11 @@ func NewCron(b broker.Broker, build CronBuild, fired CronObserver, log *slog.Log
 }
 
 // NewCronLoop returns the loop that runs c; kick it when an entry changes.
+// It reads the wall clock at least every DefaultMaxSleep.
 func NewCronLoop(c *Cron, now func() time.Time, log *slog.Logger) *Loop {
-	return NewLoop("cron", c.Round, now, log)
+	l := NewLoop("cron", c.Round, now, log)
+	l.SetMaxSleep(DefaultMaxSleep)
+	return l
 }
 
 // fireParallelism bounds the fires a round applies at once: fires of many

@@ -66,6 +66,33 @@ func TestParseCronSpec(t *testing.T) {
 	}
 }
 
+// TestCronSpecDaylightSaving pins what docs/workflows.md says of the days
+// a zone's clock changes: a skipped local time does not fire that day, a
+// repeated one fires twice.
+func TestCronSpecDaylightSaving(t *testing.T) {
+	t.Parallel()
+	fires := func(spec string, from time.Time, n int) []string {
+		s, err := scheduler.ParseCronSpec(spec, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for at := from; len(out) < n; {
+			at = s.Next(at)
+			out = append(out, at.UTC().Format(time.RFC3339))
+		}
+		return out
+	}
+	spring := fires("CRON_TZ=America/New_York 30 2 * * *", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), 1)
+	if want := "2026-03-09T06:30:00Z"; spring[0] != want { // none on the 8th
+		t.Errorf("02:30 across the spring change fires first at %s, want %s", spring[0], want)
+	}
+	fall := fires("CRON_TZ=America/New_York 30 1 * * *", time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC), 3)
+	if want := "2026-11-01T05:30:00Z 2026-11-01T06:30:00Z 2026-11-02T06:30:00Z"; strings.Join(fall, " ") != want {
+		t.Errorf("01:30 across the fall change fires at %v, want %s", fall, want)
+	}
+}
+
 // cronEnv is a real engine with one entry and a scheduler on it.
 type cronEnv struct {
 	t    *testing.T

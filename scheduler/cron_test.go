@@ -311,3 +311,36 @@ func TestCronClockMovedBack(t *testing.T) {
 	c.round(c.cron, e.NextRun)
 	c.requireFires("m@2026-06-01T09:01:00Z", "m@"+e.NextRun.UTC().Format(time.RFC3339))
 }
+
+// TestCronSpecWithoutZoneIsUTC runs with the process's local zone set to
+// New York, and passes the times in it as time.Now gives them: a spec that
+// names no zone still reads its fields in UTC, so an entry's times do not
+// depend on the TZ of the server that runs it. It changes time.Local, so
+// it does not run in parallel (parallel tests start once the serial ones
+// are done).
+func TestCronSpecWithoutZoneIsUTC(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	local := time.Local
+	time.Local = ny
+	defer func() { time.Local = local }()
+	start := t0.In(time.Local)
+
+	s, err := scheduler.ParseCronSpec("0 12 * * *", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Next(start), t0.Add(3*time.Hour); !got.Equal(want) {
+		t.Errorf("\"0 12 * * *\" after %s fires at %s, want %s (noon UTC)", t0, got.UTC(), want)
+	}
+	c := newCronEnv(t)
+	c.put("midnight", "@daily", start)
+	c.round(c.cron, start)
+	c.round(c.cron, start.Add(15*time.Hour)) // midnight UTC: fires, and schedules the next
+	c.requireFires("midnight@2026-06-02T00:00:00Z")
+	if e, _ := c.b.Cron(t.Context(), "midnight"); !e.NextRun.Equal(t0.Add(39 * time.Hour)) {
+		t.Errorf("after the fire the next run is %s, want the next midnight UTC", e.NextRun.UTC())
+	}
+}

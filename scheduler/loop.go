@@ -58,8 +58,11 @@ func (l *Loop) Name() string { return l.name }
 // before Start.
 func (l *Loop) SetMaxSleep(d time.Duration) { l.maxSleep = d }
 
-// Start starts the loop; it returns at once. The loop runs until Stop, or
-// until ctx ends. Starting a loop twice is a no-op.
+// Start starts the loop; it returns at once. The loop runs until Stop:
+// its jobs get ctx's values but not its end, so that a start context's
+// cancellation cannot stop a timer behind the back of the shutdown order
+// (the server stops its loops in an order of its own). Starting a loop
+// twice is a no-op.
 func (l *Loop) Start(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -78,6 +78,8 @@ func NewReaper(b broker.Broker, r scheduler.Retrier, now func() time.Time, log *
 		log.Info("reclaimed lapsed leases", "count", len(lapsed))
 		return at, nil // look again: more may have lapsed meanwhile
 	}
+	// No SetMaxSleep: after a wall clock stepped forward, an early round
+	// would see every lease as lapsed before its worker's next heartbeat.
 	return scheduler.NewLoop("lease reaper", job, now, log)
 }
 

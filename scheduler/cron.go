@@ -25,7 +25,8 @@ type CronSchedule interface {
 	Next(time.Time) time.Time
 }
 
-// ParseCronSpec parses a cron spec, refusing one that does not parse or
+// ParseCronSpec parses a cron spec (its fields in UTC unless it names a
+// zone with CRON_TZ=), refusing one that does not parse or
 // that never fires after now (February 30th).
 func ParseCronSpec(spec string, now time.Time) (s CronSchedule, err error) {
 	defer func() {
@@ -38,7 +39,7 @@ func ParseCronSpec(spec string, now time.Time) (s CronSchedule, err error) {
 	if err := checkShape(spec); err != nil {
 		return nil, err
 	}
-	s, err = cronParser.Parse(spec)
+	s, err = parseSpec(spec)
 	if err != nil {
 		return nil, fmt.Errorf("spec %q does not parse: %w", spec, err)
 	}
@@ -48,6 +49,20 @@ func ParseCronSpec(spec string, now time.Time) (s CronSchedule, err error) {
 	return s, nil
 }
 
+// parseSpec parses spec in UTC unless it names a zone: the parser's own
+// default is the process's local zone, which would make an entry's times
+// depend on the TZ of whichever server runs it.
+func parseSpec(spec string) (cron.Schedule, error) {
+	if !namesZone(spec) && strings.TrimSpace(spec) != "" {
+		spec = "CRON_TZ=UTC " + spec
+	}
+	return cronParser.Parse(spec)
+}
+
+func namesZone(spec string) bool {
+	return strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
+}
+
 // checkShape refuses an @every interval the parser would silently change:
 // it rounds one below a second up to a second and drops fractions.
 //
@@ -55,7 +70,7 @@ func ParseCronSpec(spec string, now time.Time) (s CronSchedule, err error) {
 // parser.
 func checkShape(spec string) error {
 	fields := spec
-	if strings.HasPrefix(fields, "CRON_TZ=") || strings.HasPrefix(fields, "TZ=") {
+	if namesZone(fields) {
 		var ok bool
 		if _, fields, ok = strings.Cut(fields, " "); !ok {
 			return fmt.Errorf("spec %q names a time zone but no schedule after it", spec)
@@ -110,8 +125,11 @@ func NewCron(b broker.Broker, build CronBuild, fired CronObserver, log *slog.Log
 }
 
 // NewCronLoop returns the loop that runs c; kick it when an entry changes.
+// It reads the wall clock at least every DefaultMaxSleep.
 func NewCronLoop(c *Cron, now func() time.Time, log *slog.Logger) *Loop {
-	return NewLoop("cron", c.Round, now, log)
+	l := NewLoop("cron", c.Round, now, log)
+	l.SetMaxSleep(DefaultMaxSleep)
+	return l
 }
 
 // fireParallelism bounds the fires a round applies at once: fires of many
@@ -251,7 +269,7 @@ func (c *Cron) schedule(spec string, specs map[string]CronSchedule) (CronSchedul
 	s, ok := c.specs[spec]
 	if !ok {
 		var err error
-		if s, err = cronParser.Parse(spec); err != nil {
+		if s, err = parseSpec(spec); err != nil {
 			return nil, err
 		}
 	}

@@ -66,6 +66,33 @@ func TestParseCronSpec(t *testing.T) {
 	}
 }
 
+// TestCronSpecDaylightSaving pins what docs/workflows.md says of the days
+// a zone's clock changes: a skipped local time does not fire that day, a
+// repeated one fires twice.
+func TestCronSpecDaylightSaving(t *testing.T) {
+	t.Parallel()
+	fires := func(spec string, from time.Time, n int) []string {
+		s, err := scheduler.ParseCronSpec(spec, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for at := from; len(out) < n; {
+			at = s.Next(at)
+			out = append(out, at.UTC().Format(time.RFC3339))
+		}
+		return out
+	}
+	spring := fires("CRON_TZ=America/New_York 30 2 * * *", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), 1)
+	if want := "2026-03-09T06:30:00Z"; spring[0] != want { // none on the 8th
+		t.Errorf("02:30 across the spring change fires first at %s, want %s", spring[0], want)
+	}
+	fall := fires("CRON_TZ=America/New_York 30 1 * * *", time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC), 3)
+	if want := "2026-11-01T05:30:00Z 2026-11-01T06:30:00Z 2026-11-02T06:30:00Z"; strings.Join(fall, " ") != want {
+		t.Errorf("01:30 across the fall change fires at %v, want %s", fall, want)
+	}
+}
+
 // cronEnv is a real engine with one entry and a scheduler on it.
 type cronEnv struct {
 	t    *testing.T
@@ -283,4 +310,37 @@ func TestCronClockMovedBack(t *testing.T) {
 	}
 	c.round(c.cron, e.NextRun)
 	c.requireFires("m@2026-06-01T09:01:00Z", "m@"+e.NextRun.UTC().Format(time.RFC3339))
+}
+
+// TestCronSpecWithoutZoneIsUTC runs with the process's local zone set to
+// New York, and passes the times in it as time.Now gives them: a spec that
+// names no zone still reads its fields in UTC, so an entry's times do not
+// depend on the TZ of the server that runs it. It changes time.Local, so
+// it does not run in parallel (parallel tests start once the serial ones
+// are done).
+func TestCronSpecWithoutZoneIsUTC(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	local := time.Local
+	time.Local = ny
+	defer func() { time.Local = local }()
+	start := t0.In(time.Local)
+
+	s, err := scheduler.ParseCronSpec("0 12 * * *", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Next(start), t0.Add(3*time.Hour); !got.Equal(want) {
+		t.Errorf("\"0 12 * * *\" after %s fires at %s, want %s (noon UTC)", t0, got.UTC(), want)
+	}
+	c := newCronEnv(t)
+	c.put("midnight", "@daily", start)
+	c.round(c.cron, start)
+	c.round(c.cron, start.Add(15*time.Hour)) // midnight UTC: fires, and schedules the next
+	c.requireFires("midnight@2026-06-02T00:00:00Z")
+	if e, _ := c.b.Cron(t.Context(), "midnight"); !e.NextRun.Equal(t0.Add(39 * time.Hour)) {
+		t.Errorf("after the fire the next run is %s, want the next midnight UTC", e.NextRun.UTC())
+	}
 }

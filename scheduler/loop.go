@@ -11,6 +11,14 @@ import (
 // it again.
 const RetryDelay = time.Second
 
+// DefaultMaxSleep is how long at most a loop that waits for wall-clock
+// times sleeps before it reads the clock again (SetMaxSleep). Its timer
+// runs on the monotonic clock, which stands still while the machine is
+// suspended and does not follow a wall clock stepped forward (NTP, a VM
+// restored from a snapshot): without a bound, a task due in a week would
+// wait a week of monotonic time after the wall clock jumped past it.
+const DefaultMaxSleep = time.Minute
+
 // Job does one round of timed work at now and returns when it is next due
 // (zero when nothing is waiting: the loop then sleeps until kicked).
 type Job func(ctx context.Context, now time.Time) (next time.Time, err error)
@@ -29,6 +37,8 @@ type Loop struct {
 	done    chan struct{}
 	started bool
 	mu      sync.Mutex
+
+	maxSleep time.Duration // 0: sleep until the due time, however far
 }
 
 // NewLoop returns a loop that runs job. now defaults to time.Now.
@@ -42,8 +52,17 @@ func NewLoop(name string, job Job, now func() time.Time, log *slog.Logger) *Loop
 // Name names the loop, for logs.
 func (l *Loop) Name() string { return l.name }
 
-// Start starts the loop; it returns at once. The loop runs until Stop, or
-// until ctx ends. Starting a loop twice is a no-op.
+// SetMaxSleep bounds how long the loop sleeps while a due time is
+// pending, so that it notices a wall clock that moved past that time (see
+// DefaultMaxSleep); 0, the default, sleeps until the due time. Call it
+// before Start.
+func (l *Loop) SetMaxSleep(d time.Duration) { l.maxSleep = d }
+
+// Start starts the loop; it returns at once. The loop runs until Stop:
+// its jobs get ctx's values but not its end, so that a start context's
+// cancellation cannot stop a timer behind the back of the shutdown order
+// (the server stops its loops in an order of its own). Starting a loop
+// twice is a no-op.
 func (l *Loop) Start(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -104,7 +123,16 @@ func (l *Loop) run(ctx context.Context) {
 		}
 		timer.Stop()
 		if !next.IsZero() {
-			timer.Reset(max(next.Sub(l.now()), 0))
+			timer.Reset(l.sleep(next))
 		}
 	}
+}
+
+// sleep is how long to wait for next, bounded by maxSleep.
+func (l *Loop) sleep(next time.Time) time.Duration {
+	d := max(next.Sub(l.now()), 0)
+	if l.maxSleep > 0 {
+		d = min(d, l.maxSleep)
+	}
+	return d
 }

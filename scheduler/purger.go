@@ -43,7 +43,8 @@ func (r Retention) withDefaults() Retention {
 }
 
 // NewPurger returns the loop that deletes terminal tasks past their
-// retention, at most batch (0: DefaultPurgeBatch) per commit.
+// retention, at most batch (0: DefaultPurgeBatch) per commit. It reads the
+// wall clock at least every DefaultMaxSleep.
 func NewPurger(b broker.Broker, r Retention, batch int, now func() time.Time, log *slog.Logger) *Loop {
 	r = r.withDefaults()
 	if batch <= 0 {
@@ -64,7 +65,9 @@ func NewPurger(b broker.Broker, r Retention, batch int, now func() time.Time, lo
 		}
 		return r.next(next), nil
 	}
-	return NewLoop("purger", job, now, log)
+	l := NewLoop("purger", job, now, log)
+	l.SetMaxSleep(DefaultMaxSleep)
+	return l
 }
 
 // next is when the earliest remaining terminal task becomes purgeable.

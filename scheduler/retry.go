@@ -47,10 +47,13 @@ func Backoff(policy *broker.RetryPolicy, retried int32) time.Duration {
 	case broker.RetryFixed:
 		return base
 	case broker.RetryLinear:
-		if time.Duration(retried+1) > limit/base {
-			return limit // base * (retried+1) would pass the cap (or overflow)
+		// Counted in Duration: retried+1 in int32 wraps at the largest
+		// retried, to a negative delay.
+		n := time.Duration(retried) + 1
+		if n > limit/base {
+			return limit // base * n would pass the cap (or overflow)
 		}
-		return base * time.Duration(retried+1)
+		return base * n
 	default:
 		d := limit
 		if retried < 62 && base <= limit>>uint(retried) {

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestBackoffExact(t *testing.T) {
 		{"linear tenth", policy(broker.RetryLinear, 2*time.Second, time.Minute), 9, 20 * time.Second},
 		{"linear capped", policy(broker.RetryLinear, 2*time.Second, time.Minute), 100, time.Minute},
 		{"linear without overflow", policy(broker.RetryLinear, time.Hour, 0), 1 << 30, scheduler.DefaultBackoffMax},
+		{"linear at the largest retried", policy(broker.RetryLinear, 2*time.Second, time.Minute), math.MaxInt32, time.Minute},
 		{"fixed", policy(broker.RetryFixed, 7*time.Second, 0), 12, 7 * time.Second},
 		{"fixed default base", policy(broker.RetryFixed, 0, 0), 3, scheduler.DefaultBackoffBase},
 		{"fixed ignores max", policy(broker.RetryFixed, time.Minute, time.Second), 0, time.Minute},

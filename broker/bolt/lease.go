@@ -42,7 +42,7 @@ func (e *Engine) Extend(_ context.Context, p broker.ExtendParams) (int, error) {
 	if e.closed {
 		return 0, errClosed
 	}
-	n := 0
+	n, earliest := 0, false
 	for _, ref := range p.Leases {
 		_, l, err := e.currentLeaseLocked(p.SessionID, ref)
 		if err != nil {
@@ -53,13 +53,19 @@ func (e *Engine) Extend(_ context.Context, p broker.ExtendParams) (int, error) {
 			next = l.limit
 		}
 		if next != l.expiry {
-			// A renewal only moves a lease later (the limit was applied
-			// when it was granted), so the earliest expiry never moves
-			// earlier here and the reaper needs no signal.
+			// A renewal moves a lease later (the limit was applied when
+			// it was granted), unless the wall clock moved back: then it
+			// may become the earliest expiry, before the time the reaper
+			// sleeps until, and the reaper must hear of it.
+			earlier := next < l.expiry
 			l.expiry = next
-			e.leaseHeap.moved(l)
+			first := e.leaseHeap.moved(l)
+			earliest = earliest || first && earlier
 		}
 		n++
+	}
+	if earliest {
+		e.note.TimersChanged()
 	}
 	return n, nil
 }

@@ -302,6 +302,21 @@ func testSignalTimers(t *testing.T, e *Env) {
 	n.RequireTimers(t, "a lease expiring before the other ones")
 	Fail(t, b, "s1", ls[0], "x", T0, T0.Add(time.Second))
 	n.RequireTimers(t, "a retry due before the scheduled tasks")
+
+	EnqueueOne(t, b, T0, NewTask("q"))
+	n.DrainTimers()
+	l = LeaseOne(t, b, "s1", "q", T0)
+	n.DrainTimers()
+	extend := func(now time.Time) {
+		t.Helper()
+		if got, err := b.Extend(t.Context(), broker.ExtendParams{SessionID: "s1", Leases: []broker.LeaseRef{Ref(l)}, Now: now, TTL: TTL}); err != nil || got != 1 {
+			t.Fatalf("Extend at %s = %d, %v", now, got, err)
+		}
+	}
+	extend(T0.Add(time.Second))
+	n.RequireNoTimers(t, "a renewal that moves the lease later")
+	extend(T0.Add(-time.Hour))
+	n.RequireTimers(t, "a renewal by a clock moved back, which moves the earliest lease expiry earlier")
 	n.requireNoOverflow(t)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -73,11 +74,50 @@ func fillLinks(tx *bbolt.Tx, k key, t *broker.Task) {
 	for kb, _ := c.Seek(k[:]); kb != nil && bytes.HasPrefix(kb, k[:]) && len(t.Dependents) < broker.MaxDependentsShown; kb, _ = c.Next() {
 		var dk key
 		copy(dk[:], kb[len(k):])
+		// The edge outlives a dependent deleted while it waited; a later
+		// task given its id by its producer is listed only if it, too,
+		// depends on k.
+		if !dependsOn(tx.Bucket(bucketTasks).Get(dk[:]), k) {
+			continue
+		}
 		if s := storedState(tx, dk); s != 0 {
 			t.Dependents = append(t.Dependents, broker.TaskLink{TaskID: dk.String(), State: s})
 		}
 	}
 }
+
+// dependsOn reports whether the stored spec lists dependency k, reading
+// only its depends_on fields (the payload may be a megabyte).
+func dependsOn(spec []byte, k key) bool {
+	for len(spec) > 0 {
+		num, typ, n := protowire.ConsumeTag(spec)
+		if n < 0 {
+			return false
+		}
+		spec = spec[n:]
+		if num == specDependsOnField && typ == protowire.BytesType {
+			rec, m := protowire.ConsumeBytes(spec)
+			if m < 0 {
+				return false
+			}
+			var d storagev1.DependencyRecord
+			if proto.Unmarshal(rec, &d) == nil && bytes.Equal(d.GetTaskId(), k[:]) {
+				return true
+			}
+			spec = spec[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, spec)
+		if m < 0 {
+			return false
+		}
+		spec = spec[m:]
+	}
+	return false
+}
+
+// specDependsOnField is TaskSpec.depends_on's field number.
+var specDependsOnField = (&storagev1.TaskSpec{}).ProtoReflect().Descriptor().Fields().ByName("depends_on").Number()
 
 // storedState is a task's state in the file, 0 when it is gone.
 func storedState(tx *bbolt.Tx, k key) broker.State {

@@ -205,6 +205,12 @@ func testDepsDeletedDependentIDReused(t *testing.T, e *Env) {
 	again := dependent("q", dep(c.ID, 0))
 	again.ID = old.ID
 	EnqueueOne(t, b, T0, again)
+	if ga := GetTask(t, b, a.ID); len(ga.Dependents) != 0 {
+		t.Fatalf("%s lists dependents %+v; the task given the deleted dependent's id does not depend on it", a.ID, ga.Dependents)
+	}
+	if gc := GetTask(t, b, c.ID); len(gc.Dependents) != 1 || gc.Dependents[0].TaskID != again.ID {
+		t.Fatalf("%s lists dependents %+v, want %s", c.ID, gc.Dependents, again.ID)
+	}
 	l := LeaseOne(t, b, "s1", "deps", T0)
 	if l.Task.ID != a.ID {
 		t.Fatalf("leased %s, want %s first", l.Task.ID, a.ID)

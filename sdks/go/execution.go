@@ -475,23 +475,41 @@ func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Re
 	return []*conveyorv1.Result{resultFor(ctx, d, w.handlerFor(d.Type).ProcessTask(ctx, d))}
 }
 
-// spareBystander turns the RETRY of a batch member that a server Cancel
-// did not name, but stopped with the member it did, into RELEASED: nobody
-// asked to stop it, so it is no failure of its own (as a drain's
-// abandonment is none, protocol §5.10), and RETRY would spend its retries
-// (archiving it once they are spent) and hold it back by its backoff.
+// spareBystander turns the RETRY of a batch member that failed only
+// because its batch was stopped for another member into RELEASED: stopped
+// by a server Cancel that did not name it, or at another member's timeout
+// or deadline while its own had not passed. It is no failure of its own
+// (as a drain's abandonment is none, protocol §5.10), and RETRY would
+// spend its retries (archiving it once they are spent) and hold it back by
+// its backoff.
 func (ex *execution) spareBystander(ctx context.Context, d *Delivery, r *conveyorv1.Result) *conveyorv1.Result {
-	if r.Outcome != conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY || ctx.Err() == nil ||
-		!errors.Is(context.Cause(ctx), ErrCanceledByServer) {
+	if r.Outcome != conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY || ctx.Err() == nil {
 		return r
 	}
-	ex.s.mu.Lock()
-	named := ex.canceled[d.ID]
-	ex.s.mu.Unlock()
-	if named {
+	var why string
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrCanceledByServer) && !ex.namedByCancel(d.ID):
+		why = "the server canceled another member of its batch"
+	case errors.Is(cause, context.DeadlineExceeded) && !ownBoundPassed(ctx, d):
+		why = "another member of its batch reached its timeout or deadline"
+	default:
 		return r
 	}
 	r.Outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
-	r.ErrorMsg = "released: the server canceled another member of its batch: " + r.ErrorMsg
+	r.ErrorMsg = "released: " + why + ": " + r.ErrorMsg
 	return r
+}
+
+// namedByCancel reports whether a server Cancel named task id.
+func (ex *execution) namedByCancel(id string) bool {
+	ex.s.mu.Lock()
+	defer ex.s.mu.Unlock()
+	return ex.canceled[id]
+}
+
+// ownBoundPassed reports whether d's own timeout or deadline is what ended
+// ctx, whose deadline is the earliest of its batch's members' (see begin).
+func ownBoundPassed(ctx context.Context, d *Delivery) bool {
+	end, ok := ctx.Deadline()
+	return ok && !d.Deadline.IsZero() && !d.Deadline.After(end)
 }

@@ -2,6 +2,7 @@ package conveyor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -218,5 +219,34 @@ func TestBatchMemberTimeoutSparesTheOthers(t *testing.T) {
 		if info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second); info.GetRetried() != 0 {
 			t.Fatalf("member %s completed with retried %d, want 0: its own bound never passed", id, info.GetRetried())
 		}
+	}
+}
+
+// TestBatchHandlerPanicKeepsFailedMembers: a batch handler that gave a
+// member its own outcome (DeliveryBatch.Fail) and then panics still
+// reports that member's outcome; only the others take the panic's RETRY.
+func TestBatchHandlerPanicKeepsFailedMembers(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	slow := &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}
+	ids := e.enqueueAll([]*conveyorv1.EnqueueRequest{
+		wtReq("bp", "agg", `"bad"`, &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+		wtReq("bp", "agg", `"good"`, &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+	})
+	w := e.newWorker(conveyor.WithQueue("bp", 1), conveyor.WithConcurrency(1))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+		for _, d := range b.Tasks {
+			if string(d.Payload) == `"bad"` {
+				b.Fail(d, conveyor.SkipRetry(errors.New("bad member")))
+			}
+		}
+		panic("boom")
+	}))
+	wtRun(t, w)
+	if info := e.waitState(ids[0], conveyorv1.TaskState_TASK_STATE_ARCHIVED, 10*time.Second); info.GetLastError() != "bad member" {
+		t.Fatalf("the failed member: last_error %q, want %q", info.GetLastError(), "bad member")
+	}
+	if info := e.waitState(ids[1], conveyorv1.TaskState_TASK_STATE_RETRY, 10*time.Second); info.GetLastError() != "panic: boom" {
+		t.Fatalf("the other member: last_error %q, want %q", info.GetLastError(), "panic: boom")
 	}
 }

@@ -191,7 +191,7 @@ func (s *session) execute(ex *execution) {
 	var rs []*conveyorv1.Result
 	defer func() {
 		if rs == nil {
-			rs = ex.failedResults(ctx, errHandlerExited)
+			rs = ex.resultsFor(ctx, errHandlerExited)
 		}
 		s.settle(ex, rs)
 	}()
@@ -201,15 +201,19 @@ func (s *session) execute(ex *execution) {
 // errHandlerExited stands for a handler that ended by runtime.Goexit.
 var errHandlerExited = errors.New("the handler exited without returning (runtime.Goexit)")
 
-// failedResults are the results of a handler that ended without returning
-// (a panic, runtime.Goexit), err saying how: the outcome of a handler that
-// returned err (see resultFor), so RETRY, or RELEASED once the drain
-// abandoned it (protocol §5.10: never RETRY for that).
-func (ex *execution) failedResults(ctx context.Context, err error) []*conveyorv1.Result {
-	dels := ex.deliveries()
-	rs := make([]*conveyorv1.Result, len(dels))
-	for i, d := range dels {
-		rs[i] = resultFor(ctx, d, err)
+// resultsFor maps the return of ex's handler to its tasks' results: err
+// as returned, or saying how a handler that did not return ended (a panic,
+// runtime.Goexit). A batch member given its own outcome with
+// DeliveryBatch.Fail keeps it however the handler ended, and one that
+// failed only for another member is spared (see spareBystander).
+func (ex *execution) resultsFor(ctx context.Context, err error) []*conveyorv1.Result {
+	b := ex.batch
+	if b == nil {
+		return []*conveyorv1.Result{resultFor(ctx, ex.d, err)}
+	}
+	rs := make([]*conveyorv1.Result, len(b.Tasks))
+	for i, m := range b.Tasks {
+		rs[i] = ex.spareBystander(ctx, m, resultFor(ctx, m, b.memberErr(m, err)))
 	}
 	return rs
 }
@@ -461,37 +465,50 @@ func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Re
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error("task handler panicked", "task", d.ID, "type", d.Type, "panic", p, "stack", string(debug.Stack()))
-			rs = ex.failedResults(ctx, fmt.Errorf("panic: %v", p))
+			rs = ex.resultsFor(ctx, fmt.Errorf("panic: %v", p))
 		}
 	}()
 	if b := ex.batch; b != nil {
-		err := w.batchHandlerFor(d.Type).ProcessBatch(ctx, b)
-		rs = make([]*conveyorv1.Result, 0, len(b.Tasks))
-		for _, m := range b.Tasks {
-			rs = append(rs, ex.spareBystander(ctx, m, resultFor(ctx, m, b.memberErr(m, err))))
-		}
-		return rs
+		return ex.resultsFor(ctx, w.batchHandlerFor(d.Type).ProcessBatch(ctx, b))
 	}
-	return []*conveyorv1.Result{resultFor(ctx, d, w.handlerFor(d.Type).ProcessTask(ctx, d))}
+	return ex.resultsFor(ctx, w.handlerFor(d.Type).ProcessTask(ctx, d))
 }
 
-// spareBystander turns the RETRY of a batch member that a server Cancel
-// did not name, but stopped with the member it did, into RELEASED: nobody
-// asked to stop it, so it is no failure of its own (as a drain's
-// abandonment is none, protocol §5.10), and RETRY would spend its retries
-// (archiving it once they are spent) and hold it back by its backoff.
+// spareBystander turns the RETRY of a batch member that failed only
+// because its batch was stopped for another member into RELEASED: stopped
+// by a server Cancel that did not name it, or at another member's timeout
+// or deadline while its own had not passed. It is no failure of its own
+// (as a drain's abandonment is none, protocol §5.10), and RETRY would
+// spend its retries (archiving it once they are spent) and hold it back by
+// its backoff.
 func (ex *execution) spareBystander(ctx context.Context, d *Delivery, r *conveyorv1.Result) *conveyorv1.Result {
-	if r.Outcome != conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY || ctx.Err() == nil ||
-		!errors.Is(context.Cause(ctx), ErrCanceledByServer) {
+	if r.Outcome != conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY || ctx.Err() == nil {
 		return r
 	}
-	ex.s.mu.Lock()
-	named := ex.canceled[d.ID]
-	ex.s.mu.Unlock()
-	if named {
+	var why string
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrCanceledByServer) && !ex.namedByCancel(d.ID):
+		why = "the server canceled another member of its batch"
+	case errors.Is(cause, context.DeadlineExceeded) && !ownBoundPassed(ctx, d):
+		why = "another member of its batch reached its timeout or deadline"
+	default:
 		return r
 	}
 	r.Outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
-	r.ErrorMsg = "released: the server canceled another member of its batch: " + r.ErrorMsg
+	r.ErrorMsg = "released: " + why + ": " + r.ErrorMsg
 	return r
+}
+
+// namedByCancel reports whether a server Cancel named task id.
+func (ex *execution) namedByCancel(id string) bool {
+	ex.s.mu.Lock()
+	defer ex.s.mu.Unlock()
+	return ex.canceled[id]
+}
+
+// ownBoundPassed reports whether d's own timeout or deadline is what ended
+// ctx, whose deadline is the earliest of its batch's members' (see begin).
+func ownBoundPassed(ctx context.Context, d *Delivery) bool {
+	end, ok := ctx.Deadline()
+	return ok && !d.Deadline.IsZero() && !d.Deadline.After(end)
 }

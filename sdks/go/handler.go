@@ -191,6 +191,8 @@ func (d *Delivery) Progress(percent int, message string) {
 // when it succeeds. When the server cancels one member, ctx ends (cause
 // ErrCanceledByServer) for the whole batch; a member it did not name that
 // then fails for it is reported RELEASED, given back with no retry counted.
+// Likewise ctx ends at the earliest member's timeout or deadline, and a
+// member whose own bound has not passed that then fails is RELEASED.
 type BatchHandler interface {
 	ProcessBatch(ctx context.Context, b *DeliveryBatch) error
 }

@@ -2,6 +2,7 @@ package conveyor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -185,5 +186,67 @@ func TestCancelOfABatchMemberSparesTheOthers(t *testing.T) {
 		if info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second); info.GetRetried() != 0 {
 			t.Fatalf("member %s completed with retried %d, want 0: nobody canceled it", id, info.GetRetried())
 		}
+	}
+}
+
+// TestBatchMemberTimeoutSparesTheOthers: one member's timeout ends the
+// batch handler's context for all, but only that member ran out of time:
+// it alone fails its attempt, and the others, whose own bounds had not
+// passed, are given back with no retry counted and complete when they come
+// back alone.
+func TestBatchMemberTimeoutSparesTheOthers(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: 3, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	slow := &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}
+	ids := e.enqueueAll([]*conveyorv1.EnqueueRequest{
+		wtReq("bt", "agg", "1", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow, Timeout: durationpb.New(200 * time.Millisecond)}),
+		wtReq("bt", "agg", "2", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+		wtReq("bt", "agg", "3", &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow, Timeout: durationpb.New(time.Hour)}),
+	})
+	w := e.newWorker(conveyor.WithQueue("bt", 1), conveyor.WithConcurrency(1))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(ctx context.Context, b *conveyor.DeliveryBatch) error {
+		if len(b.Tasks) == 1 {
+			return nil // a member back alone
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	wtRun(t, w)
+	if info := e.waitState(ids[0], conveyorv1.TaskState_TASK_STATE_RETRY, 10*time.Second); info.GetRetried() != 1 {
+		t.Fatalf("the member that timed out: retried %d, want 1", info.GetRetried())
+	}
+	for _, id := range ids[1:] {
+		if info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 10*time.Second); info.GetRetried() != 0 {
+			t.Fatalf("member %s completed with retried %d, want 0: its own bound never passed", id, info.GetRetried())
+		}
+	}
+}
+
+// TestBatchHandlerPanicKeepsFailedMembers: a batch handler that gave a
+// member its own outcome (DeliveryBatch.Fail) and then panics still
+// reports that member's outcome; only the others take the panic's RETRY.
+func TestBatchHandlerPanicKeepsFailedMembers(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{GroupPolicy: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	slow := &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: durationpb.New(time.Hour)}
+	ids := e.enqueueAll([]*conveyorv1.EnqueueRequest{
+		wtReq("bp", "agg", `"bad"`, &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+		wtReq("bp", "agg", `"good"`, &conveyorv1.TaskOptions{Group: "g", RetryPolicy: slow}),
+	})
+	w := e.newWorker(conveyor.WithQueue("bp", 1), conveyor.WithConcurrency(1))
+	w.HandleBatch("agg", conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+		for _, d := range b.Tasks {
+			if string(d.Payload) == `"bad"` {
+				b.Fail(d, conveyor.SkipRetry(errors.New("bad member")))
+			}
+		}
+		panic("boom")
+	}))
+	wtRun(t, w)
+	if info := e.waitState(ids[0], conveyorv1.TaskState_TASK_STATE_ARCHIVED, 10*time.Second); info.GetLastError() != "bad member" {
+		t.Fatalf("the failed member: last_error %q, want %q", info.GetLastError(), "bad member")
+	}
+	if info := e.waitState(ids[1], conveyorv1.TaskState_TASK_STATE_RETRY, 10*time.Second); info.GetLastError() != "panic: boom" {
+		t.Fatalf("the other member: last_error %q, want %q", info.GetLastError(), "panic: boom")
 	}
 }

@@ -326,7 +326,7 @@ func (s *session) complete(m *member, r *conveyorv1.Result) {
 	to, err := s.hub.broker.Complete(s.ctx, d)
 	switch {
 	case err == nil:
-		s.hub.metrics.attemptEnded(m.queue, m.typ, to, now.Sub(m.sentAt))
+		s.hub.metrics.attemptEnded(m.queue, m.typ, d.Kind, to, now.Sub(m.sentAt))
 	case errors.Is(err, broker.ErrLeaseLost):
 		s.hub.lateResults.Add(1)
 		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)

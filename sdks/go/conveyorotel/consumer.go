@@ -52,7 +52,7 @@ func Middleware(opts ...Option) conveyor.Middleware {
 			defer span.End()
 			defer endPanicked(ctx, span)
 			err := next.ProcessTask(spanCtx, d)
-			setResult(ctx, span, err)
+			setResult(ctx, span, attemptErr(d, err))
 			return err
 		})
 	}
@@ -65,6 +65,16 @@ func setResult(ctx context.Context, span trace.Span, err error) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
+}
+
+// attemptErr is the error the worker reports for a handler's return: err,
+// or for a success whose result passes conveyor.MaxResultBytes, the
+// failure the worker turns it into (RETRY).
+func attemptErr(d *conveyor.Delivery, err error) error {
+	if n := len(d.Result()); err == nil && n > conveyor.MaxResultBytes {
+		return fmt.Errorf("result is %d bytes; the limit is %d (1 MiB)", n, conveyor.MaxResultBytes)
+	}
+	return err
 }
 
 // endPanicked marks the span of a handler that panicked as the failure

@@ -260,3 +260,28 @@ func TestTracePanickingHandler(t *testing.T) {
 	hasAttrs(t, s, map[string]any{"conveyor.task.outcome": "retry", "conveyor.task.retried": int64(0)})
 	hasAttrs(t, attempts[1], map[string]any{"conveyor.task.outcome": "success"})
 }
+
+// TestTraceOversizedResult: a handler that succeeds with a result past
+// MaxResultBytes has its attempt failed by the worker (RETRY), so its span
+// says so rather than success.
+func TestTraceOversizedResult(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.worker.HandleFunc("big", func(_ context.Context, d *conveyor.Delivery) error {
+		if d.Retried == 0 {
+			d.SetResult(make([]byte, conveyor.MaxResultBytes+1))
+		}
+		return nil
+	})
+	e.run()
+	if _, err := e.client.Enqueue(context.Background(), "big", nil,
+		conveyor.RetryPolicy(conveyor.RetryStrategyFixed, 10*time.Millisecond, 0)); err != nil {
+		t.Fatal(err)
+	}
+	attempts := e.waitSpans(trace.SpanKindConsumer, 2)
+	if s := attempts[0]; s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "the limit is") {
+		t.Errorf("the oversized attempt's status %v, want error naming the limit", s.Status())
+	}
+	hasAttrs(t, attempts[0], map[string]any{"conveyor.task.outcome": "retry"})
+	hasAttrs(t, attempts[1], map[string]any{"conveyor.task.outcome": "success"})
+}

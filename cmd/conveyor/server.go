@@ -130,7 +130,7 @@ func (c *serverCmd) Run() error {
 		return err
 	}
 	if c.DebugAddr != "" {
-		if err := serveDebug(c.DebugAddr, srv, log); err != nil {
+		if _, err := serveDebug(c.DebugAddr, srv, token, log); err != nil {
 			_ = srv.Stop(context.Background())
 			return err
 		}

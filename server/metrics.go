@@ -176,28 +176,38 @@ func (m *metrics) dispatchedTask(t *broker.Task, now time.Time) {
 	}
 }
 
-// attemptEnded counts the state a worker's Result led to, and the
-// attempt's run time.
-func (m *metrics) attemptEnded(queue, typ string, to broker.State, ran time.Duration) {
-	var c *prometheus.CounterVec
-	switch to {
-	case broker.StateCompleted:
-		c = m.completed
-	case broker.StateRetry:
-		c = m.retried
-	case broker.StateArchived:
-		c = m.archived
-	case broker.StateCanceled:
-		c = m.canceled
-	case broker.StatePending:
-		c = m.released
-	default:
+// attemptEnded counts what a worker's Result led to, and the attempt's run
+// time. The decision says what the worker meant; the state after it (to)
+// says what the engine made of it, which differs for a RETRY due at once
+// (PENDING, not RETRY) and for a task whose expiry passed while it ran
+// (ARCHIVED, that expiry counted in conveyor_queue_expired_total).
+func (m *metrics) attemptEnded(queue, typ string, kind broker.DecisionKind, to broker.State, ran time.Duration) {
+	c := m.attemptCounter(kind, to)
+	if c == nil {
 		return
 	}
 	m.count(c, queue, typ)
-	if to != broker.StatePending {
+	if kind != broker.DecideRelease {
 		m.observer(m.run, queue, typ).Observe(ran.Seconds())
 	}
+}
+
+// attemptCounter is the per-type counter of an attempt decided kind that
+// left its task in state to (nil: none).
+func (m *metrics) attemptCounter(kind broker.DecisionKind, to broker.State) *prometheus.CounterVec {
+	switch {
+	case to == broker.StateCompleted:
+		return m.completed
+	case to == broker.StateCanceled: // an operator's cancel overrides the decision
+		return m.canceled
+	case kind == broker.DecideRelease:
+		return m.released
+	case to == broker.StateArchived:
+		return m.archived
+	case kind == broker.DecideRetry:
+		return m.retried
+	}
+	return nil
 }
 
 // leaseLapsed counts one lease the reaper took back.

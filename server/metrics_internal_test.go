@@ -62,6 +62,6 @@ func BenchmarkMetricsPerTask(b *testing.B) {
 		i++
 		m.enqueuedTask(t)
 		m.dispatchedTask(t, now)
-		m.attemptEnded(t.Queue, t.Type, broker.StateCompleted, time.Millisecond)
+		m.attemptEnded(t.Queue, t.Type, broker.DecideComplete, broker.StateCompleted, time.Millisecond)
 	}
 }

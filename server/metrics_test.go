@@ -326,3 +326,70 @@ func TestMetricsCronDeleteCallerGaveUp(t *testing.T) {
 	}
 	requireNoCronSeries(t, s, "quit")
 }
+
+// TestMetricsRetryDueAtOnce: a RETRY whose backoff is zero makes the task
+// PENDING at once rather than RETRY; it is still a failed attempt that will
+// be retried, counted in conveyor_tasks_retried_total with its run time,
+// not as a release.
+func TestMetricsRetryDueAtOnce(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Backoff: func(*broker.RetryPolicy, int32) time.Duration { return 0 }})
+	tasks := taskClient(t, s, servertest.GRPC)
+	if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "now", Type: "again",
+		Options: &conveyorv1.TaskOptions{MaxRetry: 3}})); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"now": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := w.next(10 * time.Second).GetDispatch()
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+		TaskId: d.GetTask().GetId(), AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY, ErrorMsg: "boom"}}})
+	servertest.Eventually(t, 10*time.Second, "the result applied", func() bool {
+		return value(scrape(t, s), "conveyor_queue_failed_total", "queue=now") == 1
+	})
+	f := scrape(t, s)
+	for _, c := range []struct {
+		name string
+		want float64
+	}{{"conveyor_tasks_retried_total", 1}, {"conveyor_tasks_released_total", -1}, {"conveyor_task_run_seconds", 1}} {
+		if got := value(f, c.name, "queue=now", "type=again"); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestMetricsReleaseOfAnExpiredTask: a task handed back unrun (RELEASED)
+// after its expiry passed is archived for that expiry, which
+// conveyor_queue_expired_total counts; the attempt is a release, not a
+// worker failing the task for good.
+func TestMetricsReleaseOfAnExpiredTask(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "gone", Type: "late",
+		Options: &conveyorv1.TaskOptions{ExpiresIn: dur(time.Second)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"gone": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := w.next(10 * time.Second).GetDispatch()
+	expiry := res.Msg.GetTask().GetEnqueuedAt().AsTime().Add(time.Second)
+	servertest.Eventually(t, 10*time.Second, "the task's expiry passed while it ran", func() bool { return time.Now().After(expiry) })
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+		TaskId: d.GetTask().GetId(), AttemptId: d.GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED}}})
+	servertest.Eventually(t, 10*time.Second, "the task archived for its expiry", func() bool {
+		return value(scrape(t, s), "conveyor_queue_expired_total", "queue=gone") == 1
+	})
+	f := scrape(t, s)
+	if got := value(f, "conveyor_tasks_archived_total", "queue=gone", "type=late"); got != -1 {
+		t.Errorf("conveyor_tasks_archived_total = %v, want no series: no worker failed the task", got)
+	}
+	if got := value(f, "conveyor_tasks_released_total", "queue=gone", "type=late"); got != 1 {
+		t.Errorf("conveyor_tasks_released_total = %v, want 1", got)
+	}
+}

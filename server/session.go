@@ -326,8 +326,13 @@ func (s *session) complete(m *member, r *conveyorv1.Result) {
 	to, err := s.hub.broker.Complete(s.ctx, d)
 	switch {
 	case err == nil:
-		s.hub.metrics.attemptEnded(m.queue, m.typ, to, now.Sub(m.sentAt))
+		s.hub.metrics.attemptEnded(m.queue, m.typ, d.Kind, to, now.Sub(m.sentAt))
 	case errors.Is(err, broker.ErrLeaseLost):
+		// The reaper took the lease back between this Result's arrival
+		// and its application (nothing else takes a running session's
+		// lease), so leaseLapsed, finding the member answered, did not
+		// count the lapse: it is counted here.
+		s.hub.metrics.leaseLapsed(m.queue, m.typ)
 		s.hub.lateResults.Add(1)
 		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)
 	case err != nil && s.ctx.Err() == nil:

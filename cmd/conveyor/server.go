@@ -39,7 +39,7 @@ type serverCmd struct {
 	ShutdownTimeout  time.Duration `default:"${shutdown_timeout}" env:"CONVEYOR_SHUTDOWN_TIMEOUT" help:"How long shutdown waits for in-flight RPCs."`
 	LogFormat        string        `default:"text" enum:"text,json" env:"CONVEYOR_LOG_FORMAT" help:"Log format: text or json."`
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
-	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty."`
+	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles (/debug/pprof/) and the server's counters (/debug/vars) on this address (e.g. 127.0.0.1:6060); off when empty."`
 
 	MaxSessionConcurrency int           `default:"${max_session_concurrency}" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
 	MaxSessionBytes       int64         `default:"${max_session_bytes}" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
@@ -130,7 +130,7 @@ func (c *serverCmd) Run() error {
 		return err
 	}
 	if c.DebugAddr != "" {
-		if err := serveDebug(c.DebugAddr, srv, log); err != nil {
+		if _, err := serveDebug(c.DebugAddr, srv, token, log); err != nil {
 			_ = srv.Stop(context.Background())
 			return err
 		}

@@ -3,6 +3,7 @@ package conveyorotel
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,7 +25,9 @@ import (
 // (conveyor.attempt.id), and the outcome the handler's return maps to
 // (conveyor.task.outcome: success, retry, skip_retry, released by a
 // draining worker, or abandoned when the session was lost). A handler
-// error is recorded on the span and sets its status to error.
+// error is recorded on the span and sets its status to error; so does a
+// panic (outcome retry, as the worker reports it), which then goes on to
+// the worker's own recovery.
 //
 // Like every middleware, it does not wrap batch handlers.
 func Middleware(opts ...Option) conveyor.Middleware {
@@ -47,15 +50,44 @@ func Middleware(opts ...Option) conveyor.Middleware {
 			}
 			spanCtx, span := tracer.Start(parent, "conveyor.process "+d.Type, start...)
 			defer span.End()
+			defer endPanicked(ctx, span)
 			err := next.ProcessTask(spanCtx, d)
-			span.SetAttributes(keyOutcome.String(outcome(ctx, err)))
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
+			setResult(ctx, span, attemptErr(d, err))
 			return err
 		})
 	}
+}
+
+// setResult records what the handler's return (err) means on its span.
+func setResult(ctx context.Context, span trace.Span, err error) {
+	span.SetAttributes(keyOutcome.String(outcome(ctx, err)))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+}
+
+// attemptErr is the error the worker reports for a handler's return: err,
+// or for a success whose result passes conveyor.MaxResultBytes, the
+// failure the worker turns it into (RETRY).
+func attemptErr(d *conveyor.Delivery, err error) error {
+	if n := len(d.Result()); err == nil && n > conveyor.MaxResultBytes {
+		return fmt.Errorf("result is %d bytes; the limit is %d (1 MiB)", n, conveyor.MaxResultBytes)
+	}
+	return err
+}
+
+// endPanicked marks the span of a handler that panicked as the failure
+// the worker reports for it (it recovers the panic outside every
+// middleware and fails the attempt), then lets the panic go on to it.
+// Without this the span would end with no status, as a success.
+func endPanicked(ctx context.Context, span trace.Span) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	setResult(ctx, span, fmt.Errorf("panic: %v", p))
+	panic(p)
 }
 
 // outcome names what the worker reports for a handler's return (see

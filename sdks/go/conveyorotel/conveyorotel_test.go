@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +232,56 @@ func TestTraceUntracedTask(t *testing.T) {
 	if s := e.waitSpans(trace.SpanKindConsumer, 1)[0]; s.Parent().IsValid() {
 		t.Errorf("parent %v, want a new trace", s.Parent())
 	}
+}
+
+// TestTracePanickingHandler: a handler that panics failed its attempt (the
+// worker recovers the panic, outside every middleware, and reports RETRY),
+// so its span ends with status error, the panic recorded and outcome retry,
+// not as a success.
+func TestTracePanickingHandler(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.worker.HandleFunc("crashy", func(_ context.Context, d *conveyor.Delivery) error {
+		if d.Retried == 0 {
+			panic("nil map write")
+		}
+		return nil
+	})
+	e.run()
+	if _, err := e.client.Enqueue(context.Background(), "crashy", nil,
+		conveyor.RetryPolicy(conveyor.RetryStrategyFixed, 10*time.Millisecond, 0)); err != nil {
+		t.Fatal(err)
+	}
+	attempts := e.waitSpans(trace.SpanKindConsumer, 2)
+	s := attempts[0]
+	if s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "nil map write") || len(s.Events()) == 0 {
+		t.Errorf("the panicking attempt's status %v with %d events, want error naming the panic", s.Status(), len(s.Events()))
+	}
+	hasAttrs(t, s, map[string]any{"conveyor.task.outcome": "retry", "conveyor.task.retried": int64(0)})
+	hasAttrs(t, attempts[1], map[string]any{"conveyor.task.outcome": "success"})
+}
+
+// TestTraceOversizedResult: a handler that succeeds with a result past
+// MaxResultBytes has its attempt failed by the worker (RETRY), so its span
+// says so rather than success.
+func TestTraceOversizedResult(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.worker.HandleFunc("big", func(_ context.Context, d *conveyor.Delivery) error {
+		if d.Retried == 0 {
+			d.SetResult(make([]byte, conveyor.MaxResultBytes+1))
+		}
+		return nil
+	})
+	e.run()
+	if _, err := e.client.Enqueue(context.Background(), "big", nil,
+		conveyor.RetryPolicy(conveyor.RetryStrategyFixed, 10*time.Millisecond, 0)); err != nil {
+		t.Fatal(err)
+	}
+	attempts := e.waitSpans(trace.SpanKindConsumer, 2)
+	if s := attempts[0]; s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "the limit is") {
+		t.Errorf("the oversized attempt's status %v, want error naming the limit", s.Status())
+	}
+	hasAttrs(t, attempts[0], map[string]any{"conveyor.task.outcome": "retry"})
+	hasAttrs(t, attempts[1], map[string]any{"conveyor.task.outcome": "success"})
 }

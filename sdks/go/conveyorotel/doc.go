@@ -15,7 +15,7 @@
 //
 //	worker.Use(conveyorotel.Middleware())
 //
-// A handler's error marks its span as an error. Both spans carry the
+// A handler's error, or its panic, marks its span as an error. Both spans carry the
 // messaging attributes (messaging.system "conveyor", the queue as
 // messaging.destination.name, the task id as messaging.message.id) and the
 // task's type; the consumer span also its retry count and outcome.

@@ -175,7 +175,11 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	db, err := openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
+	var db *bbolt.DB
+	err := readGuarded(cfg.Path, func() (err error) {
+		db, err = openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +191,7 @@ func Open(cfg Config) (*Engine, error) {
 		entropy: ulid.Monotonic(cryptorand.Reader, 0),
 	}
 	e.grower.init(e)
-	if err := e.load(); err != nil {
+	if err := readGuarded(cfg.Path, e.load); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

@@ -31,8 +31,8 @@ func readGuarded(path string, read func() error) (err error) {
 
 // damaged is the error of a read of the file at path that panicked with r.
 func damaged(path string, r any) error {
-	if _, fault := r.(interface{ Addr() uintptr }); fault {
-		return fmt.Errorf("%s is damaged (reading a page faulted: the file is shorter than its pages say, or its pages point elsewhere): restore it from a backup", path)
+	if f, fault := r.(interface{ Addr() uintptr }); fault {
+		return fmt.Errorf("%s is damaged (reading a page faulted at %#x: the file is shorter than its pages say, or its pages point elsewhere): restore it from a backup", path, f.Addr())
 	}
 	return fmt.Errorf("%s is damaged (%v): restore it from a backup", path, r)
 }

@@ -172,10 +172,21 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, errors.New("bolt: Config.Path is required")
 	}
 	cfg.setDefaults()
+	// The path as Info reports it, to readers who cannot know this
+	// process's working directory.
+	path, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("data file path: %w", err)
+	}
+	cfg.Path = path
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	db, err := openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
+	var db *bbolt.DB
+	err = readGuarded(cfg.Path, func() (err error) {
+		db, err = openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +198,7 @@ func Open(cfg Config) (*Engine, error) {
 		entropy: ulid.Monotonic(cryptorand.Reader, 0),
 	}
 	e.grower.init(e)
-	if err := e.load(); err != nil {
+	if err := readGuarded(cfg.Path, e.load); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -79,9 +80,20 @@ func scanLive(live *bbolt.Bucket, ahead func(k key), fn func(k key, r *liveRecor
 }
 
 // decodeLive walks the live bucket and sends its records, decoded, in
-// chunks on full until the end (then closes full) or until stop.
+// chunks on full until the end (then closes full) or until stop. A
+// damaged page it reads ends the walk with an error chunk, as readGuarded
+// does on the caller's goroutine.
 func decodeLive(live *bbolt.Bucket, full chan<- *liveChunk, free <-chan *liveChunk, stop <-chan struct{}) {
 	defer close(full)
+	debug.SetPanicOnFault(true) // this goroutine's only, and it ends here
+	defer func() {
+		if r := recover(); r != nil {
+			select {
+			case full <- &liveChunk{err: damaged(live.Tx().DB().Path(), r)}:
+			case <-stop:
+			}
+		}
+	}()
 	c := live.Cursor()
 	kb, v := c.First()
 	for kb != nil {

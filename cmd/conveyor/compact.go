@@ -53,6 +53,9 @@ func (c *compactCmd) Run(k *kong.Context) error {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer func() { _ = src.Close() }()
+	if err := checkLength(src, before.Size()); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	tmp, err := compactInto(src, c.DataDir)
@@ -113,7 +116,8 @@ func compactInto(src *bbolt.DB, dir string) (string, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := bbolt.Compact(dst, src, compactTxSize); err != nil {
+	copyAll := func() error { return bbolt.Compact(dst, src, compactTxSize) }
+	if err := readGuarded(src.Path(), copyAll); err != nil {
 		_ = dst.Close()
 		return fail(fmt.Errorf("compact: %w", err))
 	}

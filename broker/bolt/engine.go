@@ -183,7 +183,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	var db *bbolt.DB
-	err = readGuarded(cfg.Path, func() (err error) {
+	err = ReadGuarded(cfg.Path, func() (err error) {
 		db, err = openFile(cfg.Path, cmp.Or(cfg.mmapSize, 1<<30), cfg.afterOpenFile)
 		return err
 	})
@@ -198,7 +198,7 @@ func Open(cfg Config) (*Engine, error) {
 		entropy: ulid.Monotonic(cryptorand.Reader, 0),
 	}
 	e.grower.init(e)
-	if err := readGuarded(cfg.Path, e.load); err != nil {
+	if err := ReadGuarded(cfg.Path, e.load); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

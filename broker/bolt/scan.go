@@ -81,7 +81,7 @@ func scanLive(live *bbolt.Bucket, ahead func(k key), fn func(k key, r *liveRecor
 
 // decodeLive walks the live bucket and sends its records, decoded, in
 // chunks on full until the end (then closes full) or until stop. A
-// damaged page it reads ends the walk with an error chunk, as readGuarded
+// damaged page it reads ends the walk with an error chunk, as ReadGuarded
 // does on the caller's goroutine.
 func decodeLive(live *bbolt.Bucket, full chan<- *liveChunk, free <-chan *liveChunk, stop <-chan struct{}) {
 	defer close(full)

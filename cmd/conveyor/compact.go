@@ -11,6 +11,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/conveyor-dev/conveyor/broker/bolt"
 	"github.com/conveyor-dev/conveyor/server"
 )
 
@@ -117,7 +118,7 @@ func compactInto(src *bbolt.DB, dir string) (string, error) {
 		return fail(err)
 	}
 	copyAll := func() error { return bbolt.Compact(dst, src, compactTxSize) }
-	if err := readGuarded(src.Path(), copyAll); err != nil {
+	if err := bolt.ReadGuarded(src.Path(), copyAll); err != nil {
 		_ = dst.Close()
 		return fail(fmt.Errorf("compact: %w", err))
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -25,16 +24,4 @@ func checkLength(db *bbolt.DB, size int64) error {
 		return fmt.Errorf("%s is truncated: %d bytes, and its last commit needs %d: restore it from a backup", db.Path(), size, need)
 	}
 	return nil
-}
-
-// readGuarded runs read, which reads the file at path, and returns the
-// panic or fault a damaged page causes as an error.
-func readGuarded(path string, read func() error) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s is damaged (%v): restore it from a backup", path, r)
-		}
-	}()
-	return read()
 }

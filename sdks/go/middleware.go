@@ -14,8 +14,11 @@ type Middleware func(Handler) Handler
 // LoggingMiddleware logs each task with l: at Debug when it starts, and when
 // it finishes at Info (success), Warn (a failure) or Info (a failure because
 // the worker is shutting down or lost its session), with the task's id,
-// type, queue, attempt and duration.
+// type, queue, attempt and duration. A nil l is slog.Default().
 func LoggingMiddleware(l *slog.Logger) Middleware {
+	if l == nil {
+		l = slog.Default()
+	}
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, d *Delivery) error {
 			attrs := []any{"task", d.ID, "type", d.Type, "queue", d.Queue, "retried", d.Retried}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // WorkerOption configures a Worker. Every connection Option (WithToken,
@@ -70,6 +71,14 @@ func WithConcurrency(n int) WorkerOption {
 // that operators see in the server's worker list. Defaults to none.
 func WithLabels(labels map[string]string) WorkerOption {
 	return workerOptionFunc(func(c *workerConfig) {
+		for k, v := range labels {
+			// A Hello that is not valid UTF-8 cannot be encoded, and the
+			// Worker would retry the session forever.
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				c.errorf("label %q=%q is not valid UTF-8", k, v)
+				return
+			}
+		}
 		if c.labels == nil {
 			c.labels = map[string]string{}
 		}
@@ -112,7 +121,13 @@ func WithProgressInterval(d time.Duration) WorkerOption {
 // with invalid_argument, which ends Run with that error. Defaults to no
 // requirement.
 func WithMinServerVersion(v string) WorkerOption {
-	return workerOptionFunc(func(c *workerConfig) { c.minServerVersion = v })
+	return workerOptionFunc(func(c *workerConfig) {
+		if !utf8.ValidString(v) {
+			c.errorf("minimum server version %q is not valid UTF-8", v)
+			return
+		}
+		c.minServerVersion = v
+	})
 }
 
 // WithReconnectBackoff sets the reconnect backoff: the delay before attempt

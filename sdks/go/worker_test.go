@@ -418,6 +418,8 @@ func TestWorkerOptionErrors(t *testing.T) {
 		{"zero concurrency", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithConcurrency(0)}, "concurrency"},
 		{"negative grace", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithDrainGrace(-time.Second)}, "drain grace"},
 		{"grpc-web", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithProtocol(conveyor.ProtocolGRPCWeb)}, "gRPC-Web"},
+		{"label not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithLabels(map[string]string{"host": "a\xff"})}, "not valid UTF-8"},
+		{"version not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithMinServerVersion("v1\xff")}, "not valid UTF-8"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

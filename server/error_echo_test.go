@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,4 +97,80 @@ func TestErrorsQuoteOnlyAPrefix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestJSONDecodingErrorsAreShort: a JSON body the server cannot read gets
+// invalid_argument with a short message, though protojson quotes the
+// value it could not read: over gRPC-JSON a bytes field of megabytes of
+// bad base64 came back in the grpc-message header, which the client
+// refused (the call failed as a broken connection).
+func TestJSONDecodingErrorsAreShort(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	body := []byte(`{"type":"t","payload":"` + strings.Repeat("!", 11<<20) + `"}`)
+	for _, tc := range []struct {
+		name, contentType string
+		framed            bool
+		client            *http.Client
+	}{
+		{"grpc+json", "application/grpc+json", true, servertest.HTTPClient()},
+		{"grpc-web+json", "application/grpc-web+json", true, servertest.HTTPClient()},
+		{"connect json", "application/json", false, servertest.HTTP1Client()},
+	} {
+		msg := body
+		if tc.framed { // a gRPC message: a flag byte and a 4-byte length
+			msg = binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
+			msg = append(msg, body...)
+		}
+		req, err := http.NewRequest(http.MethodPost, s.URL()+conveyorv1connect.TaskServiceEnqueueProcedure, bytes.NewReader(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", tc.contentType)
+		req.Header.Set("TE", "trailers")
+		res, err := tc.client.Do(req)
+		if err != nil {
+			t.Errorf("%s: %.300v", tc.name, err)
+			continue
+		}
+		raw, err := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if err != nil {
+			t.Errorf("%s: reading the answer: %.300v", tc.name, err)
+			continue
+		}
+		status, message := grpcStatus(res, raw)
+		if !tc.framed {
+			status, message = strconv.Itoa(res.StatusCode), string(raw)
+		}
+		want := map[bool]string{true: "3", false: "400"}[tc.framed] // invalid_argument
+		if status != want || !strings.Contains(message, "payload") || len(message) > 2<<10 {
+			t.Errorf("%s: status %s, message of %d bytes %.200q; want %s naming the payload, and short", tc.name, status, len(message), message, want)
+		}
+	}
+}
+
+// grpcStatus is the grpc-status and grpc-message of an answer, from its
+// trailers (gRPC) or its trailer frame (gRPC-Web).
+func grpcStatus(res *http.Response, body []byte) (string, string) {
+	if st := res.Trailer.Get("Grpc-Status") + res.Header.Get("Grpc-Status"); st != "" {
+		return st, res.Trailer.Get("Grpc-Message") + res.Header.Get("Grpc-Message")
+	}
+	for len(body) >= 5 { // gRPC-Web frames; flag 0x80 marks the trailers
+		n := int(binary.BigEndian.Uint32(body[1:5]))
+		if 5+n > len(body) {
+			break
+		}
+		if body[0]&0x80 != 0 {
+			h := http.Header{}
+			for _, line := range strings.Split(string(body[5:5+n]), "\r\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok {
+					h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+				}
+			}
+			return h.Get("Grpc-Status"), h.Get("Grpc-Message")
+		}
+		body = body[5+n:]
+	}
+	return "", ""
 }

@@ -219,7 +219,7 @@ func cronUpdate(w *conveyorv1.CronEntry, paths []string, now time.Time) (func(br
 		if set[i] = cronFields[p]; set[i] == nil {
 			known := slices.Sorted(maps.Keys(cronFields))
 			return nil, connect.NewError(connect.CodeInvalidArgument,
-				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, p, strings.Join(known, ", ")))
+				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, truncateUTF8(p, maxEchoBytes), strings.Join(known, ", ")))
 		}
 	}
 	var sched scheduler.CronSchedule

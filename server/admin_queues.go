@@ -35,7 +35,7 @@ func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[convey
 func checkQueueName(field, name string) error {
 	if !validQueueName(name) {
 		return connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("%s %q is invalid: it is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", field, name, MaxNameBytes))
+			fmt.Errorf("%s %q is invalid: it is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", field, truncateUTF8(name, maxEchoBytes), MaxNameBytes))
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func configUpdate(cfg broker.QueueConfig, paths []string) (func(*broker.QueueCon
 	for i, p := range paths {
 		if set[i] = configSettings[p]; set[i] == nil {
 			known := slices.Sorted(maps.Keys(configSettings))
-			return nil, fmt.Errorf("update_mask.paths[%d]: %q is not a setting of QueueConfig; the settings are %s", i, p, strings.Join(known, ", "))
+			return nil, fmt.Errorf("update_mask.paths[%d]: %q is not a setting of QueueConfig; the settings are %s", i, truncateUTF8(p, maxEchoBytes), strings.Join(known, ", "))
 		}
 	}
 	return func(c *broker.QueueConfig) {

@@ -60,7 +60,7 @@ func cronTemplate(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, err
 	if e.ID == "" {
 		e.ID = ulid.Make().String()
 	} else if !validQueueName(e.ID) {
-		return e, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", e.ID, MaxNameBytes)
+		return e, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", truncateUTF8(e.ID, maxEchoBytes), MaxNameBytes)
 	}
 	o := w.GetOptions()
 	fixed := []struct {

@@ -42,11 +42,12 @@ func toConnectError(log *slog.Logger, err error) error {
 	return connect.NewError(connect.CodeInternal, errors.New("internal error; see the server log"))
 }
 
-// errorText is the message of an error for a per-item result field.
+// errorText is the message of an error for a per-item result field,
+// bounded as every error message is (boundMessage).
 func errorText(err error) string {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		return ce.Message()
+		return boundMessage(ce.Message())
 	}
-	return err.Error()
+	return boundMessage(err.Error())
 }

@@ -274,7 +274,8 @@ var servedServices = []string{
 // handler.
 func (s *Server) routes(b broker.Broker) http.Handler {
 	s.gate = newTokenGate(s.cfg.Token)
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes)}
+	opts := append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithInterceptors(boundErrors{})}, jsonCodecs...)
 	mux := http.NewServeMux()
 	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
 	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))

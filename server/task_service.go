@@ -61,7 +61,7 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 	for i, it := range items {
 		nt, err := newTask(it, now)
 		if err != nil {
-			results[i] = &conveyorv1.EnqueueBatchResult{Error: err.Error(), Code: connect.CodeInvalidArgument.String()}
+			results[i] = &conveyorv1.EnqueueBatchResult{Error: errorText(err), Code: connect.CodeInvalidArgument.String()}
 			continue
 		}
 		tasks = append(tasks, nt)

@@ -59,7 +59,7 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 	if nt.ID != "" {
 		id, err := ulid.ParseStrict(nt.ID)
 		if err != nil {
-			return nt, invalidf("task_id %q is not a ULID: %v", nt.ID, err)
+			return nt, invalidf("task_id %q is not a ULID: %v", truncateUTF8(nt.ID, maxEchoBytes), err)
 		}
 		nt.ID = id.String()
 	}
@@ -67,7 +67,7 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 		nt.Queue = DefaultQueue
 	}
 	if !validQueueName(nt.Queue) {
-		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", nt.Queue, MaxNameBytes)
+		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", truncateUTF8(nt.Queue, maxEchoBytes), MaxNameBytes)
 	}
 	if nt.Type == "" {
 		return nt, invalidf("type is required")
@@ -256,7 +256,7 @@ func dependencies(in []*conveyorv1.TaskDependency) ([]broker.Dependency, error) 
 	for i, d := range in {
 		id, err := ulid.ParseStrict(d.GetTaskId())
 		if err != nil {
-			return nil, invalidf("options.depends_on[%d].task_id %q is not a ULID", i, d.GetTaskId())
+			return nil, invalidf("options.depends_on[%d].task_id %q is not a ULID", i, truncateUTF8(d.GetTaskId(), maxEchoBytes))
 		}
 		if _, ok := conveyorv1.OnFailure_name[int32(d.GetOnFailure())]; !ok {
 			return nil, invalidf("options.depends_on[%d].on_failure %d is not an OnFailure", i, d.GetOnFailure())

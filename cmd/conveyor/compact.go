@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -123,8 +124,14 @@ func compactInto(src *bbolt.DB, dir string) (string, error) {
 		return fail(fmt.Errorf("compact: %w", err))
 	}
 	if err := dst.View(func(tx *bbolt.Tx) error {
+		// Every error is read: the checker goroutine blocks on the
+		// channel, and would read the file after Close unmapped it.
+		var first error
 		for err := range tx.Check() {
-			return fmt.Errorf("the compacted file fails bbolt's check: %w", err)
+			first = cmp.Or(first, err)
+		}
+		if first != nil {
+			return fmt.Errorf("the compacted file fails bbolt's check: %w", first)
 		}
 		return nil
 	}); err != nil {

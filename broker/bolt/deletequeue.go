@@ -36,9 +36,21 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	e.forgetQueueLocked(q)
-	b := e.commit.appendSyncLocked(func(w *txw) error { return w.qrecs.Delete([]byte(name)) }, nil)
+	b := e.commit.appendSyncLocked(deleteQueueOp(name), nil)
 	e.mu.Unlock()
 	return e.commit.wait(ctx, b)
+}
+
+// deleteQueueOp removes a queue's record. The count deltas that earlier
+// ops of the same commit made for the queue (its last tasks deleted, or
+// finished) are dropped with it: the transaction writes its deltas at its
+// end, which would otherwise bring the record back holding them. Deltas of
+// later ops are the fresh queue's of that name.
+func deleteQueueOp(name string) op {
+	return func(w *txw) error {
+		delete(w.deltas, name)
+		return w.qrecs.Delete([]byte(name))
+	}
 }
 
 // deletableLocked refuses the deletion of a queue that holds tasks (in

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"testing"
 
+	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/conveyor-dev/conveyor/broker"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
 // TestDeleteQueueMakesRoom: at the limit of queues, a delete frees a
@@ -43,4 +47,34 @@ func TestDeleteQueueMakesRoom(t *testing.T) {
 		t.Fatalf("leased %s from the new queue, want %s", l.Task.ID, task.ID)
 	}
 	bt.RequireCounts(t, e, "q7", bt.Counts{broker.StatePending: 1})
+}
+
+// TestDeleteQueueOpDropsEarlierDeltas: a commit that carries the delete
+// of a queue's last task (an operator's delete of a finished task: a
+// count delta, written at the commit's end) and then the queue's delete
+// must not bring the record back holding that delta; a delta of a later
+// op (an enqueue into the name again) is the fresh queue's.
+func TestDeleteQueueOpDropsEarlierDeltas(t *testing.T) {
+	e := openTestEngine(t, Config{})
+	err := e.db.Update(func(tx *bbolt.Tx) error {
+		return runOps(tx, []op{
+			func(w *txw) error {
+				return w.qrecs.Put([]byte("q"), marshal(&storagev1.QueueRecord{Completed: 1, Processed: 1, Enqueued: 1, Paused: true}))
+			},
+			func(w *txw) error { w.termDelta("q", stateCompleted, -1); return nil },
+			deleteQueueOp("q"),
+			func(w *txw) error { w.delta("q").enqueued++; return nil },
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &storagev1.QueueRecord{}
+	err = e.db.View(func(tx *bbolt.Tx) error { return proto.Unmarshal(tx.Bucket(bucketQueues).Get([]byte("q")), rec) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&storagev1.QueueRecord{Enqueued: 1}); !proto.Equal(rec, want) {
+		t.Fatalf("the record after the commit = %v, want %v", rec, want)
+	}
 }

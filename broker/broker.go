@@ -109,6 +109,14 @@ type Broker interface {
 	// durably, and applies it to dispatch at once. update must only change
 	// the configuration it is given; it runs under the engine's lock.
 	UpdateQueueConfig(ctx context.Context, queue string, update func(*QueueConfig)) (QueueInfo, error)
+	// DeleteQueue forgets a queue for good, durably: its pause flag, its
+	// configuration and its totals go, and a later use of the name starts
+	// a fresh queue. A queue never seen (or already deleted) is
+	// ErrNotFound. One that still holds a task in any state (counting
+	// enqueues not durable yet), or that a cron entry enqueues into (its
+	// next fire would bring it back), is ErrInvalidState, with a message
+	// that says what is left.
+	DeleteQueue(ctx context.Context, queue string) error
 	// CreateCron stores a new cron entry, durably; its id must be free
 	// (ErrAlreadyExists).
 	CreateCron(ctx context.Context, c CronEntry) (CronEntry, error)

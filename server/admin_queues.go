@@ -59,6 +59,19 @@ func (a *adminService) ResumeQueue(ctx context.Context, req *connect.Request[con
 	return a.setPaused(ctx, req.Msg.GetQueue(), false)
 }
 
+// DeleteQueue forgets an empty queue and drops its metrics.
+func (a *adminService) DeleteQueue(ctx context.Context, req *connect.Request[conveyorv1.DeleteQueueRequest]) (*connect.Response[conveyorv1.DeleteQueueResponse], error) {
+	name := req.Msg.GetQueue()
+	if err := checkQueueName("queue", name); err != nil {
+		return nil, err
+	}
+	if err := a.broker.DeleteQueue(ctx, name); err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	a.server.metrics.queueDeleted(name)
+	return connect.NewResponse(&conveyorv1.DeleteQueueResponse{}), nil
+}
+
 func (a *adminService) GetQueueConfig(ctx context.Context, req *connect.Request[conveyorv1.GetQueueConfigRequest]) (*connect.Response[conveyorv1.QueueConfig], error) {
 	name := req.Msg.GetQueue()
 	if err := checkQueueName("queue", name); err != nil {

@@ -219,6 +219,38 @@ func (m *metrics) committed(c broker.Commit) {
 	m.commitSeconds.Observe(c.Took.Seconds())
 }
 
+// queueDeleted drops every series of a queue a DeleteQueue forgot, and
+// its cached series and type labels (which count toward maxTypeLabels),
+// so that queues created and deleted over a server's life do not pile up
+// series. The cache and the vecs change under one lock, so no series is
+// cached that its vec no longer holds (its counts would be lost for
+// good). A task enqueued into the name again meanwhile loses the counts
+// made before this drop: its series start again from zero, as a reset.
+// (Depths and persisted totals are read from the engine at scrape time:
+// a deleted queue is not listed any more.)
+func (m *metrics) queueDeleted(queue string) {
+	m.typesMu.Lock()
+	defer m.typesMu.Unlock()
+	for k := range m.series {
+		if k.queue == queue {
+			delete(m.series, k)
+		}
+	}
+	for k := range m.types {
+		if k[0] == queue {
+			delete(m.types, k)
+		}
+	}
+	delete(m.waits, queue)
+	match := prometheus.Labels{"queue": queue}
+	for _, v := range []*prometheus.CounterVec{m.enqueued, m.dispatched, m.completed, m.retried, m.archived,
+		m.canceled, m.released, m.lapsed} {
+		v.DeletePartialMatch(match)
+	}
+	m.wait.DeletePartialMatch(match)
+	m.run.DeletePartialMatch(match)
+}
+
 // cronDeleted forgets the fire counts of an entry a DeleteCron asked to
 // remove, so that entries created and deleted over a server's life do not
 // pile up series. It asks the engine rather than trusting the call's

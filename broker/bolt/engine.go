@@ -101,11 +101,14 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	tasks  *table // live tasks
-	queues []*queue
-	byName map[string]*queue
-	leases map[key]*lease
-	unique map[string]uniqueClaim
-	uniqOf map[key]string // live task → its unique key
+	// queues is indexed by queue.index; a deleted queue leaves its slot
+	// nil, listed in freeQueues for the next new queue (deletequeue.go).
+	queues     []*queue
+	freeQueues []uint16
+	byName     map[string]*queue
+	leases     map[key]*lease
+	unique     map[string]uniqueClaim
+	uniqOf     map[key]string // live task → its unique key
 	// expires holds, for live tasks with an expiry or a deadline, the
 	// earlier of the two: a task still waiting then is archived.
 	expires map[key]int64
@@ -308,6 +311,9 @@ func (e *Engine) Info(context.Context) (broker.Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
 		for s, n := range q.counts {
 			info.Counts[s] += n
 		}
@@ -343,6 +349,9 @@ func (e *Engine) freeIndexesLocked() {
 		e.tasks.free()
 	}
 	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
 		for p := range q.ready {
 			q.ready[p].free()
 		}
@@ -355,16 +364,16 @@ func (e *Engine) freeIndexesLocked() {
 }
 
 // tooManyQueues refuses the new queue name when the engine knows
-// maxQueues. Queues are never forgotten, so the refusal lasts.
+// maxQueues. The refusal lasts until an empty queue is deleted.
 func tooManyQueues(name string) error {
-	return fmt.Errorf("%w: queue %q would be new, and the server already knows %d queues, its limit",
+	return fmt.Errorf("%w: queue %q would be new, and the server already knows %d queues, its limit; delete empty queues to make room",
 		broker.ErrResourceExhausted, name, maxQueues)
 }
 
 // checkQueueLocked fails when name is a new queue and there is no room
 // for another.
 func (e *Engine) checkQueueLocked(name string) error {
-	if e.byName[name] == nil && len(e.queues) >= maxQueues {
+	if e.byName[name] == nil && e.liveQueuesLocked() >= maxQueues {
 		return tooManyQueues(name)
 	}
 	return nil
@@ -377,11 +386,18 @@ func (e *Engine) queueLocked(name string) *queue {
 	if q := e.byName[name]; q != nil {
 		return q
 	}
-	if len(e.queues) >= maxQueues {
-		panic(fmt.Sprintf("bolt: queue %q would be queue %d, past the limit of %d", name, len(e.queues)+1, maxQueues))
+	q := &queue{name: name}
+	if n := len(e.freeQueues); n > 0 {
+		q.index = e.freeQueues[n-1]
+		e.freeQueues = e.freeQueues[:n-1]
+		e.queues[q.index] = q
+	} else {
+		if len(e.queues) >= maxQueues {
+			panic(fmt.Sprintf("bolt: queue %q would be queue %d, past the limit of %d", name, len(e.queues)+1, maxQueues))
+		}
+		q.index = uint16(len(e.queues))
+		e.queues = append(e.queues, q)
 	}
-	q := &queue{name: name, index: uint16(len(e.queues))}
-	e.queues = append(e.queues, q)
 	e.byName[name] = q
 	return q
 }

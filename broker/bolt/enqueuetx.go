@@ -163,7 +163,7 @@ func (e *Engine) checkTxLocked(pend []pendingTask, now int64, lookup *existsLook
 		}
 		// The queues this call creates count against the limit together.
 		if q := pt.nt.Queue; e.byName[q] == nil && !newQueues[q] {
-			if len(e.queues)+len(newQueues) >= maxQueues {
+			if e.liveQueuesLocked()+len(newQueues) >= maxQueues {
 				return fmt.Errorf("items[%d]: %w", i, tooManyQueues(q))
 			}
 			newQueues[q] = true

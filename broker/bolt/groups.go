@@ -356,7 +356,7 @@ func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, er
 	for _, g := range e.openGroups {
 		add(g)
 	}
-	for _, q := range e.queues {
+	for _, q := range e.byName {
 		for _, g := range q.fired {
 			add(g)
 		}

@@ -53,7 +53,7 @@ func (e *Engine) load() error {
 func (e *Engine) reloadLocked() error {
 	e.freeIndexesLocked()
 	e.tasks = e.newTasksTable(0)
-	e.queues = nil
+	e.queues, e.freeQueues = nil, nil
 	e.byName = make(map[string]*queue)
 	e.leases = make(map[key]*lease)
 	e.unique = make(map[string]uniqueClaim)

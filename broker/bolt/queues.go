@@ -16,7 +16,7 @@ import (
 func (e *Engine) Queues(context.Context) ([]broker.QueueInfo, error) {
 	e.mu.Lock()
 	out := make([]broker.QueueInfo, 0, len(e.queues))
-	for _, q := range e.queues {
+	for _, q := range e.byName {
 		out = append(out, q.info())
 	}
 	e.mu.Unlock()

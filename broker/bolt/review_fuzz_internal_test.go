@@ -304,6 +304,9 @@ func (r *seqRun) snap() snapshot {
 		}
 	}
 	for _, q := range e.queues {
+		if q == nil {
+			continue // deleted
+		}
 		c := q.counts
 		c[statePending] += c[stateActive]
 		c[stateActive] = 0
@@ -468,6 +471,9 @@ func (r *seqRun) check() {
 		r.fatalf("memory holds %d live tasks, the file %d", e.tasks.len(), liveN)
 	}
 	for _, q := range e.queues {
+		if q == nil {
+			continue // deleted
+		}
 		c := qc(q.name)
 		for s := broker.State(1); s <= stateBlocked; s++ {
 			want := c.live[s] + c.done[s]
@@ -497,6 +503,9 @@ func (r *seqRun) check() {
 		}
 	}
 	for _, q := range e.queues {
+		if q == nil {
+			continue // deleted
+		}
 		seen := map[key]bool{}
 		for p := range q.ready {
 			fs := []*fifo{&q.ready[p]}
@@ -552,6 +561,9 @@ func (r *seqRun) check() {
 		groups = append(groups, g)
 	}
 	for _, q := range e.queues {
+		if q == nil {
+			continue // deleted
+		}
 		groups = append(groups, q.fired...)
 	}
 	for _, g := range groups {

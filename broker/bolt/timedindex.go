@@ -108,7 +108,7 @@ func (e *Engine) tidyDueLocked() {
 	}
 	live := 0
 	if len(x.old) == 0 {
-		for _, q := range e.queues {
+		for _, q := range e.byName {
 			live += int(q.counts[stateScheduled] + q.counts[stateRetry])
 		}
 	}

@@ -100,6 +100,7 @@ func groups() []group {
 		{"Timers", timerCases()},
 		{"Purge", purgeCases()},
 		{"Queues", queueCases()},
+		{"DeleteQueue", deleteQueueCases()},
 		{"TimeBounds", timeBoundCases()},
 		{"Signals", signalCases()},
 		{"Restart", restartCases()},

@@ -13,6 +13,7 @@ type queueCmd struct {
 	Pause  queuePauseCmd  `cmd:"" help:"Stop dispatching a queue's tasks (enqueues still succeed)."`
 	Resume queueResumeCmd `cmd:"" help:"Dispatch a paused queue's tasks again."`
 	Config queueConfigCmd `cmd:"" help:"Show a queue's limits and group policy, or change some of them."`
+	Delete queueDeleteCmd `cmd:"" help:"Forget an empty queue: its pause flag, configuration and totals (refused while it holds tasks or a cron entry uses it)."`
 }
 
 // printQueue writes one queue: JSON with --json, else a one-row table.

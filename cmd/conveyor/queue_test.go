@@ -36,6 +36,43 @@ func TestQueueCommands(t *testing.T) {
 	}
 }
 
+// TestQueueDelete: an empty queue is deleted; one holding a task is
+// refused (exit 2) saying what it holds; an unknown one exits 3.
+func TestQueueDelete(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	addr := "--addr=" + s.URL()
+	mustRun(t, "queue", "pause", addr, "empty")
+	mustRun(t, "enqueue", addr, "--queue", "busy", "t")
+	if out := mustRun(t, "queue", "delete", addr, "empty"); out != "deleted queue empty\n" {
+		t.Errorf("queue delete printed %q", out)
+	}
+	if out := mustRun(t, "queue", "ls", addr, "--json"); strings.Contains(out, `"empty"`) {
+		t.Errorf("the deleted queue is still listed:\n%s", out)
+	}
+	mustRun(t, "queue", "pause", addr, "again")
+	var got struct {
+		Queue   string `json:"queue"`
+		Deleted bool   `json:"deleted"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "queue", "delete", addr, "--json", "again")), &got); err != nil || got.Queue != "again" || !got.Deleted {
+		t.Errorf("queue delete --json: %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name, queue, msg string
+		code             int
+	}{
+		{"busy", "busy", `queue "busy" still holds 1 task (1 pending); delete them first`, exitRefused},
+		{"unknown", "empty", `queue "empty": not found`, exitNotFound},
+		{"bad name", "no/slash", "is invalid", exitRefused},
+	} {
+		out, err := runCLI(t, "", "queue", "delete", addr, tc.queue)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != tc.code || out != "" {
+			t.Errorf("%s: error %v (exit %d), printed %q; want %q, exit %d", tc.name, err, exitCode(err), out, tc.msg, tc.code)
+		}
+	}
+}
+
 func TestQueueConfig(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})

@@ -953,6 +953,90 @@ func (x *ResumeQueueRequest) GetQueue() string {
 	return ""
 }
 
+// DeleteQueueRequest names the queue to forget.
+type DeleteQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the queue's name; it must hold no task and no cron entry
+	// may enqueue into it.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteQueueRequest) Reset() {
+	*x = DeleteQueueRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteQueueRequest) ProtoMessage() {}
+
+func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
+func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// DeleteQueueResponse has no fields: the queue is gone.
+type DeleteQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteQueueResponse) Reset() {
+	*x = DeleteQueueResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteQueueResponse) ProtoMessage() {}
+
+func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
+func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
 // ListTasksRequest selects a page of tasks.
 type ListTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -978,7 +1062,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1074,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1087,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -1071,7 +1155,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1167,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1180,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskInfo {
@@ -1124,7 +1208,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1220,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1233,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelTaskRequest) GetId() string {
@@ -1170,7 +1254,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1266,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1279,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -1214,7 +1298,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1310,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1323,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 // RunTaskRequest names one task.
@@ -1253,7 +1337,7 @@ type RunTaskRequest struct {
 
 func (x *RunTaskRequest) Reset() {
 	*x = RunTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1349,7 @@ func (x *RunTaskRequest) String() string {
 func (*RunTaskRequest) ProtoMessage() {}
 
 func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1362,7 @@ func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunTaskRequest) GetId() string {
@@ -1299,7 +1383,7 @@ type ArchiveTaskRequest struct {
 
 func (x *ArchiveTaskRequest) Reset() {
 	*x = ArchiveTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1395,7 @@ func (x *ArchiveTaskRequest) String() string {
 func (*ArchiveTaskRequest) ProtoMessage() {}
 
 func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1408,7 @@ func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ArchiveTaskRequest) GetId() string {
@@ -1345,7 +1429,7 @@ type BatchCancelTasksRequest struct {
 
 func (x *BatchCancelTasksRequest) Reset() {
 	*x = BatchCancelTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1441,7 @@ func (x *BatchCancelTasksRequest) String() string {
 func (*BatchCancelTasksRequest) ProtoMessage() {}
 
 func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1454,7 @@ func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchCancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchCancelTasksRequest) GetIds() []string {
@@ -1391,7 +1475,7 @@ type BatchDeleteTasksRequest struct {
 
 func (x *BatchDeleteTasksRequest) Reset() {
 	*x = BatchDeleteTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1487,7 @@ func (x *BatchDeleteTasksRequest) String() string {
 func (*BatchDeleteTasksRequest) ProtoMessage() {}
 
 func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1500,7 @@ func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchDeleteTasksRequest) GetIds() []string {
@@ -1437,7 +1521,7 @@ type BatchRunTasksRequest struct {
 
 func (x *BatchRunTasksRequest) Reset() {
 	*x = BatchRunTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1533,7 @@ func (x *BatchRunTasksRequest) String() string {
 func (*BatchRunTasksRequest) ProtoMessage() {}
 
 func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1546,7 @@ func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRunTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchRunTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchRunTasksRequest) GetIds() []string {
@@ -1483,7 +1567,7 @@ type BatchArchiveTasksRequest struct {
 
 func (x *BatchArchiveTasksRequest) Reset() {
 	*x = BatchArchiveTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1579,7 @@ func (x *BatchArchiveTasksRequest) String() string {
 func (*BatchArchiveTasksRequest) ProtoMessage() {}
 
 func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1592,7 @@ func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchArchiveTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchArchiveTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchArchiveTasksRequest) GetIds() []string {
@@ -1531,7 +1615,7 @@ type BatchTaskResult struct {
 
 func (x *BatchTaskResult) Reset() {
 	*x = BatchTaskResult{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1627,7 @@ func (x *BatchTaskResult) String() string {
 func (*BatchTaskResult) ProtoMessage() {}
 
 func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1640,7 @@ func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTaskResult.ProtoReflect.Descriptor instead.
 func (*BatchTaskResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchTaskResult) GetId() string {
@@ -1584,7 +1668,7 @@ type BatchTasksResponse struct {
 
 func (x *BatchTasksResponse) Reset() {
 	*x = BatchTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1680,7 @@ func (x *BatchTasksResponse) String() string {
 func (*BatchTasksResponse) ProtoMessage() {}
 
 func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1693,7 @@ func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*BatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
@@ -1640,7 +1724,7 @@ type BulkTasksRequest struct {
 
 func (x *BulkTasksRequest) Reset() {
 	*x = BulkTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1736,7 @@ func (x *BulkTasksRequest) String() string {
 func (*BulkTasksRequest) ProtoMessage() {}
 
 func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1749,7 @@ func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksRequest.ProtoReflect.Descriptor instead.
 func (*BulkTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BulkTasksRequest) GetAction() TaskAction {
@@ -1732,7 +1816,7 @@ type BulkTasksProgress struct {
 
 func (x *BulkTasksProgress) Reset() {
 	*x = BulkTasksProgress{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1828,7 @@ func (x *BulkTasksProgress) String() string {
 func (*BulkTasksProgress) ProtoMessage() {}
 
 func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1841,7 @@ func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksProgress.ProtoReflect.Descriptor instead.
 func (*BulkTasksProgress) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BulkTasksProgress) GetTotal() int64 {
@@ -1828,7 +1912,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1924,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1937,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CronEntry) GetId() string {
@@ -1951,7 +2035,7 @@ type CreateCronRequest struct {
 
 func (x *CreateCronRequest) Reset() {
 	*x = CreateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2047,7 @@ func (x *CreateCronRequest) String() string {
 func (*CreateCronRequest) ProtoMessage() {}
 
 func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2060,7 @@ func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateCronRequest) GetEntry() *CronEntry {
@@ -1997,7 +2081,7 @@ type GetCronRequest struct {
 
 func (x *GetCronRequest) Reset() {
 	*x = GetCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2093,7 @@ func (x *GetCronRequest) String() string {
 func (*GetCronRequest) ProtoMessage() {}
 
 func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2106,7 @@ func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronRequest.ProtoReflect.Descriptor instead.
 func (*GetCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetCronRequest) GetId() string {
@@ -2041,7 +2125,7 @@ type ListCronsRequest struct {
 
 func (x *ListCronsRequest) Reset() {
 	*x = ListCronsRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2137,7 @@ func (x *ListCronsRequest) String() string {
 func (*ListCronsRequest) ProtoMessage() {}
 
 func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2150,7 @@ func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 // ListCronsResponse lists every cron entry.
@@ -2080,7 +2164,7 @@ type ListCronsResponse struct {
 
 func (x *ListCronsResponse) Reset() {
 	*x = ListCronsResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2176,7 @@ func (x *ListCronsResponse) String() string {
 func (*ListCronsResponse) ProtoMessage() {}
 
 func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2189,7 @@ func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListCronsResponse) GetEntries() []*CronEntry {
@@ -2139,7 +2223,7 @@ type UpdateCronRequest struct {
 
 func (x *UpdateCronRequest) Reset() {
 	*x = UpdateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2235,7 @@ func (x *UpdateCronRequest) String() string {
 func (*UpdateCronRequest) ProtoMessage() {}
 
 func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2248,7 @@ func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCronRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
@@ -2192,7 +2276,7 @@ type DeleteCronRequest struct {
 
 func (x *DeleteCronRequest) Reset() {
 	*x = DeleteCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2288,7 @@ func (x *DeleteCronRequest) String() string {
 func (*DeleteCronRequest) ProtoMessage() {}
 
 func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2301,7 @@ func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteCronRequest) GetId() string {
@@ -2236,7 +2320,7 @@ type DeleteCronResponse struct {
 
 func (x *DeleteCronResponse) Reset() {
 	*x = DeleteCronResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2332,7 @@ func (x *DeleteCronResponse) String() string {
 func (*DeleteCronResponse) ProtoMessage() {}
 
 func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2345,7 @@ func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 // PauseCronRequest names one cron entry.
@@ -2275,7 +2359,7 @@ type PauseCronRequest struct {
 
 func (x *PauseCronRequest) Reset() {
 	*x = PauseCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2371,7 @@ func (x *PauseCronRequest) String() string {
 func (*PauseCronRequest) ProtoMessage() {}
 
 func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2384,7 @@ func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCronRequest.ProtoReflect.Descriptor instead.
 func (*PauseCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PauseCronRequest) GetId() string {
@@ -2321,7 +2405,7 @@ type ResumeCronRequest struct {
 
 func (x *ResumeCronRequest) Reset() {
 	*x = ResumeCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2417,7 @@ func (x *ResumeCronRequest) String() string {
 func (*ResumeCronRequest) ProtoMessage() {}
 
 func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2430,7 @@ func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResumeCronRequest) GetId() string {
@@ -2365,7 +2449,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2461,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2474,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 // NodeInfo describes one serving node.
@@ -2410,7 +2494,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2506,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2519,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -2483,7 +2567,7 @@ type GetClusterInfoResponse struct {
 
 func (x *GetClusterInfoResponse) Reset() {
 	*x = GetClusterInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2579,7 @@ func (x *GetClusterInfoResponse) String() string {
 func (*GetClusterInfoResponse) ProtoMessage() {}
 
 func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2592,7 @@ func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetClusterInfoResponse) GetNodes() []*NodeInfo {
@@ -2548,7 +2632,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2644,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2657,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 // WorkerInfo describes one live worker session.
@@ -2605,7 +2689,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2701,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2714,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -2714,7 +2798,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2810,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2823,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2758,7 +2842,7 @@ type GetBrokerInfoRequest struct {
 
 func (x *GetBrokerInfoRequest) Reset() {
 	*x = GetBrokerInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2854,7 @@ func (x *GetBrokerInfoRequest) String() string {
 func (*GetBrokerInfoRequest) ProtoMessage() {}
 
 func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2867,7 @@ func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 // GetBrokerInfoResponse describes the storage engine.
@@ -2805,7 +2889,7 @@ type GetBrokerInfoResponse struct {
 
 func (x *GetBrokerInfoResponse) Reset() {
 	*x = GetBrokerInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2901,7 @@ func (x *GetBrokerInfoResponse) String() string {
 func (*GetBrokerInfoResponse) ProtoMessage() {}
 
 func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2914,7 @@ func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetBrokerInfoResponse) GetEngine() string {
@@ -2931,7 +3015,10 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xd4\x01\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
+	"\x12DeleteQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n" +
+	"\x13DeleteQueueResponse\"\xd4\x01\n" +
 	"\x10ListTasksRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x1b\n" +
@@ -3088,7 +3175,7 @@ func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_conveyor_v1_admin_proto_goTypes = []any{
 	(TaskAction)(0),                  // 0: conveyor.v1.TaskAction
 	(*QueueInfo)(nil),                // 1: conveyor.v1.QueueInfo
@@ -3104,85 +3191,87 @@ var file_conveyor_v1_admin_proto_goTypes = []any{
 	(*ListQueuesResponse)(nil),       // 11: conveyor.v1.ListQueuesResponse
 	(*PauseQueueRequest)(nil),        // 12: conveyor.v1.PauseQueueRequest
 	(*ResumeQueueRequest)(nil),       // 13: conveyor.v1.ResumeQueueRequest
-	(*ListTasksRequest)(nil),         // 14: conveyor.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 15: conveyor.v1.ListTasksResponse
-	(*CancelTaskRequest)(nil),        // 16: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 17: conveyor.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),       // 18: conveyor.v1.DeleteTaskResponse
-	(*RunTaskRequest)(nil),           // 19: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 20: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 21: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 22: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 23: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 24: conveyor.v1.BatchArchiveTasksRequest
-	(*BatchTaskResult)(nil),          // 25: conveyor.v1.BatchTaskResult
-	(*BatchTasksResponse)(nil),       // 26: conveyor.v1.BatchTasksResponse
-	(*BulkTasksRequest)(nil),         // 27: conveyor.v1.BulkTasksRequest
-	(*BulkTasksProgress)(nil),        // 28: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 29: conveyor.v1.CronEntry
-	(*CreateCronRequest)(nil),        // 30: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 31: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 32: conveyor.v1.ListCronsRequest
-	(*ListCronsResponse)(nil),        // 33: conveyor.v1.ListCronsResponse
-	(*UpdateCronRequest)(nil),        // 34: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 35: conveyor.v1.DeleteCronRequest
-	(*DeleteCronResponse)(nil),       // 36: conveyor.v1.DeleteCronResponse
-	(*PauseCronRequest)(nil),         // 37: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 38: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 39: conveyor.v1.GetClusterInfoRequest
-	(*NodeInfo)(nil),                 // 40: conveyor.v1.NodeInfo
-	(*GetClusterInfoResponse)(nil),   // 41: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersRequest)(nil),       // 42: conveyor.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),               // 43: conveyor.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),      // 44: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoRequest)(nil),     // 45: conveyor.v1.GetBrokerInfoRequest
-	(*GetBrokerInfoResponse)(nil),    // 46: conveyor.v1.GetBrokerInfoResponse
-	nil,                              // 47: conveyor.v1.CronEntry.MetadataEntry
-	nil,                              // 48: conveyor.v1.WorkerInfo.QueuesEntry
-	nil,                              // 49: conveyor.v1.WorkerInfo.LabelsEntry
-	nil,                              // 50: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	(*durationpb.Duration)(nil),      // 51: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 52: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
-	(TaskState)(0),                   // 54: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 55: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 56: conveyor.v1.TaskOptions
+	(*DeleteQueueRequest)(nil),       // 14: conveyor.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 15: conveyor.v1.DeleteQueueResponse
+	(*ListTasksRequest)(nil),         // 16: conveyor.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 17: conveyor.v1.ListTasksResponse
+	(*CancelTaskRequest)(nil),        // 18: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 19: conveyor.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),       // 20: conveyor.v1.DeleteTaskResponse
+	(*RunTaskRequest)(nil),           // 21: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 22: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 23: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 24: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 25: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 26: conveyor.v1.BatchArchiveTasksRequest
+	(*BatchTaskResult)(nil),          // 27: conveyor.v1.BatchTaskResult
+	(*BatchTasksResponse)(nil),       // 28: conveyor.v1.BatchTasksResponse
+	(*BulkTasksRequest)(nil),         // 29: conveyor.v1.BulkTasksRequest
+	(*BulkTasksProgress)(nil),        // 30: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 31: conveyor.v1.CronEntry
+	(*CreateCronRequest)(nil),        // 32: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 33: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 34: conveyor.v1.ListCronsRequest
+	(*ListCronsResponse)(nil),        // 35: conveyor.v1.ListCronsResponse
+	(*UpdateCronRequest)(nil),        // 36: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 37: conveyor.v1.DeleteCronRequest
+	(*DeleteCronResponse)(nil),       // 38: conveyor.v1.DeleteCronResponse
+	(*PauseCronRequest)(nil),         // 39: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 40: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 41: conveyor.v1.GetClusterInfoRequest
+	(*NodeInfo)(nil),                 // 42: conveyor.v1.NodeInfo
+	(*GetClusterInfoResponse)(nil),   // 43: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersRequest)(nil),       // 44: conveyor.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),               // 45: conveyor.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),      // 46: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoRequest)(nil),     // 47: conveyor.v1.GetBrokerInfoRequest
+	(*GetBrokerInfoResponse)(nil),    // 48: conveyor.v1.GetBrokerInfoResponse
+	nil,                              // 49: conveyor.v1.CronEntry.MetadataEntry
+	nil,                              // 50: conveyor.v1.WorkerInfo.QueuesEntry
+	nil,                              // 51: conveyor.v1.WorkerInfo.LabelsEntry
+	nil,                              // 52: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	(*durationpb.Duration)(nil),      // 53: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 54: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),    // 55: google.protobuf.Timestamp
+	(TaskState)(0),                   // 56: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 57: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 58: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
 	3,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
 	4,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
-	51, // 3: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
-	51, // 4: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
+	53, // 3: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
+	53, // 4: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
 	2,  // 5: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
-	52, // 6: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
-	53, // 7: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	53, // 8: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
-	53, // 9: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	54, // 6: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
+	55, // 7: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	55, // 8: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	55, // 9: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
 	8,  // 10: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
 	1,  // 11: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	54, // 12: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	55, // 13: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	25, // 14: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
+	56, // 12: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	57, // 13: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	27, // 14: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
 	0,  // 15: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
-	54, // 16: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
-	56, // 17: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	53, // 18: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	53, // 19: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	47, // 20: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
-	29, // 21: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	29, // 22: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
-	29, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	52, // 24: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
-	53, // 25: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	40, // 26: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	51, // 27: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	48, // 28: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	49, // 29: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	53, // 30: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	53, // 31: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	43, // 32: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	50, // 33: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	56, // 16: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	58, // 17: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	55, // 18: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	55, // 19: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	49, // 20: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	31, // 21: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	31, // 22: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
+	31, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	54, // 24: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
+	55, // 25: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	42, // 26: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	53, // 27: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	50, // 28: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	51, // 29: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	55, // 30: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	55, // 31: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	45, // 32: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	52, // 33: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
 	34, // [34:34] is the sub-list for method output_type
 	34, // [34:34] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
@@ -3202,7 +3291,7 @@ func file_conveyor_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

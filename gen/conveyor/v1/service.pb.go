@@ -31,13 +31,14 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\"\x00\x12B\n" +
 	"\aGetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x03\x90\x02\x012X\n" +
 	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xc1\x10\n" +
+	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\x95\x11\n" +
 	"\fAdminService\x12R\n" +
 	"\n" +
 	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\n" +
 	"PauseQueue\x12\x1e.conveyor.v1.PauseQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12H\n" +
-	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12S\n" +
+	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12R\n" +
+	"\vDeleteQueue\x12\x1f.conveyor.v1.DeleteQueueRequest\x1a .conveyor.v1.DeleteQueueResponse\"\x00\x12S\n" +
 	"\x0eGetQueueConfig\x12\".conveyor.v1.GetQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x03\x90\x02\x01\x12V\n" +
 	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12R\n" +
 	"\n" +
@@ -79,48 +80,50 @@ var file_conveyor_v1_service_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),        // 5: conveyor.v1.ListQueuesRequest
 	(*PauseQueueRequest)(nil),        // 6: conveyor.v1.PauseQueueRequest
 	(*ResumeQueueRequest)(nil),       // 7: conveyor.v1.ResumeQueueRequest
-	(*GetQueueConfigRequest)(nil),    // 8: conveyor.v1.GetQueueConfigRequest
-	(*UpdateQueueConfigRequest)(nil), // 9: conveyor.v1.UpdateQueueConfigRequest
-	(*ListGroupsRequest)(nil),        // 10: conveyor.v1.ListGroupsRequest
-	(*ListTasksRequest)(nil),         // 11: conveyor.v1.ListTasksRequest
-	(*CancelTaskRequest)(nil),        // 12: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 13: conveyor.v1.DeleteTaskRequest
-	(*RunTaskRequest)(nil),           // 14: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 15: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 16: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 17: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 18: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 19: conveyor.v1.BatchArchiveTasksRequest
-	(*BulkTasksRequest)(nil),         // 20: conveyor.v1.BulkTasksRequest
-	(*CreateCronRequest)(nil),        // 21: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 22: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 23: conveyor.v1.ListCronsRequest
-	(*UpdateCronRequest)(nil),        // 24: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 25: conveyor.v1.DeleteCronRequest
-	(*PauseCronRequest)(nil),         // 26: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 27: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 28: conveyor.v1.GetClusterInfoRequest
-	(*ListWorkersRequest)(nil),       // 29: conveyor.v1.ListWorkersRequest
-	(*GetBrokerInfoRequest)(nil),     // 30: conveyor.v1.GetBrokerInfoRequest
-	(*EnqueueResponse)(nil),          // 31: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 32: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxResponse)(nil),        // 33: conveyor.v1.EnqueueTxResponse
-	(*TaskInfo)(nil),                 // 34: conveyor.v1.TaskInfo
-	(*ServerMessage)(nil),            // 35: conveyor.v1.ServerMessage
-	(*ListQueuesResponse)(nil),       // 36: conveyor.v1.ListQueuesResponse
-	(*QueueInfo)(nil),                // 37: conveyor.v1.QueueInfo
-	(*QueueConfig)(nil),              // 38: conveyor.v1.QueueConfig
-	(*ListGroupsResponse)(nil),       // 39: conveyor.v1.ListGroupsResponse
-	(*ListTasksResponse)(nil),        // 40: conveyor.v1.ListTasksResponse
-	(*DeleteTaskResponse)(nil),       // 41: conveyor.v1.DeleteTaskResponse
-	(*BatchTasksResponse)(nil),       // 42: conveyor.v1.BatchTasksResponse
-	(*BulkTasksProgress)(nil),        // 43: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 44: conveyor.v1.CronEntry
-	(*ListCronsResponse)(nil),        // 45: conveyor.v1.ListCronsResponse
-	(*DeleteCronResponse)(nil),       // 46: conveyor.v1.DeleteCronResponse
-	(*GetClusterInfoResponse)(nil),   // 47: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersResponse)(nil),      // 48: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoResponse)(nil),    // 49: conveyor.v1.GetBrokerInfoResponse
+	(*DeleteQueueRequest)(nil),       // 8: conveyor.v1.DeleteQueueRequest
+	(*GetQueueConfigRequest)(nil),    // 9: conveyor.v1.GetQueueConfigRequest
+	(*UpdateQueueConfigRequest)(nil), // 10: conveyor.v1.UpdateQueueConfigRequest
+	(*ListGroupsRequest)(nil),        // 11: conveyor.v1.ListGroupsRequest
+	(*ListTasksRequest)(nil),         // 12: conveyor.v1.ListTasksRequest
+	(*CancelTaskRequest)(nil),        // 13: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 14: conveyor.v1.DeleteTaskRequest
+	(*RunTaskRequest)(nil),           // 15: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 16: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 17: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 18: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 19: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 20: conveyor.v1.BatchArchiveTasksRequest
+	(*BulkTasksRequest)(nil),         // 21: conveyor.v1.BulkTasksRequest
+	(*CreateCronRequest)(nil),        // 22: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 23: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 24: conveyor.v1.ListCronsRequest
+	(*UpdateCronRequest)(nil),        // 25: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 26: conveyor.v1.DeleteCronRequest
+	(*PauseCronRequest)(nil),         // 27: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 28: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 29: conveyor.v1.GetClusterInfoRequest
+	(*ListWorkersRequest)(nil),       // 30: conveyor.v1.ListWorkersRequest
+	(*GetBrokerInfoRequest)(nil),     // 31: conveyor.v1.GetBrokerInfoRequest
+	(*EnqueueResponse)(nil),          // 32: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 33: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxResponse)(nil),        // 34: conveyor.v1.EnqueueTxResponse
+	(*TaskInfo)(nil),                 // 35: conveyor.v1.TaskInfo
+	(*ServerMessage)(nil),            // 36: conveyor.v1.ServerMessage
+	(*ListQueuesResponse)(nil),       // 37: conveyor.v1.ListQueuesResponse
+	(*QueueInfo)(nil),                // 38: conveyor.v1.QueueInfo
+	(*DeleteQueueResponse)(nil),      // 39: conveyor.v1.DeleteQueueResponse
+	(*QueueConfig)(nil),              // 40: conveyor.v1.QueueConfig
+	(*ListGroupsResponse)(nil),       // 41: conveyor.v1.ListGroupsResponse
+	(*ListTasksResponse)(nil),        // 42: conveyor.v1.ListTasksResponse
+	(*DeleteTaskResponse)(nil),       // 43: conveyor.v1.DeleteTaskResponse
+	(*BatchTasksResponse)(nil),       // 44: conveyor.v1.BatchTasksResponse
+	(*BulkTasksProgress)(nil),        // 45: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 46: conveyor.v1.CronEntry
+	(*ListCronsResponse)(nil),        // 47: conveyor.v1.ListCronsResponse
+	(*DeleteCronResponse)(nil),       // 48: conveyor.v1.DeleteCronResponse
+	(*GetClusterInfoResponse)(nil),   // 49: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersResponse)(nil),      // 50: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoResponse)(nil),    // 51: conveyor.v1.GetBrokerInfoResponse
 }
 var file_conveyor_v1_service_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.TaskService.Enqueue:input_type -> conveyor.v1.EnqueueRequest
@@ -131,62 +134,64 @@ var file_conveyor_v1_service_proto_depIdxs = []int32{
 	5,  // 5: conveyor.v1.AdminService.ListQueues:input_type -> conveyor.v1.ListQueuesRequest
 	6,  // 6: conveyor.v1.AdminService.PauseQueue:input_type -> conveyor.v1.PauseQueueRequest
 	7,  // 7: conveyor.v1.AdminService.ResumeQueue:input_type -> conveyor.v1.ResumeQueueRequest
-	8,  // 8: conveyor.v1.AdminService.GetQueueConfig:input_type -> conveyor.v1.GetQueueConfigRequest
-	9,  // 9: conveyor.v1.AdminService.UpdateQueueConfig:input_type -> conveyor.v1.UpdateQueueConfigRequest
-	10, // 10: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
-	11, // 11: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
-	12, // 12: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
-	13, // 13: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
-	14, // 14: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
-	15, // 15: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
-	16, // 16: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
-	17, // 17: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
-	18, // 18: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
-	19, // 19: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
-	20, // 20: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
-	21, // 21: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
-	22, // 22: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
-	23, // 23: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
-	24, // 24: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
-	25, // 25: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
-	26, // 26: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
-	27, // 27: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
-	28, // 28: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
-	29, // 29: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	30, // 30: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	31, // 31: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
-	32, // 32: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
-	33, // 33: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
-	34, // 34: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
-	35, // 35: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	36, // 36: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	37, // 37: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	37, // 38: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	38, // 39: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
-	38, // 40: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
-	39, // 41: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
-	40, // 42: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	34, // 43: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	41, // 44: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	34, // 45: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	34, // 46: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	42, // 47: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	42, // 48: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	42, // 49: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	42, // 50: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	43, // 51: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
-	44, // 52: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	44, // 53: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	45, // 54: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	44, // 55: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	46, // 56: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	44, // 57: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	44, // 58: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	47, // 59: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	48, // 60: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	49, // 61: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	31, // [31:62] is the sub-list for method output_type
-	0,  // [0:31] is the sub-list for method input_type
+	8,  // 8: conveyor.v1.AdminService.DeleteQueue:input_type -> conveyor.v1.DeleteQueueRequest
+	9,  // 9: conveyor.v1.AdminService.GetQueueConfig:input_type -> conveyor.v1.GetQueueConfigRequest
+	10, // 10: conveyor.v1.AdminService.UpdateQueueConfig:input_type -> conveyor.v1.UpdateQueueConfigRequest
+	11, // 11: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
+	12, // 12: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
+	13, // 13: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
+	14, // 14: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
+	15, // 15: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
+	16, // 16: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
+	17, // 17: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
+	18, // 18: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
+	19, // 19: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
+	20, // 20: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
+	21, // 21: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
+	22, // 22: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
+	23, // 23: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
+	24, // 24: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
+	25, // 25: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
+	26, // 26: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
+	27, // 27: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
+	28, // 28: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
+	29, // 29: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
+	30, // 30: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
+	31, // 31: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
+	32, // 32: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
+	33, // 33: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
+	34, // 34: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
+	35, // 35: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
+	36, // 36: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
+	37, // 37: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
+	38, // 38: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
+	38, // 39: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
+	39, // 40: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
+	40, // 41: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
+	40, // 42: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
+	41, // 43: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
+	42, // 44: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
+	35, // 45: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
+	43, // 46: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
+	35, // 47: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
+	35, // 48: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
+	44, // 49: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
+	44, // 50: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
+	44, // 51: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
+	44, // 52: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
+	45, // 53: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
+	46, // 54: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
+	46, // 55: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
+	47, // 56: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
+	46, // 57: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
+	48, // 58: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
+	46, // 59: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
+	46, // 60: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
+	49, // 61: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
+	50, // 62: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
+	51, // 63: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
+	32, // [32:64] is the sub-list for method output_type
+	0,  // [0:32] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -6,6 +6,7 @@ import { seg, withQuery } from "../lib/router";
 import { STATES, countOf, totalOf } from "../lib/states";
 import { useTitle } from "../lib/title";
 import { Link } from "../components/Link";
+import { DeleteQueueButton } from "../components/DeleteQueueButton";
 import { PauseButton, PausedBadge } from "../components/PauseButton";
 import { RateChart } from "../components/RateChart";
 import { Rates } from "../components/Rates";
@@ -112,6 +113,7 @@ function QueueTable({ queues, rates }: { queues: QueueInfo[]; rates: Map<string,
                 </td>
                 <td class="actions">
                   <PauseButton queue={q} />
+                  {totalOf(q) === 0 && <DeleteQueueButton queue={q} />}
                 </td>
               </tr>
             );

@@ -55,6 +55,9 @@ const (
 	// AdminServiceResumeQueueProcedure is the fully-qualified name of the AdminService's ResumeQueue
 	// RPC.
 	AdminServiceResumeQueueProcedure = "/conveyor.v1.AdminService/ResumeQueue"
+	// AdminServiceDeleteQueueProcedure is the fully-qualified name of the AdminService's DeleteQueue
+	// RPC.
+	AdminServiceDeleteQueueProcedure = "/conveyor.v1.AdminService/DeleteQueue"
 	// AdminServiceGetQueueConfigProcedure is the fully-qualified name of the AdminService's
 	// GetQueueConfig RPC.
 	AdminServiceGetQueueConfigProcedure = "/conveyor.v1.AdminService/GetQueueConfig"
@@ -353,6 +356,12 @@ type AdminServiceClient interface {
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.QueueInfo], error)
 	// ResumeQueue restarts dispatch from a paused queue.
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error)
+	// DeleteQueue forgets an empty queue for good: its pause flag, its
+	// configuration and its totals. A queue that still holds a task in any
+	// state, or that a cron entry enqueues into, is refused
+	// (failed_precondition); an unknown one is not_found. A later enqueue,
+	// pause or configuration of the name starts a fresh queue.
+	DeleteQueue(context.Context, *connect.Request[v1.DeleteQueueRequest]) (*connect.Response[v1.DeleteQueueResponse], error)
 	// GetQueueConfig returns a queue's configuration (its defaults if never set).
 	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
@@ -431,6 +440,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceResumeQueueProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteQueue: connect.NewClient[v1.DeleteQueueRequest, v1.DeleteQueueResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteQueueProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteQueue")),
 			connect.WithClientOptions(opts...),
 		),
 		getQueueConfig: connect.NewClient[v1.GetQueueConfigRequest, v1.QueueConfig](
@@ -587,6 +602,7 @@ type adminServiceClient struct {
 	listQueues        *connect.Client[v1.ListQueuesRequest, v1.ListQueuesResponse]
 	pauseQueue        *connect.Client[v1.PauseQueueRequest, v1.QueueInfo]
 	resumeQueue       *connect.Client[v1.ResumeQueueRequest, v1.QueueInfo]
+	deleteQueue       *connect.Client[v1.DeleteQueueRequest, v1.DeleteQueueResponse]
 	getQueueConfig    *connect.Client[v1.GetQueueConfigRequest, v1.QueueConfig]
 	updateQueueConfig *connect.Client[v1.UpdateQueueConfigRequest, v1.QueueConfig]
 	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
@@ -625,6 +641,11 @@ func (c *adminServiceClient) PauseQueue(ctx context.Context, req *connect.Reques
 // ResumeQueue calls conveyor.v1.AdminService.ResumeQueue.
 func (c *adminServiceClient) ResumeQueue(ctx context.Context, req *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error) {
 	return c.resumeQueue.CallUnary(ctx, req)
+}
+
+// DeleteQueue calls conveyor.v1.AdminService.DeleteQueue.
+func (c *adminServiceClient) DeleteQueue(ctx context.Context, req *connect.Request[v1.DeleteQueueRequest]) (*connect.Response[v1.DeleteQueueResponse], error) {
+	return c.deleteQueue.CallUnary(ctx, req)
 }
 
 // GetQueueConfig calls conveyor.v1.AdminService.GetQueueConfig.
@@ -750,6 +771,12 @@ type AdminServiceHandler interface {
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.QueueInfo], error)
 	// ResumeQueue restarts dispatch from a paused queue.
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error)
+	// DeleteQueue forgets an empty queue for good: its pause flag, its
+	// configuration and its totals. A queue that still holds a task in any
+	// state, or that a cron entry enqueues into, is refused
+	// (failed_precondition); an unknown one is not_found. A later enqueue,
+	// pause or configuration of the name starts a fresh queue.
+	DeleteQueue(context.Context, *connect.Request[v1.DeleteQueueRequest]) (*connect.Response[v1.DeleteQueueResponse], error)
 	// GetQueueConfig returns a queue's configuration (its defaults if never set).
 	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
@@ -824,6 +851,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceResumeQueueProcedure,
 		svc.ResumeQueue,
 		connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteQueueHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteQueueProcedure,
+		svc.DeleteQueue,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteQueue")),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceGetQueueConfigHandler := connect.NewUnaryHandler(
@@ -980,6 +1013,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServicePauseQueueHandler.ServeHTTP(w, r)
 		case AdminServiceResumeQueueProcedure:
 			adminServiceResumeQueueHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteQueueProcedure:
+			adminServiceDeleteQueueHandler.ServeHTTP(w, r)
 		case AdminServiceGetQueueConfigProcedure:
 			adminServiceGetQueueConfigHandler.ServeHTTP(w, r)
 		case AdminServiceUpdateQueueConfigProcedure:
@@ -1045,6 +1080,10 @@ func (UnimplementedAdminServiceHandler) PauseQueue(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.QueueInfo], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ResumeQueue is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteQueue(context.Context, *connect.Request[v1.DeleteQueueRequest]) (*connect.Response[v1.DeleteQueueResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.DeleteQueue is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin.proto.
  */
 export const file_conveyor_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiqAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAyKnAQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5Ii4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiLAoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJIkMKEkJhdGNoVGFza3NSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuY29udmV5b3IudjEuQmF0Y2hUYXNrUmVzdWx0Ip4BChBCdWxrVGFza3NSZXF1ZXN0EicKBmFjdGlvbhgBIAEoDjIXLmNvbnZleW9yLnYxLlRhc2tBY3Rpb24SDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDAoEdHlwZRgEIAEoCRIOCgZzZWFyY2gYBSABKAkSDQoFZ3JvdXAYBiABKAkiaAoRQnVsa1Rhc2tzUHJvZ3Jlc3MSDQoFdG90YWwYASABKAMSEQoJc3VjY2VlZGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAxIMCgRkb25lGAQgASgIEhMKC2ZpcnN0X2Vycm9yGAUgASgJIoUDCglDcm9uRW50cnkSCgoCaWQYASABKAkSDAoEc3BlYxgCIAEoCRINCgVxdWV1ZRgDIAEoCRIMCgR0eXBlGAQgASgJEg8KB3BheWxvYWQYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJEikKB29wdGlvbnMYByABKAsyGC5jb252ZXlvci52MS5UYXNrT3B0aW9ucxIOCgZwYXVzZWQYCCABKAgSLwoLbmV4dF9ydW5fYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2xhc3RfcnVuX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CghtZXRhZGF0YRgLIAMoCzIkLmNvbnZleW9yLnYxLkNyb25FbnRyeS5NZXRhZGF0YUVudHJ5EhQKDGxhc3RfdGFza19pZBgMIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoRQ3JlYXRlQ3JvblJlcXVlc3QSJQoFZW50cnkYASABKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkiHAoOR2V0Q3JvblJlcXVlc3QSCgoCaWQYASABKAkiEgoQTGlzdENyb25zUmVxdWVzdCI8ChFMaXN0Q3JvbnNSZXNwb25zZRInCgdlbnRyaWVzGAEgAygLMhYuY29udmV5b3IudjEuQ3JvbkVudHJ5ImsKEVVwZGF0ZUNyb25SZXF1ZXN0EiUKBWVudHJ5GAEgASgLMhYuY29udmV5b3IudjEuQ3JvbkVudHJ5Ei8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIfChFEZWxldGVDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVDcm9uUmVzcG9uc2UiHgoQUGF1c2VDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFSZXN1bWVDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiaAoITm9kZUluZm8SCgoCaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpIBChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuY29udmV5b3IudjEuTm9kZUluZm8SDwoHdmVyc2lvbhgCIAEoCRIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOc3RvcmFnZV9lbmdpbmUYBCABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IrUDCgpXb3JrZXJJbmZvEhIKCnNlc3Npb25faWQYASABKAkSMwoGcXVldWVzGAIgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgDIAEoBRIRCglpbl9mbGlnaHQYBCABKAUSMwoGbGFiZWxzGAUgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgGIAEoCRIwCgxjb25uZWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0YXNrX2lkcxgJIAMoCRITCgtiYXRjaF90eXBlcxgKIAMoCRotCgtRdWV1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPwoTTGlzdFdvcmtlcnNSZXNwb25zZRIoCgd3b3JrZXJzGAEgAygLMhcuY29udmV5b3IudjEuV29ya2VySW5mbyIWChRHZXRCcm9rZXJJbmZvUmVxdWVzdCLjAQoVR2V0QnJva2VySW5mb1Jlc3BvbnNlEg4KBmVuZ2luZRgBIAEoCRIRCglkYXRhX3BhdGgYAiABKAkSFwoPZmlsZV9zaXplX2J5dGVzGAMgASgDEhIKCmZyZWVfcGFnZXMYBCABKAMSRwoLdGFza19jb3VudHMYBSADKAsyMi5jb252ZXlvci52MS5HZXRCcm9rZXJJbmZvUmVzcG9uc2UuVGFza0NvdW50c0VudHJ5GjEKD1Rhc2tDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBKocBCgpUYXNrQWN0aW9uEhsKF1RBU0tfQUNUSU9OX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19BQ1RJT05fQ0FOQ0VMEAESFgoSVEFTS19BQ1RJT05fREVMRVRFEAISEwoPVEFTS19BQ1RJT05fUlVOEAMSFwoTVEFTS19BQ1RJT05fQVJDSElWRRAEYgZwcm90bzM", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiqAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAyKnAQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5Ii4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTRGVsZXRlUXVldWVSZXNwb25zZSKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiLAoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJIkMKEkJhdGNoVGFza3NSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuY29udmV5b3IudjEuQmF0Y2hUYXNrUmVzdWx0Ip4BChBCdWxrVGFza3NSZXF1ZXN0EicKBmFjdGlvbhgBIAEoDjIXLmNvbnZleW9yLnYxLlRhc2tBY3Rpb24SDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDAoEdHlwZRgEIAEoCRIOCgZzZWFyY2gYBSABKAkSDQoFZ3JvdXAYBiABKAkiaAoRQnVsa1Rhc2tzUHJvZ3Jlc3MSDQoFdG90YWwYASABKAMSEQoJc3VjY2VlZGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAxIMCgRkb25lGAQgASgIEhMKC2ZpcnN0X2Vycm9yGAUgASgJIoUDCglDcm9uRW50cnkSCgoCaWQYASABKAkSDAoEc3BlYxgCIAEoCRINCgVxdWV1ZRgDIAEoCRIMCgR0eXBlGAQgASgJEg8KB3BheWxvYWQYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJEikKB29wdGlvbnMYByABKAsyGC5jb252ZXlvci52MS5UYXNrT3B0aW9ucxIOCgZwYXVzZWQYCCABKAgSLwoLbmV4dF9ydW5fYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2xhc3RfcnVuX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CghtZXRhZGF0YRgLIAMoCzIkLmNvbnZleW9yLnYxLkNyb25FbnRyeS5NZXRhZGF0YUVudHJ5EhQKDGxhc3RfdGFza19pZBgMIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoRQ3JlYXRlQ3JvblJlcXVlc3QSJQoFZW50cnkYASABKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkiHAoOR2V0Q3JvblJlcXVlc3QSCgoCaWQYASABKAkiEgoQTGlzdENyb25zUmVxdWVzdCI8ChFMaXN0Q3JvbnNSZXNwb25zZRInCgdlbnRyaWVzGAEgAygLMhYuY29udmV5b3IudjEuQ3JvbkVudHJ5ImsKEVVwZGF0ZUNyb25SZXF1ZXN0EiUKBWVudHJ5GAEgASgLMhYuY29udmV5b3IudjEuQ3JvbkVudHJ5Ei8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIfChFEZWxldGVDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVDcm9uUmVzcG9uc2UiHgoQUGF1c2VDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFSZXN1bWVDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiaAoITm9kZUluZm8SCgoCaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpIBChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuY29udmV5b3IudjEuTm9kZUluZm8SDwoHdmVyc2lvbhgCIAEoCRIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOc3RvcmFnZV9lbmdpbmUYBCABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IrUDCgpXb3JrZXJJbmZvEhIKCnNlc3Npb25faWQYASABKAkSMwoGcXVldWVzGAIgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgDIAEoBRIRCglpbl9mbGlnaHQYBCABKAUSMwoGbGFiZWxzGAUgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgGIAEoCRIwCgxjb25uZWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0YXNrX2lkcxgJIAMoCRITCgtiYXRjaF90eXBlcxgKIAMoCRotCgtRdWV1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPwoTTGlzdFdvcmtlcnNSZXNwb25zZRIoCgd3b3JrZXJzGAEgAygLMhcuY29udmV5b3IudjEuV29ya2VySW5mbyIWChRHZXRCcm9rZXJJbmZvUmVxdWVzdCLjAQoVR2V0QnJva2VySW5mb1Jlc3BvbnNlEg4KBmVuZ2luZRgBIAEoCRIRCglkYXRhX3BhdGgYAiABKAkSFwoPZmlsZV9zaXplX2J5dGVzGAMgASgDEhIKCmZyZWVfcGFnZXMYBCABKAMSRwoLdGFza19jb3VudHMYBSADKAsyMi5jb252ZXlvci52MS5HZXRCcm9rZXJJbmZvUmVzcG9uc2UuVGFza0NvdW50c0VudHJ5GjEKD1Rhc2tDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBKocBCgpUYXNrQWN0aW9uEhsKF1RBU0tfQUNUSU9OX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19BQ1RJT05fQ0FOQ0VMEAESFgoSVEFTS19BQ1RJT05fREVMRVRFEAISEwoPVEFTS19BQ1RJT05fUlVOEAMSFwoTVEFTS19BQ1RJT05fQVJDSElWRRAEYgZwcm90bzM", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * QueueInfo describes one queue.
@@ -505,6 +505,43 @@ export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PUR
   messageDesc(file_conveyor_v1_admin, 12);
 
 /**
+ * DeleteQueueRequest names the queue to forget.
+ *
+ * @generated from message conveyor.v1.DeleteQueueRequest
+ */
+export type DeleteQueueRequest = Message<"conveyor.v1.DeleteQueueRequest"> & {
+  /**
+   * queue is the queue's name; it must hold no task and no cron entry
+   * may enqueue into it.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueRequest.
+ * Use `create(DeleteQueueRequestSchema)` to create a new message.
+ */
+export const DeleteQueueRequestSchema: GenMessage<DeleteQueueRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 13);
+
+/**
+ * DeleteQueueResponse has no fields: the queue is gone.
+ *
+ * @generated from message conveyor.v1.DeleteQueueResponse
+ */
+export type DeleteQueueResponse = Message<"conveyor.v1.DeleteQueueResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueResponse.
+ * Use `create(DeleteQueueResponseSchema)` to create a new message.
+ */
+export const DeleteQueueResponseSchema: GenMessage<DeleteQueueResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 14);
+
+/**
  * ListTasksRequest selects a page of tasks.
  *
  * @generated from message conveyor.v1.ListTasksRequest
@@ -567,7 +604,7 @@ export type ListTasksRequest = Message<"conveyor.v1.ListTasksRequest"> & {
  * Use `create(ListTasksRequestSchema)` to create a new message.
  */
 export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 13);
+  messageDesc(file_conveyor_v1_admin, 15);
 
 /**
  * ListTasksResponse is one page of tasks.
@@ -598,7 +635,7 @@ export type ListTasksResponse = Message<"conveyor.v1.ListTasksResponse"> & {
  * Use `create(ListTasksResponseSchema)` to create a new message.
  */
 export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 14);
+  messageDesc(file_conveyor_v1_admin, 16);
 
 /**
  * CancelTaskRequest names one task.
@@ -619,7 +656,7 @@ export type CancelTaskRequest = Message<"conveyor.v1.CancelTaskRequest"> & {
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 15);
+  messageDesc(file_conveyor_v1_admin, 17);
 
 /**
  * DeleteTaskRequest names one task.
@@ -640,7 +677,7 @@ export type DeleteTaskRequest = Message<"conveyor.v1.DeleteTaskRequest"> & {
  * Use `create(DeleteTaskRequestSchema)` to create a new message.
  */
 export const DeleteTaskRequestSchema: GenMessage<DeleteTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 16);
+  messageDesc(file_conveyor_v1_admin, 18);
 
 /**
  * DeleteTaskResponse is empty.
@@ -655,7 +692,7 @@ export type DeleteTaskResponse = Message<"conveyor.v1.DeleteTaskResponse"> & {
  * Use `create(DeleteTaskResponseSchema)` to create a new message.
  */
 export const DeleteTaskResponseSchema: GenMessage<DeleteTaskResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 17);
+  messageDesc(file_conveyor_v1_admin, 19);
 
 /**
  * RunTaskRequest names one task.
@@ -676,7 +713,7 @@ export type RunTaskRequest = Message<"conveyor.v1.RunTaskRequest"> & {
  * Use `create(RunTaskRequestSchema)` to create a new message.
  */
 export const RunTaskRequestSchema: GenMessage<RunTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 18);
+  messageDesc(file_conveyor_v1_admin, 20);
 
 /**
  * ArchiveTaskRequest names one task.
@@ -697,7 +734,7 @@ export type ArchiveTaskRequest = Message<"conveyor.v1.ArchiveTaskRequest"> & {
  * Use `create(ArchiveTaskRequestSchema)` to create a new message.
  */
 export const ArchiveTaskRequestSchema: GenMessage<ArchiveTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 19);
+  messageDesc(file_conveyor_v1_admin, 21);
 
 /**
  * BatchCancelTasksRequest names many tasks.
@@ -718,7 +755,7 @@ export type BatchCancelTasksRequest = Message<"conveyor.v1.BatchCancelTasksReque
  * Use `create(BatchCancelTasksRequestSchema)` to create a new message.
  */
 export const BatchCancelTasksRequestSchema: GenMessage<BatchCancelTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 20);
+  messageDesc(file_conveyor_v1_admin, 22);
 
 /**
  * BatchDeleteTasksRequest names many tasks.
@@ -739,7 +776,7 @@ export type BatchDeleteTasksRequest = Message<"conveyor.v1.BatchDeleteTasksReque
  * Use `create(BatchDeleteTasksRequestSchema)` to create a new message.
  */
 export const BatchDeleteTasksRequestSchema: GenMessage<BatchDeleteTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 21);
+  messageDesc(file_conveyor_v1_admin, 23);
 
 /**
  * BatchRunTasksRequest names many tasks.
@@ -760,7 +797,7 @@ export type BatchRunTasksRequest = Message<"conveyor.v1.BatchRunTasksRequest"> &
  * Use `create(BatchRunTasksRequestSchema)` to create a new message.
  */
 export const BatchRunTasksRequestSchema: GenMessage<BatchRunTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 22);
+  messageDesc(file_conveyor_v1_admin, 24);
 
 /**
  * BatchArchiveTasksRequest names many tasks.
@@ -781,7 +818,7 @@ export type BatchArchiveTasksRequest = Message<"conveyor.v1.BatchArchiveTasksReq
  * Use `create(BatchArchiveTasksRequestSchema)` to create a new message.
  */
 export const BatchArchiveTasksRequestSchema: GenMessage<BatchArchiveTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 23);
+  messageDesc(file_conveyor_v1_admin, 25);
 
 /**
  * BatchTaskResult is the outcome for one id of a batch action.
@@ -809,7 +846,7 @@ export type BatchTaskResult = Message<"conveyor.v1.BatchTaskResult"> & {
  * Use `create(BatchTaskResultSchema)` to create a new message.
  */
 export const BatchTaskResultSchema: GenMessage<BatchTaskResult> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 24);
+  messageDesc(file_conveyor_v1_admin, 26);
 
 /**
  * BatchTasksResponse holds one result per requested id, in request order.
@@ -830,7 +867,7 @@ export type BatchTasksResponse = Message<"conveyor.v1.BatchTasksResponse"> & {
  * Use `create(BatchTasksResponseSchema)` to create a new message.
  */
 export const BatchTasksResponseSchema: GenMessage<BatchTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 25);
+  messageDesc(file_conveyor_v1_admin, 27);
 
 /**
  * BulkTasksRequest applies one action to every task that matches a filter.
@@ -886,7 +923,7 @@ export type BulkTasksRequest = Message<"conveyor.v1.BulkTasksRequest"> & {
  * Use `create(BulkTasksRequestSchema)` to create a new message.
  */
 export const BulkTasksRequestSchema: GenMessage<BulkTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 26);
+  messageDesc(file_conveyor_v1_admin, 28);
 
 /**
  * BulkTasksProgress reports how far a bulk action has come. The last
@@ -938,7 +975,7 @@ export type BulkTasksProgress = Message<"conveyor.v1.BulkTasksProgress"> & {
  * Use `create(BulkTasksProgressSchema)` to create a new message.
  */
 export const BulkTasksProgressSchema: GenMessage<BulkTasksProgress> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 27);
+  messageDesc(file_conveyor_v1_admin, 29);
 
 /**
  * CronEntry is a periodic task template.
@@ -1036,7 +1073,7 @@ export type CronEntry = Message<"conveyor.v1.CronEntry"> & {
  * Use `create(CronEntrySchema)` to create a new message.
  */
 export const CronEntrySchema: GenMessage<CronEntry> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 28);
+  messageDesc(file_conveyor_v1_admin, 30);
 
 /**
  * CreateCronRequest describes a new cron entry.
@@ -1057,7 +1094,7 @@ export type CreateCronRequest = Message<"conveyor.v1.CreateCronRequest"> & {
  * Use `create(CreateCronRequestSchema)` to create a new message.
  */
 export const CreateCronRequestSchema: GenMessage<CreateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 29);
+  messageDesc(file_conveyor_v1_admin, 31);
 
 /**
  * GetCronRequest names one cron entry.
@@ -1078,7 +1115,7 @@ export type GetCronRequest = Message<"conveyor.v1.GetCronRequest"> & {
  * Use `create(GetCronRequestSchema)` to create a new message.
  */
 export const GetCronRequestSchema: GenMessage<GetCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 30);
+  messageDesc(file_conveyor_v1_admin, 32);
 
 /**
  * ListCronsRequest has no fields.
@@ -1093,7 +1130,7 @@ export type ListCronsRequest = Message<"conveyor.v1.ListCronsRequest"> & {
  * Use `create(ListCronsRequestSchema)` to create a new message.
  */
 export const ListCronsRequestSchema: GenMessage<ListCronsRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 31);
+  messageDesc(file_conveyor_v1_admin, 33);
 
 /**
  * ListCronsResponse lists every cron entry.
@@ -1114,7 +1151,7 @@ export type ListCronsResponse = Message<"conveyor.v1.ListCronsResponse"> & {
  * Use `create(ListCronsResponseSchema)` to create a new message.
  */
 export const ListCronsResponseSchema: GenMessage<ListCronsResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 32);
+  messageDesc(file_conveyor_v1_admin, 34);
 
 /**
  * UpdateCronRequest replaces a cron entry, or changes some of its fields.
@@ -1153,7 +1190,7 @@ export type UpdateCronRequest = Message<"conveyor.v1.UpdateCronRequest"> & {
  * Use `create(UpdateCronRequestSchema)` to create a new message.
  */
 export const UpdateCronRequestSchema: GenMessage<UpdateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 33);
+  messageDesc(file_conveyor_v1_admin, 35);
 
 /**
  * DeleteCronRequest names one cron entry.
@@ -1174,7 +1211,7 @@ export type DeleteCronRequest = Message<"conveyor.v1.DeleteCronRequest"> & {
  * Use `create(DeleteCronRequestSchema)` to create a new message.
  */
 export const DeleteCronRequestSchema: GenMessage<DeleteCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 34);
+  messageDesc(file_conveyor_v1_admin, 36);
 
 /**
  * DeleteCronResponse is empty.
@@ -1189,7 +1226,7 @@ export type DeleteCronResponse = Message<"conveyor.v1.DeleteCronResponse"> & {
  * Use `create(DeleteCronResponseSchema)` to create a new message.
  */
 export const DeleteCronResponseSchema: GenMessage<DeleteCronResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 35);
+  messageDesc(file_conveyor_v1_admin, 37);
 
 /**
  * PauseCronRequest names one cron entry.
@@ -1210,7 +1247,7 @@ export type PauseCronRequest = Message<"conveyor.v1.PauseCronRequest"> & {
  * Use `create(PauseCronRequestSchema)` to create a new message.
  */
 export const PauseCronRequestSchema: GenMessage<PauseCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 36);
+  messageDesc(file_conveyor_v1_admin, 38);
 
 /**
  * ResumeCronRequest names one cron entry.
@@ -1231,7 +1268,7 @@ export type ResumeCronRequest = Message<"conveyor.v1.ResumeCronRequest"> & {
  * Use `create(ResumeCronRequestSchema)` to create a new message.
  */
 export const ResumeCronRequestSchema: GenMessage<ResumeCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 37);
+  messageDesc(file_conveyor_v1_admin, 39);
 
 /**
  * GetClusterInfoRequest has no fields.
@@ -1246,7 +1283,7 @@ export type GetClusterInfoRequest = Message<"conveyor.v1.GetClusterInfoRequest">
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 38);
+  messageDesc(file_conveyor_v1_admin, 40);
 
 /**
  * NodeInfo describes one serving node.
@@ -1288,7 +1325,7 @@ export type NodeInfo = Message<"conveyor.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 39);
+  messageDesc(file_conveyor_v1_admin, 41);
 
 /**
  * GetClusterInfoResponse describes the cluster.
@@ -1330,7 +1367,7 @@ export type GetClusterInfoResponse = Message<"conveyor.v1.GetClusterInfoResponse
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 40);
+  messageDesc(file_conveyor_v1_admin, 42);
 
 /**
  * ListWorkersRequest has no fields.
@@ -1345,7 +1382,7 @@ export type ListWorkersRequest = Message<"conveyor.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 41);
+  messageDesc(file_conveyor_v1_admin, 43);
 
 /**
  * WorkerInfo describes one live worker session.
@@ -1429,7 +1466,7 @@ export type WorkerInfo = Message<"conveyor.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 42);
+  messageDesc(file_conveyor_v1_admin, 44);
 
 /**
  * ListWorkersResponse lists the live sessions.
@@ -1450,7 +1487,7 @@ export type ListWorkersResponse = Message<"conveyor.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 43);
+  messageDesc(file_conveyor_v1_admin, 45);
 
 /**
  * GetBrokerInfoRequest has no fields.
@@ -1465,7 +1502,7 @@ export type GetBrokerInfoRequest = Message<"conveyor.v1.GetBrokerInfoRequest"> &
  * Use `create(GetBrokerInfoRequestSchema)` to create a new message.
  */
 export const GetBrokerInfoRequestSchema: GenMessage<GetBrokerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 44);
+  messageDesc(file_conveyor_v1_admin, 46);
 
 /**
  * GetBrokerInfoResponse describes the storage engine.
@@ -1514,7 +1551,7 @@ export type GetBrokerInfoResponse = Message<"conveyor.v1.GetBrokerInfoResponse">
  * Use `create(GetBrokerInfoResponseSchema)` to create a new message.
  */
 export const GetBrokerInfoResponseSchema: GenMessage<GetBrokerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 45);
+  messageDesc(file_conveyor_v1_admin, 47);
 
 /**
  * TaskAction is an operator action on tasks.

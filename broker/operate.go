@@ -184,7 +184,10 @@ type GroupLeaseParams struct {
 // all with the same expiry.
 type GroupLease struct {
 	Queue, Group, Type string
-	Leases             []Lease
+	// Leases are the members', each with its own lease; a member's
+	// Task.NextProcessAt is when the group fired (or the member's own due
+	// time, if later): when it became ready to run.
+	Leases []Lease
 }
 
 // GroupInfo describes an aggregation group waiting to be delivered.

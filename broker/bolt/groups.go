@@ -298,7 +298,11 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			}
 			keys = append(keys, x.k)
 			starts = append(starts, now)
-			gl.Leases = append(gl.Leases, e.grantLocked(x.k, &m, p.SessionID, now, expiry))
+			l := e.grantLocked(x.k, &m, p.SessionID, now, expiry)
+			// A member is ready from when its group fired: the time it
+			// spent gathering is the aggregation's, asked for.
+			l.Task.NextProcessAt = fromNanos(max(m.due, g.firesAt))
+			gl.Leases = append(gl.Leases, l)
 		}
 		e.tookLocked(q, len(gl.Leases), p.Now)
 		out = append(out, gl)

@@ -143,8 +143,14 @@ func testGroupByMaxDelay(t *testing.T, b broker.Broker) {
 		t.Fatalf("fired before its max delay")
 	}
 	promote(t, b, at(time.Minute))
-	if gl := leaseGroups(t, b, "q", 1, at(time.Minute), "t"); len(gl) != 1 || len(gl[0].Leases) != 2 {
+	gl := leaseGroups(t, b, "q", 1, at(2*time.Minute), "t")
+	if len(gl) != 1 || len(gl[0].Leases) != 2 {
 		t.Fatalf("LeaseGroups = %+v after the max delay, want the 2 members", gl)
+	}
+	for _, l := range gl[0].Leases {
+		if !l.Task.NextProcessAt.Equal(at(time.Minute)) {
+			t.Fatalf("member %s ready at %v, want when its group fired (T0+1m)", l.Task.ID, l.Task.NextProcessAt)
+		}
 	}
 }
 

@@ -88,6 +88,10 @@ type LapsedLease struct {
 	Limited bool
 	// Retried and MaxRetry are the task's retry count and budget.
 	Retried, MaxRetry int32
+	// To is, in Notifier.LeaseLapsed, the state the reaper's decision
+	// left the task in (RETRY, PENDING, ARCHIVED, or CANCELED for a task
+	// an operator canceled while it ran); unset in LapsedLeases.
+	To State
 }
 
 // PurgeParams says which terminal tasks Purge deletes: those whose own

@@ -122,7 +122,7 @@ func (h *hub) leaseLapsed(l broker.LapsedLease) {
 	s := h.sessions[l.SessionID]
 	h.mu.RUnlock()
 	if s != nil {
-		s.leaseLapsed(l.Lease)
+		s.leaseLapsed(l)
 	}
 }
 

@@ -77,8 +77,8 @@ func newMetrics() *metrics {
 	m.dispatched = perType("dispatched", "Deliveries sent to workers (each member of a BatchDispatch counts).")
 	m.completed = perType("completed", "Attempts a worker's Result completed.")
 	m.retried = perType("retried", "Attempts a worker's Result failed that will be retried.")
-	m.archived = perType("archived", "Attempts a worker's Result failed for good (retries exhausted, or SKIP_RETRY).")
-	m.canceled = perType("canceled", "Attempts that ended CANCELED by an operator's cancel.")
+	m.archived = perType("archived", "Attempts that failed for good: a worker's Result (retries exhausted, or SKIP_RETRY), or a lease lapse with no retries left.")
+	m.canceled = perType("canceled", "Attempts that ended CANCELED by an operator's cancel (answered, or lapsed).")
 	m.released = perType("released", "Attempts a worker handed back unrun (RELEASED, or left out of a BatchResult).")
 	m.lapsed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_lease_expirations_total",
 		Help: "Leases the reaper took back: missed heartbeats, or attempts past their timeout or deadline."}, []string{"queue", "type"})
@@ -210,8 +210,20 @@ func (m *metrics) attemptCounter(kind broker.DecisionKind, to broker.State) *pro
 	return nil
 }
 
-// leaseLapsed counts one lease the reaper took back.
-func (m *metrics) leaseLapsed(queue, typ string) { m.count(m.lapsed, queue, typ) }
+// leaseLapsed counts one lease the reaper took back and, when the lapse
+// ended the task for good (its retries spent, or an operator's cancel
+// while it ran), that end too: a task that crashes every worker it
+// reaches never sends a Result, and must still show as failing for good.
+// to is the state the lapse left the task in (0: not known).
+func (m *metrics) leaseLapsed(queue, typ string, to broker.State) {
+	m.count(m.lapsed, queue, typ)
+	switch to {
+	case broker.StateArchived:
+		m.count(m.archived, queue, typ)
+	case broker.StateCanceled:
+		m.count(m.canceled, queue, typ)
+	}
+}
 
 // committed records one group commit.
 func (m *metrics) committed(c broker.Commit) {

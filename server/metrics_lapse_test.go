@@ -68,3 +68,44 @@ func TestMetricsLapseRacingTheResult(t *testing.T) {
 		t.Errorf("conveyor_lease_expirations_total = %v, want the 1 lapse", got)
 	}
 }
+
+// TestMetricsLapseArchivesForGood: a task whose worker never answers (it
+// crashes every worker it reaches) is archived by the reaper once its
+// retries are spent; conveyor_tasks_archived_total counts it with the
+// lapse, so the "failing for good" alert sees a task that never sent a
+// Result.
+func TestMetricsLapseArchivesForGood(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{LeaseTTL: time.Second, ReclaimWindow: 100 * time.Millisecond})
+	tasks := taskClient(t, s, servertest.GRPC)
+	res, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "pill", Type: "crash",
+		Options: &conveyorv1.TaskOptions{MaxRetry: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.GetTask().GetId()
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"pill": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := range 2 {
+		// Each attempt is dispatched, lapses (Cancel), and is never answered.
+		if d := w.next(20 * time.Second).GetDispatch(); d.GetTask().GetId() != id {
+			t.Fatalf("attempt %d: got %v, want the Dispatch of the task", attempt, d)
+		}
+		if c := w.next(20 * time.Second).GetCancel(); c.GetTaskId() != id {
+			t.Fatalf("attempt %d: got %v, want the Cancel of its lapse", attempt, c)
+		}
+	}
+	servertest.Eventually(t, 20*time.Second, "the task archived", func() bool {
+		info, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id}))
+		return err == nil && info.Msg.GetState() == conveyorv1.TaskState_TASK_STATE_ARCHIVED
+	})
+	m := scrape(t, s)
+	if got := value(m, "conveyor_lease_expirations_total", "queue=pill", "type=crash"); got != 2 {
+		t.Errorf("conveyor_lease_expirations_total = %v, want the 2 lapses", got)
+	}
+	if got := value(m, "conveyor_tasks_archived_total", "queue=pill", "type=crash"); got != 1 {
+		t.Errorf("conveyor_tasks_archived_total = %v, want the task the second lapse archived", got)
+	}
+}

@@ -159,10 +159,11 @@ func (s *session) info() sessionInfo {
 // leaseLapsed records that the reaper took a task back. The worker is told
 // to stop it; the slot stays taken until the worker answers for it or the
 // reclaim window passes (see inflight).
-func (s *session) leaseLapsed(ref broker.LeaseRef) {
+func (s *session) leaseLapsed(l broker.LapsedLease) {
+	ref := l.Lease
 	s.mu.Lock()
 	if m := s.flight.live[ref.TaskID]; m != nil && m.token == ref.Token {
-		s.hub.metrics.leaseLapsed(m.queue, m.typ)
+		s.hub.metrics.leaseLapsed(m.queue, m.typ, l.To)
 	}
 	if !s.ended && s.flight.lapse(ref.TaskID, ref.Token, s.hub.now(), s.hub.cfg.ReclaimWindow) {
 		s.cancels = append(s.cancels, ref.TaskID)
@@ -332,7 +333,8 @@ func (s *session) complete(m *member, r *conveyorv1.Result) {
 		// and its application (nothing else takes a running session's
 		// lease), so leaseLapsed, finding the member answered, did not
 		// count the lapse: it is counted here.
-		s.hub.metrics.leaseLapsed(m.queue, m.typ)
+		// (What the lapse left the task in is not known here.)
+		s.hub.metrics.leaseLapsed(m.queue, m.typ, 0)
 		s.hub.lateResults.Add(1)
 		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)
 	case err != nil && s.ctx.Err() == nil:

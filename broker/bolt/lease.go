@@ -162,9 +162,10 @@ func (e *Engine) Reclaim(_ context.Context, decisions []broker.Decision) error {
 		if err != nil || l.expiry > d.Now.UnixNano() {
 			continue // answered, released or renewed since it was listed
 		}
-		e.note.LeaseLapsed(broker.LapsedLease{SessionID: l.session, Lease: d.Lease,
-			Expiry: time.Unix(0, l.expiry).UTC(), Limited: l.limit != 0 && l.expiry == l.limit})
-		e.applyLocked(k, d)
+		lapsed := broker.LapsedLease{SessionID: l.session, Lease: d.Lease,
+			Expiry: time.Unix(0, l.expiry).UTC(), Limited: l.limit != 0 && l.expiry == l.limit}
+		lapsed.To = e.applyLocked(k, d)
+		e.note.LeaseLapsed(lapsed)
 	}
 	return nil
 }

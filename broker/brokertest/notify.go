@@ -340,11 +340,20 @@ func testSignalLeaseLapsed(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	got := n.Lapsed()
-	if len(got) != 1 || got[0].SessionID != "s1" || got[0].Lease != Ref(l) {
-		t.Fatalf("LeaseLapsed signals %+v, want one for s1's lease %s/%d", got, l.Task.ID, l.Token)
+	if len(got) != 1 || got[0].SessionID != "s1" || got[0].Lease != Ref(l) || got[0].To != pending {
+		t.Fatalf("LeaseLapsed signals %+v, want one for s1's lease %s/%d, the task left PENDING", got, l.Task.ID, l.Token)
 	}
 	// Only now may the task go out again.
-	if l2 := LeaseOne(t, b, "s2", "q", T0.Add(TTL)); l2.Task.ID != task.ID || l2.Task.Retried != 1 {
+	l2 := LeaseOne(t, b, "s2", "q", T0.Add(TTL))
+	if l2.Task.ID != task.ID || l2.Task.Retried != 1 {
 		t.Fatalf("redelivery %s retried %d", l2.Task.ID, l2.Task.Retried)
+	}
+	// The signal names the state the decision left the task in.
+	at2 := T0.Add(2 * TTL)
+	if err := b.Reclaim(t.Context(), []broker.Decision{broker.Archived("s2", Ref(l2), at2, "lapsed again")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Lapsed(); len(got) != 1 || got[0].SessionID != "s2" || got[0].To != archived {
+		t.Fatalf("LeaseLapsed signals %+v, want one for s2 with the task ARCHIVED", got)
 	}
 }

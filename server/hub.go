@@ -105,11 +105,18 @@ func (h *hub) unregister(s *session) {
 	h.wg.Done()
 }
 
-// wakeQueue wakes every session serving queue.
+// wakeQueue wakes every session serving queue that has a free slot. One
+// whose slots are all taken could lease nothing; it wakes itself when a
+// slot frees, and reads the ready counts then. Waking it anyway would have
+// it read the counts of all its queues under the broker's lock for
+// nothing, for each busy session of the queue, on every task that makes
+// the queue ready.
 func (h *hub) wakeQueue(queue string) {
 	h.mu.RLock()
 	for _, s := range h.byQueue[queue] {
-		s.wake()
+		if s.hasRoom() {
+			s.wake()
+		}
 	}
 	h.mu.RUnlock()
 }

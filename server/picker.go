@@ -16,28 +16,22 @@ func newPicker(weights []int) *picker {
 	return &picker{weights: weights, current: make([]int, len(weights))}
 }
 
-// plan returns up to n queue indexes, in dispatch order, drawing at most
-// ready[i] from queue i.
-func (p *picker) plan(ready []int, n int, seq []int) []int {
-	seq = seq[:0]
-	for len(seq) < n {
-		total, best := 0, -1
-		for i, w := range p.weights {
-			if ready[i] == 0 {
-				continue
-			}
-			p.current[i] += w
-			total += w
-			if best < 0 || p.current[i] > p.current[best] {
-				best = i
-			}
+// next picks the queue of one dispatch among those with ready[i] > 0 and
+// returns its index, or -1 when none has any.
+func (p *picker) next(ready []int) int {
+	total, best := 0, -1
+	for i, w := range p.weights {
+		if ready[i] <= 0 {
+			continue
 		}
-		if best < 0 {
-			break
+		p.current[i] += w
+		total += w
+		if best < 0 || p.current[i] > p.current[best] {
+			best = i
 		}
-		p.current[best] -= total
-		ready[best]--
-		seq = append(seq, best)
 	}
-	return seq
+	if best >= 0 {
+		p.current[best] -= total
+	}
+	return best
 }

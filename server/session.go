@@ -104,6 +104,13 @@ func (s *session) wake() {
 	}
 }
 
+// hasRoom reports whether the session has a free slot.
+func (s *session) hasRoom() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.ended && s.flight.slots < s.concurrency
+}
+
 // shutdown ends the session from the server side.
 func (s *session) shutdown() { s.end(errShuttingDown) }
 

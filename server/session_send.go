@@ -16,8 +16,7 @@ import (
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	plan := &dispatchPlan{picker: newPicker(s.weights), ready: make([]int, len(s.queues)),
-		groups: make([]int, len(s.queues)), skip: make([]bool, len(s.queues))}
+	plan := newDispatchPlan(s.weights)
 	s.wake() // the queues may hold work already
 	for {
 		select {
@@ -31,38 +30,38 @@ func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	}
 }
 
-// dispatchPlan is the send loop's scratch space, reused across bursts.
-type dispatchPlan struct {
-	picker *picker
-	ready  []int
-	groups []int
-	skip   []bool // queues whose Lease came back empty in this burst
-	seq    []int
-	picks  []broker.QueuePick
-}
-
-// free is how many more deliveries the session may be sent now, when each
-// may cost up to unit bytes: its free slots, fewer when the bytes in
-// flight near Config.MaxSessionBytes. At least one is allowed while
-// nothing is in flight, so any single task or batch can be sent.
-func (s *session) free(unit int64) int {
+// budget is what the session may be sent now: its free slots, of which
+// single tasks may take fewer when the bytes in flight near
+// Config.MaxSessionBytes (each may cost up to maxEnvelopeBytes; at least
+// one is allowed while nothing is in flight, so any task can be sent), and
+// batches too, by their own rule (below).
+func (s *session) budget() sendBudget {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeLocked(unit, s.flight.slots == 0)
+	if s.ended {
+		return sendBudget{}
+	}
+	b := sendBudget{slots: s.concurrency - s.flight.slots, singles: s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)}
+	if len(s.batchTypes) > 0 {
+		// A batch's worst case (maxBatchBytes, about 22 MiB) is far above
+		// what most batches hold, and a batch is charged what it really
+		// holds once leased: so one more is allowed whenever the session
+		// holds less than Config.MaxSessionBytes, not only when it holds
+		// nothing. Otherwise a budget below the worst case would hold a
+		// session to one batch at a time, and one task in flight would keep
+		// every batch away. The bytes held pass the budget by one batch at
+		// most.
+		b.batches = s.freeLocked(maxBatchBytes, s.flight.bytes < s.hub.cfg.MaxSessionBytes)
+	}
+	return b
 }
 
-// freeBatches is free for BatchDispatches. Their worst case (maxBatchBytes,
-// about 22 MiB) is far above what most batches hold, and a batch is
-// charged what it really holds once leased: so one more is allowed
-// whenever the session holds less than Config.MaxSessionBytes, not only
-// when it holds nothing. Otherwise a budget below the worst case would
-// hold a session to one batch at a time, and one task in flight would
-// keep every batch away. The bytes held pass the budget by one batch at
-// most.
-func (s *session) freeBatches() int {
+// free is how many single tasks the session may be sent now, after the
+// batches of a round were charged what they hold.
+func (s *session) free() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeLocked(maxBatchBytes, s.flight.bytes < s.hub.cfg.MaxSessionBytes)
+	return s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)
 }
 
 func (s *session) freeLocked(unit int64, atLeastOne bool) int {
@@ -99,8 +98,9 @@ func sendCancels(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1
 	return nil
 }
 
-// sendBurst sends pending Cancels and as many Dispatches as there are free
-// slots, and flushes the stream once at the end.
+// sendBurst sends pending Cancels and as many Dispatches and
+// BatchDispatches as there are free slots, and flushes the stream once at
+// the end.
 //
 // A lapse the reaper reports while the burst runs queues its Cancel after
 // the burst took the pending ones, and the burst's Lease may return that
@@ -113,56 +113,59 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	if err := sendCancels(stream, s.takeCancels()); err != nil {
 		return err
 	}
-	if len(s.batchTypes) > 0 {
-		if free := s.freeBatches(); free > 0 {
-			if err := s.dispatchGroups(stream, plan, free); err != nil {
-				return err
-			}
-		}
-	}
-	free := s.free(maxEnvelopeBytes)
-	if free <= 0 {
-		return nil
-	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had
-	// expired and were archived on the pop. Nothing else would wake the
+	// expired and were archived on the pop; a fired group may wait for
+	// room under its queue's cap or for tokens. Nothing else would wake the
 	// session for its other queues (TasksReady fires only when a ready
-	// count leaves 0), so plan again without the queues that gave nothing.
-	// Each empty round drops at least one queue, which bounds the loop.
+	// count leaves 0), so plan again without what gave nothing (a queue's
+	// groups and its tasks apart). Each empty round drops at least one,
+	// which bounds the loop.
 	clear(plan.skip)
+	clear(plan.skipGroups)
 	for {
-		s.hub.broker.Ready(s.queues, plan.ready)
-		for i, skip := range plan.skip {
-			if skip {
-				plan.ready[i] = 0
-			}
-		}
-		plan.seq = plan.picker.plan(plan.ready, free, plan.seq)
-		if len(plan.seq) == 0 {
+		b := s.budget()
+		if b.singles <= 0 && b.batches <= 0 {
 			return nil
 		}
-		plan.picks = plan.picks[:0]
-		for _, qi := range plan.seq {
-			if n := len(plan.picks); n > 0 && plan.picks[n-1].Queue == s.queues[qi] {
-				plan.picks[n-1].N++
-			} else {
-				plan.picks = append(plan.picks, broker.QueuePick{Queue: s.queues[qi], N: 1})
-			}
+		s.hub.broker.Ready(s.queues, plan.ready)
+		clear(plan.groups)
+		if b.batches > 0 {
+			s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
 		}
-		n, err := s.dispatch(stream, plan.picks)
+		if !plan.fill(s.queues, b) {
+			return nil
+		}
+		n, err := s.sendRound(stream, plan)
 		if err != nil || n > 0 {
-			return err // having sent some, dispatch woke the loop to look again
+			return err // having sent some, the round woke the loop to look again
 		}
-		for _, qi := range plan.seq {
-			plan.skip[qi] = true
-		}
+		plan.skipPicked()
 	}
+}
+
+// sendRound leases and sends what plan picked: the groups first, then the
+// tasks, as many as the bytes the groups hold leave room for. It returns
+// how many deliveries it sent.
+func (s *session) sendRound(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) (int, error) {
+	sent, err := s.dispatchGroups(stream, plan.batchN)
+	if err != nil {
+		return sent, err
+	}
+	picks := plan.picks
+	if sent > 0 {
+		picks = plan.singlePicks(s.free())
+	}
+	n, err := s.dispatch(stream, picks)
+	return sent + n, err
 }
 
 // dispatch leases the picked tasks and sends them. It returns how many it
 // sent.
 func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], picks []broker.QueuePick) (int, error) {
+	if len(picks) == 0 {
+		return 0, nil
+	}
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
 		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
@@ -246,36 +249,35 @@ const (
 )
 
 // dispatchGroups leases fired aggregation groups of the session's batch
-// types, up to free of them (a batch is one slot), and sends each as one
-// BatchDispatch.
-func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, free int) error {
-	s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
+// types, counts[i] of queue i (a batch is one slot), and sends each as one
+// BatchDispatch. It returns how many it sent.
+func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], counts []int) (int, error) {
 	sent := 0
-	for i, n := range plan.groups {
-		if n == 0 || sent == free {
+	for i, n := range counts {
+		if n == 0 {
 			continue
 		}
 		now := s.hub.now()
 		gls, err := s.hub.broker.LeaseGroups(s.ctx, broker.GroupLeaseParams{SessionID: s.id, Queue: s.queues[i],
-			Types: s.batchTypes, N: min(n, free-sent), Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
+			Types: s.batchTypes, N: n, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
 		if err != nil {
 			if s.ctx.Err() != nil {
-				return context.Cause(s.ctx)
+				return sent, context.Cause(s.ctx)
 			}
-			return toConnectError(s.log, err)
+			return sent, toConnectError(s.log, err)
 		}
 		// Every group is recorded before the first is sent, so that if the
 		// session ends meanwhile (or a Send fails), end releases them all.
 		cancels, msgs, ok := s.recordBatches(gls, now)
 		if !ok {
-			return context.Cause(s.ctx)
+			return sent, context.Cause(s.ctx)
 		}
 		if err := sendCancels(stream, cancels); err != nil {
-			return err
+			return sent, err
 		}
 		for _, msg := range msgs {
 			if err := stream.Send(msg); err != nil {
-				return err
+				return sent, err
 			}
 			sent++
 		}
@@ -283,7 +285,7 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 	if sent > 0 {
 		s.wake() // look again: more may be ready
 	}
-	return nil
+	return sent, nil
 }
 
 // recordBatches records leased groups, each as one delivery, and builds

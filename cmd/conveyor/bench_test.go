@@ -88,3 +88,19 @@ func TestBenchHTTP1(t *testing.T) {
 		t.Errorf("HTTP/1.1 with gRPC: ok %v, err %q; want a refusal naming --protocol connect", res.OK, res.Err)
 	}
 }
+
+// TestBenchCanceledIsNoResult runs the enqueue workloads with a context
+// that has already ended: no task is enqueued, so no run may report
+// success (and a rate for tasks it never sent).
+func TestBenchCanceledIsNoResult(t *testing.T) {
+	bin := conveyorBinary(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, w := range []string{"W1", "W2", "MEM"} {
+		res := bench.Run(ctx, bench.Config{Workload: w, Binary: bin, N: 2000})
+		if res.OK || !strings.Contains(res.Err, "canceled") {
+			t.Errorf("%s with a canceled context: ok %v, err %q, %.0f tasks/s; want a failure naming the cancel",
+				w, res.OK, res.Err, res.TPS)
+		}
+	}
+}

@@ -99,7 +99,19 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	if err := <-errs; err != nil {
+		return err
+	}
+	return stoppedEarly(ctx)
+}
+
+// stoppedEarly is the error of producers that stopped because ctx ended:
+// the tasks after that were never sent, so no figure may count them.
+func stoppedEarly(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("enqueue stopped before every task was sent: %w", err)
+	}
+	return nil
 }
 
 // otherQueue holds --prefill-other's tasks. No worker of the bench serves
@@ -163,6 +175,9 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 	wall := time.Since(t0)
 	close(errs)
 	if err := <-errs; err != nil {
+		return measured{}, err
+	}
+	if err := stoppedEarly(ctx); err != nil {
 		return measured{}, err
 	}
 	return measured{wall: wall, count: r.cfg.N, cpu: cpu.since()}, nil

@@ -104,3 +104,22 @@ func TestBenchCanceledIsNoResult(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchAddrRefusesAHeldQueue runs W1 against a running server, which
+// leaves its tasks pending, then the workloads that drain the bench queue:
+// they would drain W1's tasks too and count only their own, so they refuse
+// and say what the queue holds.
+func TestBenchAddrRefusesAHeldQueue(t *testing.T) {
+	child := startChild(t, t.TempDir())
+	res := bench.Run(context.Background(), bench.Config{Workload: "W1", Addr: child.url, N: 3000})
+	if !res.OK {
+		t.Fatalf("W1 against --addr failed: %s", res.Err)
+	}
+	for _, w := range []string{"W3", "W4", "SOAK"} {
+		res := bench.Run(context.Background(), bench.Config{Workload: w, Addr: child.url, N: 1000, Duration: time.Second})
+		if res.OK || !strings.Contains(res.Err, "3000 pending") {
+			t.Errorf("%s after W1 on one server: ok %v, err %q, %.0f tasks/s; want a refusal naming the 3000 pending",
+				w, res.OK, res.Err, res.TPS)
+		}
+	}
+}

@@ -268,6 +268,11 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	defer done()
+	if r.cfg.Workload == "W3" || r.cfg.Workload == "W4" {
+		if err := r.requireIdleQueue(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.prefillOther(ctx); err != nil {
 		return err
 	}

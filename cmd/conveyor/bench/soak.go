@@ -116,6 +116,9 @@ func (r *runner) runSOAK(ctx context.Context) error {
 		return err
 	}
 	defer done()
+	if err := r.requireIdleQueue(ctx); err != nil {
+		return err
+	}
 	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16)}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep

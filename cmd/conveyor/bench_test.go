@@ -123,3 +123,15 @@ func TestBenchAddrRefusesAHeldQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchServerExitsAtStart makes the server the bench starts refuse its
+// configuration: the run fails at once with the server's own message,
+// instead of waiting for a startup line that cannot come.
+func TestBenchServerExitsAtStart(t *testing.T) {
+	bin := conveyorBinary(t)
+	t.Setenv("CONVEYOR_BROKER", "postgres") // the child inherits it, and refuses it
+	res := bench.Run(context.Background(), bench.Config{Workload: "W1", Binary: bin, N: 100})
+	if res.OK || !strings.Contains(res.Err, "exited before serving") || !strings.Contains(res.Err, "postgres") {
+		t.Errorf("a server that exits at start: ok %v, err %q; want a failure with its exit and its message", res.OK, res.Err)
+	}
+}

@@ -135,3 +135,15 @@ func TestBenchServerExitsAtStart(t *testing.T) {
 		t.Errorf("a server that exits at start: ok %v, err %q; want a failure with its exit and its message", res.OK, res.Err)
 	}
 }
+
+// TestBenchSoakTooShortForAVerdict asks for a SOAK whose sampling leaves
+// too few samples after the warm-up to judge flatness: it is refused
+// before it runs, rather than reporting "not flat" about nothing.
+func TestBenchSoakTooShortForAVerdict(t *testing.T) {
+	bin := conveyorBinary(t)
+	res := bench.Run(context.Background(), bench.Config{Workload: "SOAK", Binary: bin, Duration: time.Minute, Rate: 50})
+	if res.OK || !strings.Contains(res.Err, "--sample-every 10s") {
+		t.Errorf("a 1-minute SOAK sampled every 10 s: ok %v, flat %v, err %q; want a refusal naming the sampling",
+			res.OK, res.Soak != nil && res.Soak.Flat, res.Err)
+	}
+}

@@ -143,7 +143,7 @@ func (c *Config) setDefaults() error {
 		if c.Shape != ShapePlain {
 			return fmt.Errorf("SOAK runs its own mix of tasks; --shape does not apply")
 		}
-		return nil
+		return checkSoakSamples(c)
 	}
 	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4, MEM or SOAK", c.Workload)
 }

@@ -173,6 +173,20 @@ func soakWarmup(d time.Duration) time.Duration {
 	return max(min(d/6, 5*time.Minute), min(2*soakRetention, d/2))
 }
 
+// checkSoakSamples refuses a run too short for its sampling to reach a
+// verdict: summarize needs 2*soakWindow samples after the warm-up, and
+// without them the report would say "not flat" about a server it could
+// not judge.
+func checkSoakSamples(c *Config) error {
+	warmup := soakWarmup(c.Duration)
+	if n := int((c.Duration-warmup)/c.SampleEvery) + 1; n < 2*soakWindow {
+		return fmt.Errorf("SOAK's verdict needs %d samples after the warm-up: --duration %s leaves %s after its %s warm-up, "+
+			"%d samples at --sample-every %s; run longer or sample more often", 2*soakWindow, c.Duration, c.Duration-warmup,
+			warmup, n, c.SampleEvery)
+	}
+	return nil
+}
+
 func (s *soak) fail(err error) {
 	select {
 	case s.errs <- err:

@@ -83,6 +83,9 @@ func TestBenchHTTP1(t *testing.T) {
 	if res.Settings["transport"] != "HTTP/1.1 keep-alive" {
 		t.Errorf("settings %v do not name the transport", res.Settings)
 	}
+	if !strings.HasPrefix(res.Settings["enqueue_batching"], "off") {
+		t.Errorf("settings %v do not say the SDK's enqueue batching was off", res.Settings)
+	}
 	res = bench.Run(context.Background(), bench.Config{Workload: "W2", Binary: bin, HTTP1: true})
 	if res.OK || !strings.Contains(res.Err, "--protocol connect") {
 		t.Errorf("HTTP/1.1 with gRPC: ok %v, err %q; want a refusal naming --protocol connect", res.OK, res.Err)

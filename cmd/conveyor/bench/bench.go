@@ -207,6 +207,12 @@ func Run(ctx context.Context, cfg Config) Result {
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
 	}
+	// Batching decides what an enqueue costs (W2: about 2x): a line must say
+	// which path it measured.
+	res.Settings["enqueue_batching"] = "on (the SDK's default: concurrent calls share an RPC)"
+	if cfg.Unbatched {
+		res.Settings["enqueue_batching"] = "off (one RPC per Enqueue)"
+	}
 	if cfg.HTTP1 {
 		res.Settings["transport"] = "HTTP/1.1 keep-alive"
 	}

@@ -55,7 +55,10 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	case url, ok := <-urls:
 		if !ok {
 			err := p.cmd.Wait()
-			return nil, fmt.Errorf("server exited before serving (%v): %s", err, strings.TrimSpace(p.stderr.String()))
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return nil, fmt.Errorf("server exited before serving (%w): %s", err, strings.TrimSpace(p.stderr.String()))
 		}
 		p.url, p.ready = url, time.Since(p.started)
 		return p, nil

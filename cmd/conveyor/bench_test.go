@@ -119,7 +119,8 @@ func TestBenchAddrRefusesAHeldQueue(t *testing.T) {
 		t.Fatalf("W1 against --addr failed: %s", res.Err)
 	}
 	for _, w := range []string{"W3", "W4", "SOAK"} {
-		res := bench.Run(context.Background(), bench.Config{Workload: w, Addr: child.url, N: 1000, Duration: time.Second})
+		res := bench.Run(context.Background(), bench.Config{Workload: w, Addr: child.url, N: 1000,
+			Duration: 6 * time.Second, SampleEvery: 500 * time.Millisecond})
 		if res.OK || !strings.Contains(res.Err, "3000 pending") {
 			t.Errorf("%s after W1 on one server: ok %v, err %q, %.0f tasks/s; want a refusal naming the 3000 pending",
 				w, res.OK, res.Err, res.TPS)

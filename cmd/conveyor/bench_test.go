@@ -6,8 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/conveyor-dev/conveyor/cmd/conveyor/bench"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // TestBenchSoak runs a short SOAK against a real server process: every
@@ -149,5 +154,33 @@ func TestBenchSoakTooShortForAVerdict(t *testing.T) {
 	if res.OK || !strings.Contains(res.Err, "--sample-every 10s") {
 		t.Errorf("a 1-minute SOAK sampled every 10 s: ok %v, flat %v, err %q; want a refusal naming the sampling",
 			res.OK, res.Soak != nil && res.Soak.Flat, res.Err)
+	}
+}
+
+// TestBenchAddrPrefillOtherTopsUp runs W1 with --prefill-other twice
+// against one running server: the second run finds the first one's tasks
+// and tops the other queue up to N, so both measure against the depth
+// they report, not N and then 2N.
+func TestBenchAddrPrefillOtherTopsUp(t *testing.T) {
+	child := startChild(t, t.TempDir())
+	var last bench.Result
+	for range 2 {
+		last = bench.Run(context.Background(), bench.Config{Workload: "W1", Addr: child.url, N: 500, PrefillOther: 1000})
+		if !last.OK {
+			t.Fatalf("W1 with a prefill against --addr failed: %s", last.Err)
+		}
+	}
+	admin := conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), child.url, connect.WithGRPC())
+	res, err := admin.ListQueues(context.Background(), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range res.Msg.GetQueues() {
+		if q.GetName() == "bench-other" && q.GetPending() != 1000 {
+			t.Errorf("bench-other holds %d pending after two runs with --prefill-other 1000, want 1000", q.GetPending())
+		}
+	}
+	if !strings.Contains(last.Settings["prefill_other"], "1000 of them there before the run") {
+		t.Errorf("second run's settings %q do not say the tasks were there before it", last.Settings["prefill_other"])
 	}
 }

@@ -19,21 +19,31 @@ func (r *runner) requireIdleQueue(ctx context.Context) error {
 	if r.cfg.Addr == "" {
 		return nil
 	}
-	res, err := r.admin().ListQueues(ctx, connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+	q, err := r.queueInfo(ctx, benchQueue)
 	if err != nil {
-		return fmt.Errorf("read the queues of %s: %w", r.addr, err)
+		return err
 	}
-	for _, q := range res.Msg.GetQueues() {
-		if q.GetName() != benchQueue {
-			continue
-		}
-		if held := unfinished(q); held != "" {
-			return fmt.Errorf("queue %q of %s holds unfinished tasks (%s), which %s would drain and not count: "+
-				"delete them first (conveyor task delete --addr %s --queue %s --state STATE) or run without --addr",
-				benchQueue, r.addr, held, r.cfg.Workload, r.addr, benchQueue)
-		}
+	if held := unfinished(q); held != "" {
+		return fmt.Errorf("queue %q of %s holds unfinished tasks (%s), which %s would drain and not count: "+
+			"delete them first (conveyor task delete --addr %s --queue %s --state STATE) or run without --addr",
+			benchQueue, r.addr, held, r.cfg.Workload, r.addr, benchQueue)
 	}
 	return nil
+}
+
+// queueInfo reads queue name's counts; a queue the server does not list
+// holds nothing, and reads as empty.
+func (r *runner) queueInfo(ctx context.Context, name string) (*conveyorv1.QueueInfo, error) {
+	res, err := r.admin().ListQueues(ctx, connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+	if err != nil {
+		return nil, fmt.Errorf("read the queues of %s: %w", r.addr, err)
+	}
+	for _, q := range res.Msg.GetQueues() {
+		if q.GetName() == name {
+			return q, nil
+		}
+	}
+	return &conveyorv1.QueueInfo{Name: name}, nil
 }
 
 // unfinished lists q's counts of tasks not yet in a final state, or "".

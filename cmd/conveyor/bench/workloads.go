@@ -119,15 +119,29 @@ func stoppedEarly(ctx context.Context) error {
 // application sharing the server.
 const otherQueue = "bench-other"
 
-// prefillOther enqueues cfg.PrefillOther pending tasks on otherQueue before
-// the workload, so that it runs against a store that already holds them.
+// prefillOther tops otherQueue up to cfg.PrefillOther pending tasks before
+// the workload, so that it runs against a store that holds them. A running
+// server (--addr) may hold some from an earlier run: they count, or every
+// run would add another N and the depth would grow from run to run.
 func (r *runner) prefillOther(ctx context.Context) error {
-	n := r.cfg.PrefillOther
-	if n <= 0 {
+	if r.cfg.PrefillOther <= 0 {
 		return nil
 	}
+	q, err := r.queueInfo(ctx, otherQueue)
+	if err != nil {
+		return err
+	}
+	held := int(q.GetPending())
+	if held > r.cfg.PrefillOther {
+		return fmt.Errorf("queue %s of %s already holds %d pending tasks, more than --prefill-other %d",
+			otherQueue, r.addr, held, r.cfg.PrefillOther)
+	}
+	if held > 0 {
+		r.res.Settings["prefill_other"] += fmt.Sprintf(" (%d of them there before the run)", held)
+	}
+	n := r.cfg.PrefillOther - held
 	t0 := time.Now()
-	err := r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
+	err = r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
 		return conveyor.NewTask(benchType, payload(seq, 0), conveyor.Queue(otherQueue))
 	})
 	if err != nil {

@@ -155,6 +155,9 @@ func TestBenchSoakTooShortForAVerdict(t *testing.T) {
 		t.Errorf("a 1-minute SOAK sampled every 10 s: ok %v, flat %v, err %q; want a refusal naming the sampling",
 			res.OK, res.Soak != nil && res.Soak.Flat, res.Err)
 	}
+	if res.Workload != "SOAK" {
+		t.Errorf("the refused run's line names workload %q, want SOAK", res.Workload)
+	}
 }
 
 // TestBenchAddrPrefillOtherTopsUp runs W1 with --prefill-other twice

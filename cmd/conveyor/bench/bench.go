@@ -195,7 +195,9 @@ type Result struct {
 // Run runs one workload and returns its result; the result's OK and Err
 // say whether it succeeded.
 func Run(ctx context.Context, cfg Config) Result {
-	res := Result{Peer: "conveyor", Label: "conveyor", Run: cfg.Run, Started: time.Now().UTC().Format(time.RFC3339)}
+	// A refused configuration's line still names its workload.
+	res := Result{Peer: "conveyor", Label: "conveyor", Workload: strings.ToUpper(cfg.Workload), Run: cfg.Run,
+		Started: time.Now().UTC().Format(time.RFC3339)}
 	if err := cfg.setDefaults(); err != nil {
 		res.Err = err.Error()
 		return res

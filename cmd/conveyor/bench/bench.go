@@ -232,7 +232,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &runner{cfg: cfg, res: &res}
+	r := &runner{cfg: cfg, res: &res, label: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 	err := r.run(ctx)
 	res.BenchPeakRSSMB = kbToMB(procStatusKB(0, "VmHWM"))
 	if err != nil {
@@ -262,6 +262,8 @@ type runner struct {
 	taskID atomic.Pointer[string]
 	// parent is the task the blocked shape's tasks depend on.
 	parent string
+	// label tells the run's own workers from others a running server lists.
+	label string
 }
 
 func (r *runner) run(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -200,7 +201,8 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 // startWorker runs an SDK worker with concurrency cfg.Concurrency whose
 // handler calls onStart with the task's seq first thing.
 func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func() error, err error) {
-	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency)}
+	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency),
+		conveyor.WithLabels(map[string]string{runLabelKey: r.label})}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}
@@ -465,13 +467,20 @@ func (r *runner) durable(ctx context.Context) (time.Time, error) {
 	return time.Now(), nil
 }
 
-// waitSession waits until the server lists a worker session, so that W4's
-// load does not start before anyone can take it.
+// runLabelKey is the worker label that marks the run's own workers.
+const runLabelKey = "conveyor-bench-run"
+
+// waitSession waits until the server lists the run's own worker session,
+// so that W4's load does not start before it can take it. A running
+// server (--addr) may list other applications' workers, which take none
+// of the bench queue's tasks.
 func (r *runner) waitSession(ctx context.Context) error {
 	admin := r.admin()
 	for {
 		res, err := admin.ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
-		if err == nil && len(res.Msg.GetWorkers()) > 0 {
+		if err == nil && slices.ContainsFunc(res.Msg.GetWorkers(), func(w *conveyorv1.WorkerInfo) bool {
+			return w.GetLabels()[runLabelKey] == r.label
+		}) {
 			return nil
 		}
 		select {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -56,5 +57,10 @@ func runOtherWorker(t *testing.T, addr string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	return func() { cancel(); <-done }
+	return func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the other worker: %v", err)
+		}
+	}
 }

@@ -143,7 +143,7 @@ func (c *Config) setDefaults() error {
 		if c.Shape != ShapePlain {
 			return fmt.Errorf("SOAK runs its own mix of tasks; --shape does not apply")
 		}
-		return nil
+		return checkSoakSamples(c)
 	}
 	return fmt.Errorf("unknown workload %q: want W1, W2, W3, W4, MEM or SOAK", c.Workload)
 }
@@ -195,7 +195,9 @@ type Result struct {
 // Run runs one workload and returns its result; the result's OK and Err
 // say whether it succeeded.
 func Run(ctx context.Context, cfg Config) Result {
-	res := Result{Peer: "conveyor", Label: "conveyor", Run: cfg.Run, Started: time.Now().UTC().Format(time.RFC3339)}
+	// A refused configuration's line still names its workload.
+	res := Result{Peer: "conveyor", Label: "conveyor", Workload: strings.ToUpper(cfg.Workload), Run: cfg.Run,
+		Started: time.Now().UTC().Format(time.RFC3339)}
 	if err := cfg.setDefaults(); err != nil {
 		res.Err = err.Error()
 		return res
@@ -206,6 +208,12 @@ func Run(ctx context.Context, cfg Config) Result {
 		"protocol": cfg.Protocol.String(), "callers": fmt.Sprint(cfg.Callers),
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
+	}
+	// Batching decides what an enqueue costs (W2: about 2x): a line must say
+	// which path it measured.
+	res.Settings["enqueue_batching"] = "on (the SDK's default: concurrent calls share an RPC)"
+	if cfg.Unbatched {
+		res.Settings["enqueue_batching"] = "off (one RPC per Enqueue)"
 	}
 	if cfg.HTTP1 {
 		res.Settings["transport"] = "HTTP/1.1 keep-alive"
@@ -224,7 +232,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &runner{cfg: cfg, res: &res}
+	r := &runner{cfg: cfg, res: &res, label: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 	err := r.run(ctx)
 	res.BenchPeakRSSMB = kbToMB(procStatusKB(0, "VmHWM"))
 	if err != nil {
@@ -254,6 +262,8 @@ type runner struct {
 	taskID atomic.Pointer[string]
 	// parent is the task the blocked shape's tasks depend on.
 	parent string
+	// label tells the run's own workers from others a running server lists.
+	label string
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -268,6 +278,11 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	defer done()
+	if r.cfg.Workload == "W3" || r.cfg.Workload == "W4" {
+		if err := r.requireIdleQueue(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.prefillOther(ctx); err != nil {
 		return err
 	}

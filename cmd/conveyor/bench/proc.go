@@ -37,19 +37,30 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
+	// urls is closed when the server's stdout ends: without a URL, the
+	// server exited (or closed stdout) before serving.
 	urls := make(chan string, 1)
 	go func() {
+		defer close(urls)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if u, ok := strings.CutPrefix(sc.Text(), "conveyor serving on "); ok {
 				urls <- u
+				break
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case p.url = <-urls:
-		p.ready = time.Since(p.started)
+	case url, ok := <-urls:
+		if !ok {
+			err := p.cmd.Wait()
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return nil, fmt.Errorf("server exited before serving (%w): %s", err, strings.TrimSpace(p.stderr.String()))
+		}
+		p.url, p.ready = url, time.Since(p.started)
 		return p, nil
 	case <-time.After(2 * time.Minute):
 		_ = p.cmd.Process.Kill()

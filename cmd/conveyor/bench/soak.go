@@ -116,6 +116,9 @@ func (r *runner) runSOAK(ctx context.Context) error {
 		return err
 	}
 	defer done()
+	if err := r.requireIdleQueue(ctx); err != nil {
+		return err
+	}
 	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16)}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep
@@ -168,6 +171,20 @@ func (r *runner) runSOAK(ctx context.Context) error {
 // tasks) and the runtime sizes its heap.
 func soakWarmup(d time.Duration) time.Duration {
 	return max(min(d/6, 5*time.Minute), min(2*soakRetention, d/2))
+}
+
+// checkSoakSamples refuses a run too short for its sampling to reach a
+// verdict: summarize needs 2*soakWindow samples after the warm-up, and
+// without them the report would say "not flat" about a server it could
+// not judge.
+func checkSoakSamples(c *Config) error {
+	warmup := soakWarmup(c.Duration)
+	if n := int((c.Duration-warmup)/c.SampleEvery) + 1; n < 2*soakWindow {
+		return fmt.Errorf("SOAK's verdict needs %d samples after the warm-up: --duration %s leaves %s after its %s warm-up, "+
+			"%d samples at --sample-every %s; run longer or sample more often", 2*soakWindow, c.Duration, c.Duration-warmup,
+			warmup, n, c.SampleEvery)
+	}
+	return nil
 }
 
 func (s *soak) fail(err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -99,7 +100,19 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	if err := <-errs; err != nil {
+		return err
+	}
+	return stoppedEarly(ctx)
+}
+
+// stoppedEarly is the error of producers that stopped because ctx ended:
+// the tasks after that were never sent, so no figure may count them.
+func stoppedEarly(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("enqueue stopped before every task was sent: %w", err)
+	}
+	return nil
 }
 
 // otherQueue holds --prefill-other's tasks. No worker of the bench serves
@@ -107,15 +120,29 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 // application sharing the server.
 const otherQueue = "bench-other"
 
-// prefillOther enqueues cfg.PrefillOther pending tasks on otherQueue before
-// the workload, so that it runs against a store that already holds them.
+// prefillOther tops otherQueue up to cfg.PrefillOther pending tasks before
+// the workload, so that it runs against a store that holds them. A running
+// server (--addr) may hold some from an earlier run: they count, or every
+// run would add another N and the depth would grow from run to run.
 func (r *runner) prefillOther(ctx context.Context) error {
-	n := r.cfg.PrefillOther
-	if n <= 0 {
+	if r.cfg.PrefillOther <= 0 {
 		return nil
 	}
+	q, err := r.queueInfo(ctx, otherQueue)
+	if err != nil {
+		return err
+	}
+	held := int(q.GetPending())
+	if held > r.cfg.PrefillOther {
+		return fmt.Errorf("queue %s of %s already holds %d pending tasks, more than --prefill-other %d",
+			otherQueue, r.addr, held, r.cfg.PrefillOther)
+	}
+	if held > 0 {
+		r.res.Settings["prefill_other"] += fmt.Sprintf(" (%d of them there before the run)", held)
+	}
+	n := r.cfg.PrefillOther - held
 	t0 := time.Now()
-	err := r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
+	err = r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
 		return conveyor.NewTask(benchType, payload(seq, 0), conveyor.Queue(otherQueue))
 	})
 	if err != nil {
@@ -165,13 +192,17 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 	if err := <-errs; err != nil {
 		return measured{}, err
 	}
+	if err := stoppedEarly(ctx); err != nil {
+		return measured{}, err
+	}
 	return measured{wall: wall, count: r.cfg.N, cpu: cpu.since()}, nil
 }
 
 // startWorker runs an SDK worker with concurrency cfg.Concurrency whose
 // handler calls onStart with the task's seq first thing.
 func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func() error, err error) {
-	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency)}
+	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency),
+		conveyor.WithLabels(map[string]string{runLabelKey: r.label})}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}
@@ -436,13 +467,20 @@ func (r *runner) durable(ctx context.Context) (time.Time, error) {
 	return time.Now(), nil
 }
 
-// waitSession waits until the server lists a worker session, so that W4's
-// load does not start before anyone can take it.
+// runLabelKey is the worker label that marks the run's own workers.
+const runLabelKey = "conveyor-bench-run"
+
+// waitSession waits until the server lists the run's own worker session,
+// so that W4's load does not start before it can take it. A running
+// server (--addr) may list other applications' workers, which take none
+// of the bench queue's tasks.
 func (r *runner) waitSession(ctx context.Context) error {
 	admin := r.admin()
 	for {
 		res, err := admin.ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
-		if err == nil && len(res.Msg.GetWorkers()) > 0 {
+		if err == nil && slices.ContainsFunc(res.Msg.GetWorkers(), func(w *conveyorv1.WorkerInfo) bool {
+			return w.GetLabels()[runLabelKey] == r.label
+		}) {
 			return nil
 		}
 		select {

@@ -28,6 +28,7 @@ type serverProc struct {
 func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "warn"}, extra...)
 	p := &serverProc{cmd: exec.Command(bin, args...)}
+	p.cmd.Env = serverEnv(os.Environ())
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -67,6 +68,21 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 		_ = p.cmd.Wait()
 		return nil, fmt.Errorf("server did not start: %s", p.stderr.String())
 	}
+}
+
+// serverEnv is the environment of a fresh server: the bench's own, less
+// every CONVEYOR_* variable. The server reads its settings from those, so a
+// CONVEYOR_LEASE_TTL or CONVEYOR_SESSION_CONCURRENCY left in the shell
+// would change what is measured without the run's settings saying so; a
+// configured server is measured with --addr instead.
+func serverEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CONVEYOR_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // stop ends the server with SIGTERM (graceful) and waits for it.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker/bolt"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
+	"github.com/conveyor-dev/conveyor/internal/filedamage"
 )
 
 // TestOpenDamagedFile: a damaged file (pages overwritten, a record that
@@ -25,7 +26,7 @@ func TestOpenDamagedFile(t *testing.T) {
 		name   string
 		damage func(t *testing.T, path string)
 	}{
-		{"overwritten", overwritePages},
+		{"overwritten", filedamage.OverwritePages},
 		{"live page overwritten", overwriteLiveRoot},
 		{"live record elsewhere", pointLiveRecordAway},
 		{"truncated", func(t *testing.T, path string) {
@@ -55,28 +56,6 @@ func TestOpenDamagedFile(t *testing.T) {
 				t.Fatalf("Open of a damaged file: %v, want it named as damaged", err)
 			}
 		})
-	}
-}
-
-// overwritePages fills every page of the file but its two meta pages with
-// 0xff, as a disk or a stray write might: the meta pages still check, so
-// bbolt opens the file, and every other page fails bbolt's checks.
-func overwritePages(t *testing.T, path string) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := 2 * int64(os.Getpagesize())
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, int(fi.Size()-meta)), meta); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 

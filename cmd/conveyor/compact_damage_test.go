@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conveyor-dev/conveyor/internal/filedamage"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
@@ -23,7 +24,7 @@ func TestCompactDamagedFile(t *testing.T) {
 		name, want string
 		damage     func(t *testing.T, path string)
 	}{
-		{"overwritten", "is damaged", overwritePages},
+		{"overwritten", "is damaged", filedamage.OverwritePages},
 		{"truncated", "is truncated", func(t *testing.T, path string) {
 			if err := os.Truncate(path, 4*int64(os.Getpagesize())); err != nil {
 				t.Fatal(err)
@@ -70,26 +71,4 @@ func stoppedServerDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// overwritePages fills every page of the file but its two meta pages with
-// 0xff, as a disk or a stray write might: the meta pages still check, so
-// bbolt opens the file, and every other page fails bbolt's checks.
-func overwritePages(t *testing.T, path string) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := 2 * int64(os.Getpagesize())
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, int(fi.Size()-meta)), meta); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -275,6 +275,12 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 			}
 		}
 		progress.Done = page.Next == ""
+		if progress.Done {
+			// The start's total was a count of the state (an estimate
+			// under a filter, and tasks move meanwhile): the last message
+			// says how many the action met.
+			progress.Total = progress.Succeeded + progress.Failed
+		}
 		if err := stream.Send(progress); err != nil {
 			return err
 		}

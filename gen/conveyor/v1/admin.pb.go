@@ -1799,7 +1799,8 @@ func (x *BulkTasksRequest) GetGroup() string {
 type BulkTasksProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// total is how many tasks the filter matched when the action started
-	// (an estimate when a type, search or group filter is set).
+	// (an estimate when a type, search or group filter is set); on the final
+	// message, how many the action met (succeeded + failed).
 	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
 	// succeeded counts tasks the action applied to.
 	Succeeded int64 `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`

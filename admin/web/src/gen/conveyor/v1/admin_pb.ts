@@ -934,7 +934,8 @@ export const BulkTasksRequestSchema: GenMessage<BulkTasksRequest> = /*@__PURE__*
 export type BulkTasksProgress = Message<"conveyor.v1.BulkTasksProgress"> & {
   /**
    * total is how many tasks the filter matched when the action started
-   * (an estimate when a type, search or group filter is set).
+   * (an estimate when a type, search or group filter is set); on the final
+   * message, how many the action met (succeeded + failed).
    *
    * @generated from field: int64 total = 1;
    */

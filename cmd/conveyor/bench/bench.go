@@ -162,10 +162,19 @@ type Result struct {
 	P50Ms    float64 `json:"p50_ms,omitempty"`
 	P99Ms    float64 `json:"p99_ms,omitempty"`
 	MaxMs    float64 `json:"max_ms,omitempty"`
+	// Negative counts W4's tasks whose handler started before their
+	// Enqueue call returned (their latency counts as 0), as the harness's
+	// field of that name does.
+	Negative int `json:"negative_latency_count,omitempty"`
 
 	AchievedRate float64 `json:"achieved_enqueue_rate,omitempty"`
 	EnqP50Ms     float64 `json:"enqueue_call_p50_ms,omitempty"`
 	EnqP99Ms     float64 `json:"enqueue_call_p99_ms,omitempty"`
+	// FromCall* are W4's latencies from the Enqueue call's start to the
+	// handler's start (never negative), as the harness reports them.
+	FromCallP50Ms float64 `json:"from_call_start_p50_ms,omitempty"`
+	FromCallP99Ms float64 `json:"from_call_start_p99_ms,omitempty"`
+	FromCallMaxMs float64 `json:"from_call_start_max_ms,omitempty"`
 
 	BenchPeakRSSMB  float64 `json:"bench_peak_rss_mb"`
 	ServerPeakRSSMB float64 `json:"server_peak_rss_mb,omitempty"`

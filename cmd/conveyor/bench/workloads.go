@@ -368,21 +368,42 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	if err != nil {
 		return measured{}, err
 	}
-	lat := make([]float64, 0, n)
-	enq := make([]float64, 0, n)
+	st, rt := make([]int64, n), make([]int64, n) // written by handlers and producers
 	for i := range n {
-		st, rt := atomic.LoadInt64(&started[i]), atomic.LoadInt64(&returned[i])
+		st[i], rt[i] = atomic.LoadInt64(&started[i]), atomic.LoadInt64(&returned[i])
+	}
+	if err := r.res.setLatencies(st, rt, callStart); err != nil {
+		return measured{}, err
+	}
+	return measured{wall: end.Sub(t0), count: n, cpu: cpu.since()}, nil
+}
+
+// setLatencies sets W4's latency figures from each task's handler start,
+// its Enqueue call's return and its call's start (Unix ns): from the
+// return to the handler (a handler that started first counts as 0, and in
+// Negative), the call itself, and from the call's start to the handler.
+func (res *Result) setLatencies(started, returned, callStart []int64) error {
+	n := len(started)
+	lat, enq, from := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+	for i, st := range started {
+		rt := returned[i]
 		if st == 0 || rt == 0 {
-			return measured{}, fmt.Errorf("task %d has no timestamps", i)
+			return fmt.Errorf("task %d has no timestamps", i)
+		}
+		if st < rt {
+			res.Negative++
 		}
 		lat = append(lat, max(float64(st-rt)/1e6, 0))
 		enq = append(enq, float64(rt-callStart[i])/1e6)
+		from = append(from, max(float64(st-callStart[i])/1e6, 0))
 	}
-	sort.Float64s(lat)
-	sort.Float64s(enq)
-	r.res.P50Ms, r.res.P99Ms, r.res.MaxMs = pct(lat, 50), pct(lat, 99), lat[len(lat)-1]
-	r.res.EnqP50Ms, r.res.EnqP99Ms = pct(enq, 50), pct(enq, 99)
-	return measured{wall: end.Sub(t0), count: n, cpu: cpu.since()}, nil
+	for _, xs := range [][]float64{lat, enq, from} {
+		sort.Float64s(xs)
+	}
+	res.P50Ms, res.P99Ms, res.MaxMs = pct(lat, 50), pct(lat, 99), lat[n-1]
+	res.EnqP50Ms, res.EnqP99Ms = pct(enq, 50), pct(enq, 99)
+	res.FromCallP50Ms, res.FromCallP99Ms, res.FromCallMaxMs = pct(from, 50), pct(from, 99), from[n-1]
+	return nil
 }
 
 func pct(sorted []float64, p float64) float64 {

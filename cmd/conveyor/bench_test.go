@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,8 +139,13 @@ func TestBenchAddrRefusesAHeldQueue(t *testing.T) {
 // configuration: the run fails at once with the server's own message,
 // instead of waiting for a startup line that cannot come.
 func TestBenchServerExitsAtStart(t *testing.T) {
-	bin := conveyorBinary(t)
-	t.Setenv("CONVEYOR_BROKER", "postgres") // the child inherits it, and refuses it
+	// The bench gives its server none of its own CONVEYOR_* settings, so
+	// the refused one is set by a wrapper around the real binary.
+	bin := filepath.Join(t.TempDir(), "conveyor-postgres")
+	script := "#!/bin/sh\nCONVEYOR_BROKER=postgres exec " + conveyorBinary(t) + " \"$@\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	res := bench.Run(context.Background(), bench.Config{Workload: "W1", Binary: bin, N: 100})
 	if res.OK || !strings.Contains(res.Err, "exited before serving") || !strings.Contains(res.Err, "postgres") {
 		t.Errorf("a server that exits at start: ok %v, err %q; want a failure with its exit and its message", res.OK, res.Err)

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -31,11 +34,26 @@ func (s *Server) backupHandler() http.Handler {
 		if err != nil {
 			// The status line has gone out: cut the body short, so the
 			// client sees a broken transfer rather than a good file.
-			s.log.Error("backup failed", "err", err, "bytes", n)
+			if clientGone(r, err) {
+				s.log.Info("backup canceled by the client", "err", err, "bytes", n)
+			} else {
+				s.log.Error("backup failed", "err", err, "bytes", n)
+			}
 			panic(http.ErrAbortHandler)
 		}
 		s.log.Info("backup written", "bytes", strconv.FormatInt(n, 10), "took", time.Since(start))
 	}))
+}
+
+// clientGone reports whether a backup ended because its client went away
+// (canceled the request, closed the connection): the client's doing, not
+// a failure to page anyone about. A client that stays connected but stops
+// reading fails by the stall bound, and that is logged as a failure.
+func clientGone(r *http.Request, err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return false // the stall bound (the failed write also ends the request's context)
+	}
+	return r.Context().Err() != nil || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // stallBound gives each write of a backup limit to complete: a client

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func TestBackupStalledClient(t *testing.T) {
 	t.Parallel()
 	failed := make(chan struct{})
 	var once sync.Once
-	log := slog.New(onMessage{msg: "backup failed", do: func() { once.Do(func() { close(failed) }) }})
+	log := slog.New(onMessages{"backup failed": func() { once.Do(func() { close(failed) }) }})
 	s := servertest.Start(t, server.Config{Logger: log, BackupStallTimeout: 200 * time.Millisecond})
 	tasks := taskClient(t, s, servertest.GRPC)
 	big := make([]*conveyorv1.EnqueueRequest, 20)
@@ -135,19 +136,65 @@ func TestBackupStalledClient(t *testing.T) {
 	}
 }
 
-// onMessage is a log handler that calls do for each record whose message
-// is msg.
-type onMessage struct {
-	msg string
-	do  func()
+// TestBackupCanceledByTheClient: a client that goes away mid-backup (Ctrl-C
+// on conveyor backup or curl) ends it with an Info record, not the ERROR
+// "backup failed" an alert would page on.
+func TestBackupCanceledByTheClient(t *testing.T) {
+	t.Parallel()
+	canceled := make(chan struct{})
+	var once sync.Once
+	var failed atomic.Bool
+	log := slog.New(onMessages{
+		"backup canceled by the client": func() { once.Do(func() { close(canceled) }) },
+		"backup failed":                 func() { failed.Store(true) },
+	})
+	s := servertest.Start(t, server.Config{Logger: log})
+	tasks := taskClient(t, s, servertest.GRPC)
+	big := make([]*conveyorv1.EnqueueRequest, 20)
+	for i := range big {
+		big[i] = &conveyorv1.EnqueueRequest{Queue: "q", Type: "big", Payload: make([]byte, server.MaxPayloadBytes)}
+	}
+	for range 2 { // a 40 MiB file: far more than the socket buffers hold
+		if _, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: big})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc := servertest.HTTP1Client()
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+server.BackupPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Body.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = res.Body.Close()
+	select {
+	case <-canceled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no 'backup canceled by the client' record 30s after the client went away")
+	}
+	if failed.Load() {
+		t.Error("a backup its client canceled was logged as failed")
+	}
 }
 
-func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
-func (h onMessage) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.do()
+// onMessages is a log handler that calls the func of each record's
+// message, if it has one.
+type onMessages map[string]func()
+
+func (h onMessages) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessages) Handle(_ context.Context, r slog.Record) error {
+	if do := h[r.Message]; do != nil {
+		do()
 	}
 	return nil
 }
-func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h onMessage) WithGroup(string) slog.Handler      { return h }
+func (h onMessages) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessages) WithGroup(string) slog.Handler      { return h }

@@ -71,6 +71,11 @@ func (c *benchCmd) Run() error {
 		if !res.OK {
 			failed++
 		}
+		if ctx.Err() != nil {
+			// Interrupted: the runs left would each start a server only
+			// to fail at once.
+			return fmt.Errorf("interrupted after run %d of %d", run, c.Runs)
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d runs failed", failed, c.Runs)

@@ -40,6 +40,11 @@ const (
 func (c *compactCmd) Run(k *kong.Context) error {
 	path := filepath.Join(c.DataDir, server.DataFile)
 	bak := path + ".bak"
+	unlock, err := lockDir(c.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	before, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("compact: %w", err)

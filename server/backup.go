@@ -29,6 +29,12 @@ func (s *Server) backupHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=conveyor-%s.db", s.now().UTC().Format("20060102T150405Z")))
 		w.Header().Set("Cache-Control", "no-store")
+		if r.Method == http.MethodHead {
+			// The mux routes HEAD with GET: answer the headers, without
+			// reading the whole store into a body nobody receives.
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		start := s.now()
 		n, err := b.Backup(r.Context(), &stallBound{w: w, rc: http.NewResponseController(w), limit: s.cfg.BackupStallTimeout})
 		if err != nil {

@@ -185,6 +185,40 @@ func TestBackupCanceledByTheClient(t *testing.T) {
 	}
 }
 
+// TestBackupHead: a HEAD of the backup (curl -I) answers the headers a GET
+// would, without taking a backup.
+func TestBackupHead(t *testing.T) {
+	t.Parallel()
+	var written atomic.Int32
+	log := slog.New(onMessages{"backup written": func() { written.Add(1) }})
+	s := servertest.Start(t, server.Config{Logger: log})
+	// One connection: the GET is served only once the HEAD's handler has
+	// returned, so when the GET's backup is logged, the HEAD's would be.
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	res, err := hc.Head(s.URL() + server.BackupPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("HEAD %s: %s, Content-Type %q", server.BackupPath, res.Status, res.Header.Get("Content-Type"))
+	}
+	get, err := hc.Get(s.URL() + server.BackupPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, get.Body); err != nil {
+		t.Fatal(err)
+	}
+	_ = get.Body.Close()
+	servertest.Eventually(t, 10*time.Second, "the GET's backup written", func() bool { return written.Load() >= 1 })
+	if n := written.Load(); n != 1 {
+		t.Errorf("%d backups written for a HEAD and a GET, want the GET's alone", n)
+	}
+}
+
 // onMessages is a log handler that calls the func of each record's
 // message, if it has one.
 type onMessages map[string]func()

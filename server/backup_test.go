@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -106,16 +107,7 @@ func TestBackupStalledClient(t *testing.T) {
 	var once sync.Once
 	log := slog.New(onMessages{"backup failed": func() { once.Do(func() { close(failed) }) }})
 	s := servertest.Start(t, server.Config{Logger: log, BackupStallTimeout: 200 * time.Millisecond})
-	tasks := taskClient(t, s, servertest.GRPC)
-	big := make([]*conveyorv1.EnqueueRequest, 20)
-	for i := range big {
-		big[i] = &conveyorv1.EnqueueRequest{Queue: "q", Type: "big", Payload: make([]byte, server.MaxPayloadBytes)}
-	}
-	for range 2 { // a 40 MiB file: far more than the socket buffers hold
-		if _, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: big})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tasks := fillBeyondSocketBuffers(t, s)
 	hc := servertest.HTTP1Client()
 	defer hc.CloseIdleConnections()
 	res, err := hc.Get(s.URL() + server.BackupPath)
@@ -149,16 +141,7 @@ func TestBackupCanceledByTheClient(t *testing.T) {
 		"backup failed":                 func() { failed.Store(true) },
 	})
 	s := servertest.Start(t, server.Config{Logger: log})
-	tasks := taskClient(t, s, servertest.GRPC)
-	big := make([]*conveyorv1.EnqueueRequest, 20)
-	for i := range big {
-		big[i] = &conveyorv1.EnqueueRequest{Queue: "q", Type: "big", Payload: make([]byte, server.MaxPayloadBytes)}
-	}
-	for range 2 { // a 40 MiB file: far more than the socket buffers hold
-		if _, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: big})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillBeyondSocketBuffers(t, s)
 	hc := servertest.HTTP1Client()
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -217,6 +200,24 @@ func TestBackupHead(t *testing.T) {
 	if n := written.Load(); n != 1 {
 		t.Errorf("%d backups written for a HEAD and a GET, want the GET's alone", n)
 	}
+}
+
+// fillBeyondSocketBuffers stores 40 MiB of tasks, so that a backup of the
+// store is far more than the socket buffers hold and its client's pace
+// shows in it, and returns the task client.
+func fillBeyondSocketBuffers(t *testing.T, s *servertest.Server) conveyorv1connect.TaskServiceClient {
+	t.Helper()
+	tasks := taskClient(t, s, servertest.GRPC)
+	big := make([]*conveyorv1.EnqueueRequest, 20)
+	for i := range big {
+		big[i] = &conveyorv1.EnqueueRequest{Queue: "q", Type: "big", Payload: make([]byte, server.MaxPayloadBytes)}
+	}
+	for range 2 {
+		if _, err := tasks.EnqueueBatch(context.Background(), connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: big})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tasks
 }
 
 // onMessages is a log handler that calls the func of each record's

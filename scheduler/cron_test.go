@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -312,20 +314,27 @@ func TestCronClockMovedBack(t *testing.T) {
 	c.requireFires("m@2026-06-01T09:01:00Z", "m@"+e.NextRun.UTC().Format(time.RFC3339))
 }
 
-// TestCronSpecWithoutZoneIsUTC runs with the process's local zone set to
-// New York, and passes the times in it as time.Now gives them: a spec that
+// tzChildEnv marks the child process of TestCronSpecWithoutZoneIsUTC.
+const tzChildEnv = "CONVEYOR_TEST_TZ_CHILD"
+
+// TestCronSpecWithoutZoneIsUTC runs with the process's local zone New
+// York, and passes the times in it as time.Now gives them: a spec that
 // names no zone still reads its fields in UTC, so an entry's times do not
-// depend on the TZ of the server that runs it. It changes time.Local, so
-// it does not run in parallel (parallel tests start once the serial ones
-// are done).
+// depend on the TZ of the server that runs it. The zone is set for a child
+// test process (TZ), not by assigning time.Local, which every goroutine
+// of the process reads (the race detector caught that).
 func TestCronSpecWithoutZoneIsUTC(t *testing.T) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		t.Fatalf("the test needs the system's zone data (Debian: tzdata): %v", err)
+	if os.Getenv(tzChildEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCronSpecWithoutZoneIsUTC$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "TZ=America/New_York", tzChildEnv+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the test in a process whose zone is New York: %v\n%s", err, out)
+		}
+		return
 	}
-	local := time.Local
-	time.Local = ny
-	defer func() { time.Local = local }()
+	if name, _ := t0.In(time.Local).Zone(); name != "EDT" {
+		t.Fatalf("the local zone at %s is %s, want New York's EDT (the test needs the system's zone data, Debian: tzdata)", t0, name)
+	}
 	start := t0.In(time.Local)
 
 	s, err := scheduler.ParseCronSpec("0 12 * * *", start)

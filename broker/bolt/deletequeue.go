@@ -105,11 +105,8 @@ func (e *Engine) forgetQueueLocked(q *queue) {
 			g.gen++
 		}
 	}
-	for _, g := range q.fired {
-		g.gen++
-	}
-	clear(q.fired)
-	q.fired = nil
+	q.fired.all(func(g *group) bool { g.gen++; return true })
+	q.fired.reset()
 	q.bucket = bucket{}
 	for id, c := range e.ckeys {
 		if id.queue == q.index {

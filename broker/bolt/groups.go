@@ -35,6 +35,7 @@ type group struct {
 	first, last int64
 	firesAt     int64 // by time; when it fired, once fired
 	fired       bool
+	fireSeq     uint64 // its place among its queue's fired groups (firedGroups)
 	gen         uint64 // bumped when firesAt moves: older heap entries are stale
 }
 
@@ -145,7 +146,7 @@ func (e *Engine) fireLocked(g *group, now int64) {
 	g.fired, g.firesAt = true, now
 	g.gen++
 	q := e.queues[g.id.queue]
-	q.fired = append(q.fired, g)
+	q.fired.push(g)
 	if !q.paused {
 		e.note.TasksReady(q.name)
 	}
@@ -195,12 +196,13 @@ func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 	if room <= 0 {
 		return false
 	}
-	for _, g := range q.fired {
-		if n := batchSizeLocked(q, g.live); n > 0 && n <= room {
-			return true
-		}
-	}
-	return false
+	fits := false
+	q.fired.all(func(g *group) bool {
+		n := batchSizeLocked(q, g.live)
+		fits = n > 0 && n <= room
+		return !fits
+	})
+	return fits
 }
 
 // groupShrankLocked is called when an AGGREGATING task of q leaves its
@@ -210,7 +212,7 @@ func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 func (e *Engine) groupShrankLocked(q *queue) {
 	e.dropEmptyHoldLocked(q)
 	mx := int(q.cfg.MaxActive)
-	if mx <= 0 || q.paused || len(q.fired) == 0 {
+	if mx <= 0 || q.paused || q.fired.len() == 0 {
 		return
 	}
 	if e.firedGroupFitsLocked(q, mx-int(q.counts[stateActive])) {
@@ -236,14 +238,8 @@ func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
 	defer e.mu.Unlock()
 	for i, name := range queues {
 		counts[i] = 0
-		q := e.byName[name]
-		if q == nil || q.paused {
-			continue
-		}
-		for _, g := range q.fired {
-			if slices.Contains(types, g.id.typ) {
-				counts[i]++
-			}
+		if q := e.byName[name]; q != nil && !q.paused {
+			counts[i] = q.fired.waiting(types)
 		}
 	}
 }
@@ -265,12 +261,11 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 	var out []broker.GroupLease
 	var keys []key
 	var starts []int64
-	kept := q.fired[:0]
-	starved := false // a group waits for the rate bucket
-	for _, g := range q.fired {
-		if len(out) == p.N || !slices.Contains(p.Types, g.id.typ) {
-			kept = append(kept, g)
-			continue
+	scan := q.fired.scan(p.Types)
+	for len(out) < p.N {
+		g, line, ok := scan.next()
+		if !ok {
+			break
 		}
 		n := e.expireMembersLocked(g, now)
 		if n == 0 {
@@ -278,12 +273,12 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		}
 		n = batchSizeLocked(q, n)
 		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(n) > mx {
-			kept = append(kept, g) // no room under the cap for the whole batch yet
+			scan.keep(line, g) // no room under the cap for the whole batch yet
 			continue
 		}
-		if starved = starved || !e.groupTokensLocked(q, g, n, p.Now); starved {
-			kept = append(kept, g) // the rate limit lets it go later, and the younger ones after it
-			continue
+		if !e.groupTokensLocked(q, g, n, p.Now) {
+			scan.keep(line, g) // the rate limit lets it go later, and the younger ones after it
+			break
 		}
 		gl := broker.GroupLease{Queue: q.name, Group: g.id.name, Type: g.id.typ}
 		taken := 0
@@ -307,11 +302,10 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		e.tookLocked(q, len(gl.Leases), p.Now)
 		out = append(out, gl)
 		if g.members = g.members[taken:]; len(g.members) > 0 {
-			kept = append(kept, g) // the rest of a group larger than the cap, next
+			scan.keep(line, g) // the rest of a group larger than the cap, next
 		}
 	}
-	clear(q.fired[len(kept):])
-	q.fired = kept
+	scan.done()
 	e.persistStartsLocked(keys, starts)
 	e.mu.Unlock()
 	for i := range out {
@@ -361,9 +355,7 @@ func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, er
 		add(g)
 	}
 	for _, q := range e.byName {
-		for _, g := range q.fired {
-			add(g)
-		}
+		q.fired.all(func(g *group) bool { add(g); return true })
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]

@@ -98,9 +98,9 @@ type queue struct {
 	expired    int64
 	cfg        broker.QueueConfig
 	bucket     bucket
-	// fired are the queue's fired groups, oldest first, waiting for a
-	// session that handles their type (groups.go).
-	fired []*group
+	// fired are the queue's fired groups waiting for a session that
+	// handles their type (firedgroups.go).
+	fired firedGroups
 }
 
 func (q *queue) info() broker.QueueInfo {

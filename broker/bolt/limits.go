@@ -231,7 +231,7 @@ func (e *Engine) tookLocked(q *queue, n int, now time.Time) {
 	}
 	q.bucket.refill(now, q.cfg)
 	q.bucket.tokens -= float64(n)
-	if q.bucket.tokens < 1 && (q.readyN > 0 || len(q.fired) > 0) {
+	if q.bucket.tokens < 1 && (q.readyN > 0 || q.fired.len() > 0) {
 		e.armRefillLocked(q, 1)
 	}
 }
@@ -294,7 +294,7 @@ func (e *Engine) armRefillLocked(q *queue, want float64) int64 {
 		if q.bucket.wakeAt == at {
 			q.bucket.wakeAt = 0
 		}
-		if !e.closed && (q.readyN > 0 || len(q.fired) > 0) && !q.paused {
+		if !e.closed && (q.readyN > 0 || q.fired.len() > 0) && !q.paused {
 			e.note.TasksReady(q.name)
 		}
 	})

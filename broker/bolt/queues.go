@@ -83,7 +83,7 @@ func (e *Engine) changeQueue(ctx context.Context, name string, change func(q *qu
 		record(rec)
 		return w.qrecs.Put([]byte(name), marshal(rec))
 	}, nil)
-	if e.dispatchableLocked(q, e.cfg.Now()) > 0 || len(q.fired) > 0 && !q.paused {
+	if e.dispatchableLocked(q, e.cfg.Now()) > 0 || q.fired.len() > 0 && !q.paused {
 		e.note.TasksReady(name)
 	}
 	info := q.info()

@@ -564,7 +564,17 @@ func (r *seqRun) check() {
 		if q == nil {
 			continue // deleted
 		}
-		groups = append(groups, q.fired...)
+		n := 0
+		for typ, l := range q.fired.lines {
+			if len(l.groups) == 0 || l.typ != typ {
+				r.fatalf("queue %s keeps a fired line of %d groups for type %q under %q", q.name, len(l.groups), l.typ, typ)
+			}
+			n += len(l.groups)
+		}
+		if n != q.fired.len() {
+			r.fatalf("queue %s counts %d fired groups, holds %d", q.name, q.fired.len(), n)
+		}
+		q.fired.all(func(g *group) bool { groups = append(groups, g); return true })
 	}
 	for _, g := range groups {
 		if n := membersHeld(e, g); n != g.live {
@@ -649,9 +659,7 @@ func (r *seqRun) checkTaskLocked(k key, m meta, st *storagev1.TaskStatus) error 
 		for _, g := range e.openGroups {
 			n += memberEntries(e, g, k)
 		}
-		for _, g := range q.fired {
-			n += memberEntries(e, g, k)
-		}
+		q.fired.all(func(g *group) bool { n += memberEntries(e, g, k); return true })
 		found := n == 1
 		if !found {
 			return fmt.Errorf("aggregating task %s is in %d groups", k, n)

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ func groupCases() []testCase {
 		{name: "FireByMaxDelay", fn: testGroupByMaxDelay},
 		{name: "FireByGracePeriod", fn: testGroupByGrace},
 		{name: "OnlyForItsType", fn: testGroupType},
+		{name: "FiringOrderAcrossTypes", fn: testGroupFiringOrder},
 		{name: "MembersAnswerAlone", fn: testGroupMembers},
 		{name: "LeftMembersSkipped", fn: testGroupLeftMembers},
 		{name: "LeftMembersNotCountedForSize", env: testGroupLeftNotCounted},
@@ -168,6 +170,45 @@ func testGroupByGrace(t *testing.T, b broker.Broker) {
 	gs, err := b.Groups(t.Context(), "q")
 	if err != nil || len(gs) != 1 || !gs[0].Fired || gs[0].Size != 2 || !gs[0].First.Equal(T0) || !gs[0].Last.Equal(at(5*time.Second)) {
 		t.Fatalf("Groups = %+v, %v", gs, err)
+	}
+}
+
+// testGroupFiringOrder: a session of several types leases the fired
+// groups of its types oldest first, across the types, and a group larger
+// than the queue's cap goes in parts, keeping its place in line.
+func testGroupFiringOrder(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 2, time.Second, time.Hour)
+	// Fired by size, in this order: a1 (a, 2 members), b1, c1 (a type the
+	// session does not take), a2, b2 (one member each, by time).
+	fire := []struct{ name, typ string }{{"a1", "a"}, {"b1", "b"}, {"c1", "c"}}
+	for _, f := range fire {
+		Enqueue(t, b, T0, grouped("q", f.name, f.typ), grouped("q", f.name, f.typ))
+	}
+	EnqueueOne(t, b, T0, grouped("q", "a2", "a"))
+	promote(t, b, at(1500*time.Millisecond))
+	EnqueueOne(t, b, at(1500*time.Millisecond), grouped("q", "b2", "b"))
+	promote(t, b, at(3*time.Second))
+	if n := readyGroups(b, "q", "a", "b"); n != 4 {
+		t.Fatalf("ReadyGroups(a, b) = %d, want 4", n)
+	}
+	setConfig(t, b, "q", broker.QueueConfig{MaxActive: 1, Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Second, GracePeriod: time.Hour}})
+	// Under a cap of 1, a1 and b1 (2 members each) go in parts of the cap.
+	var got []string
+	for range 6 {
+		gl := leaseGroups(t, b, "q", 1, at(3*time.Second), "b", "a")
+		if len(gl) != 1 {
+			t.Fatalf("LeaseGroups = %+v after %v, want one batch", gl, got)
+		}
+		got = append(got, gl[0].Group)
+		for _, l := range gl[0].Leases {
+			Succeed(t, b, "s1", l, at(3*time.Second))
+		}
+	}
+	if want := []string{"a1", "a1", "b1", "b1", "a2", "b2"}; !slices.Equal(got, want) {
+		t.Fatalf("batches left in the order %v, want %v", got, want)
+	}
+	if n := readyGroups(b, "q", "c"); n != 1 {
+		t.Fatalf("ReadyGroups(c) = %d, want c1 still waiting", n)
 	}
 }
 

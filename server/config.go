@@ -179,7 +179,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("config: MaxSessionBytes (--max-session-bytes) must be at least %d (one task of the largest size), got %d", maxEnvelopeBytes, c.MaxSessionBytes)
 	}
 	if c.ReclaimWindow < 0 || c.ReclaimWindow > time.Hour {
-		return fmt.Errorf("config: ReclaimWindow (--reclaim-window) must be 0..1h, got %s", c.ReclaimWindow)
+		return fmt.Errorf("config: ReclaimWindow (--reclaim-window) must be at most 1h (0 means the default, %s), got %s", DefaultReclaimWindow, c.ReclaimWindow)
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

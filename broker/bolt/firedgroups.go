@@ -9,10 +9,21 @@ import "slices"
 // of their own types only: a backlog of fired groups (workers of a batch
 // type fell behind) costs a round nothing per group, and one of a type the
 // session does not take is never walked.
+//
+// Under a cap on ACTIVE tasks, every task that leaves ACTIVE asks whether a
+// fired group fits in the room it leaves (firedGroupFitsLocked), and the
+// smallest group fits if any does: so the fewest live members of a fired
+// group are kept, with how many groups have that many, and counted again
+// only when the last of those leaves the lines.
 type firedGroups struct {
 	lines map[string]*firedLine
 	n     int    // groups in all lines
 	seq   uint64 // the last firing's sequence number (group.fireSeq)
+	// fewest is the fewest live members (> 0) of a group in the lines, and
+	// fewestN how many groups have that many (0: none has any), while
+	// fewestKnown; otherwise they are counted on the next ask.
+	fewest, fewestN int
+	fewestKnown     bool
 }
 
 // firedLine is the fired groups of one type, in the order they fired.
@@ -35,6 +46,45 @@ func (f *firedGroups) push(g *group) {
 	g.fireSeq = f.seq
 	l.groups = append(l.groups, g)
 	f.n++
+	f.counted(g.live)
+}
+
+// shrank accounts for a group in the lines whose live members went from
+// was to now.
+func (f *firedGroups) shrank(was, now int) {
+	f.counted(now)
+	f.uncounted(was)
+}
+
+// counted adds a group of live members to the fewest's account.
+func (f *firedGroups) counted(live int) {
+	switch {
+	case live <= 0 || !f.fewestKnown:
+	case f.fewestN == 0 || live < f.fewest:
+		f.fewest, f.fewestN = live, 1
+	case live == f.fewest:
+		f.fewestN++
+	}
+}
+
+// uncounted takes a group of live members out of the fewest's account.
+func (f *firedGroups) uncounted(live int) {
+	if live <= 0 || !f.fewestKnown || live != f.fewest {
+		return
+	}
+	if f.fewestN--; f.fewestN == 0 {
+		f.fewestKnown = f.n == 0 // the next fewest is not known
+	}
+}
+
+// fewestLive returns the fewest live members of a group in the lines;
+// false when no group has any.
+func (f *firedGroups) fewestLive() (int, bool) {
+	if !f.fewestKnown {
+		f.fewest, f.fewestN, f.fewestKnown = 0, 0, true
+		f.all(func(g *group) bool { f.counted(g.live); return true })
+	}
+	return f.fewest, f.fewestN > 0
 }
 
 // len is how many fired groups wait, of every type.
@@ -126,11 +176,19 @@ func (s *firedScan) keep(i int, g *group) { s.lines[i].kept = append(s.lines[i].
 func (s *firedScan) done() {
 	for _, ls := range s.lines {
 		gs := ls.l.groups
+		k := 0
+		for _, g := range gs[:ls.next] { // kept is in line order
+			if k < len(ls.kept) && ls.kept[k] == g {
+				k++
+				continue
+			}
+			s.f.n--
+			s.f.uncounted(g.live)
+		}
 		start := ls.next - len(ls.kept)
 		copy(gs[start:ls.next], ls.kept)
 		clear(gs[:start]) // let the groups that left be collected
 		ls.l.groups = gs[start:]
-		s.f.n -= start
 		if len(ls.l.groups) == 0 {
 			delete(s.f.lines, ls.l.typ)
 		}

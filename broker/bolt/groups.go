@@ -66,6 +66,9 @@ func (e *Engine) memberLocked(x member) (meta, bool) {
 func (e *Engine) leftGroupLocked(k key) {
 	if j, ok := e.memberGen[k]; ok {
 		j.g.live--
+		if j.g.fired {
+			e.queues[j.g.id.queue].fired.shrank(j.g.live+1, j.g.live)
+		}
 		delete(e.memberGen, k)
 	}
 }
@@ -193,16 +196,8 @@ func (e *Engine) expireMembersLocked(g *group, now int64) int {
 // (leftActiveLocked) and the need shrinks as members leave the group
 // (groupShrankLocked): either wakes the sessions once a group fits.
 func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
-	if room <= 0 {
-		return false
-	}
-	fits := false
-	q.fired.all(func(g *group) bool {
-		n := batchSizeLocked(q, g.live)
-		fits = n > 0 && n <= room
-		return !fits
-	})
-	return fits
+	fewest, ok := q.fired.fewestLive()
+	return ok && room > 0 && batchSizeLocked(q, fewest) <= room
 }
 
 // groupShrankLocked is called when an AGGREGATING task of q leaves its

@@ -63,3 +63,44 @@ func benchFiredGroups(b *testing.B, kind string, backlog int) {
 		}
 	}
 }
+
+// BenchmarkCappedGroupBacklog measures a task of a queue with a cap on
+// ACTIVE tasks finishing while fired groups wait that do not fit in the
+// room it leaves: whether one fits now is asked on every task that leaves
+// ACTIVE, so it must not walk the backlog.
+func BenchmarkCappedGroupBacklog(b *testing.B) {
+	for _, backlog := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprint(backlog), func(b *testing.B) {
+			e := openEngine(b, bolt.Config{})
+			if _, err := e.UpdateQueueConfig(b.Context(), "q", func(c *broker.QueueConfig) {
+				c.Group.MaxSize, c.MaxActive = 2, 2
+			}); err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]broker.NewTask, 0, 1000)
+			for i := 0; i < backlog; i += len(batch) {
+				batch = batch[:0]
+				for j := 0; j < 500 && i+j < backlog; j++ {
+					for range 2 {
+						nt := bt.NewTask("q")
+						nt.Group, nt.Type = fmt.Sprintf("g%d", i+j), "t"
+						batch = append(batch, nt)
+					}
+				}
+				bt.Enqueue(b, e, bt.T0, batch...)
+			}
+			// A single task runs throughout and another finishes in each
+			// op, leaving room for one: no group of two fits.
+			bt.EnqueueOne(b, e, bt.T0, bt.NewTask("q"))
+			keep := bt.LeaseOne(b, e, "s", "q", bt.T0)
+			for b.Loop() {
+				b.StopTimer()
+				bt.EnqueueOne(b, e, bt.T0, bt.NewTask("q"))
+				l := bt.LeaseOne(b, e, "s", "q", bt.T0)
+				b.StartTimer()
+				bt.Succeed(b, e, "s", l, bt.T0)
+			}
+			bt.Succeed(b, e, "s", keep, bt.T0)
+		})
+	}
+}

@@ -100,6 +100,9 @@ func (r *seqRun) newTask() broker.NewTask {
 	}
 	if nt.Group != "" {
 		nt.ConcurrencyKey = "" // the server refuses both
+		if rng.IntN(3) == 0 {
+			nt.Type = "other" // fired groups of two types, in two lines
+		}
 	}
 	if rng.IntN(4) == 0 {
 		// A producer's id: new, or one used before (the task may be
@@ -161,7 +164,7 @@ func (r *seqRun) do() {
 	case n < 40:
 		r.op = "leasegroups"
 		gl, err := e.LeaseGroups(ctx, broker.GroupLeaseParams{SessionID: "s", Queue: []string{"q0", "q1"}[rng.IntN(2)],
-			Types: []string{"test"}, N: 1, Now: now, TTL: 10 * time.Second})
+			Types: [][]string{{"test"}, {"test"}, {"other", "test"}}[rng.IntN(3)], N: 1 + rng.IntN(2), Now: now, TTL: 10 * time.Second})
 		if err != nil {
 			r.fatalf("LeaseGroups: %v", err)
 		}
@@ -573,6 +576,23 @@ func (r *seqRun) check() {
 		}
 		if n != q.fired.len() {
 			r.fatalf("queue %s counts %d fired groups, holds %d", q.name, q.fired.len(), n)
+		}
+		if f := q.fired; f.fewestKnown {
+			fewest, fewestN := 0, 0
+			f.all(func(g *group) bool {
+				switch {
+				case g.live <= 0:
+				case fewestN == 0 || g.live < fewest:
+					fewest, fewestN = g.live, 1
+				case g.live == fewest:
+					fewestN++
+				}
+				return true
+			})
+			if fewestN != f.fewestN || fewestN > 0 && fewest != f.fewest {
+				r.fatalf("queue %s keeps the fewest live members of a fired group as %d (of %d groups), they are %d (of %d)",
+					q.name, f.fewest, f.fewestN, fewest, fewestN)
+			}
 		}
 		q.fired.all(func(g *group) bool { groups = append(groups, g); return true })
 	}

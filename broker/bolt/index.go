@@ -89,7 +89,7 @@ type queue struct {
 	readyN int
 	// readyPass is the compaction pass under way over ready (nil: none);
 	// bit p of readyMarks is the mark the last pass over ready[p] gave.
-	readyPass  *readyPass
+	readyPass  *prioPass
 	readyMarks uint16
 	counts     broker.Counts
 	processed  int64

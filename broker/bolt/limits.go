@@ -112,7 +112,7 @@ func (e *Engine) admitHeldLocked(c *ckey) {
 
 // dropKeyLocked forgets a task's key when it leaves memory; a held task's
 // FIFO entry is skipped later. The key itself is forgotten with its last
-// live task (none is admitted or held then: what its FIFO holds is stale).
+// live task (none is admitted or held then: what its line holds is stale).
 func (e *Engine) dropKeyLocked(k key) {
 	c := e.keyOf[k]
 	if c == nil {

@@ -1,10 +1,10 @@
 package bolt
 
 // This file bounds the stale entries of the FIFOs that delete lazily: a
-// queue's ready FIFOs and a concurrency key's held FIFO. A task that
-// leaves one without being popped (it is canceled, deleted or archived, or
-// expires, while it waits) leaves its entry behind, to be skipped when a
-// pop reaches it: finding the entry to remove it would take a scan. A
+// queue's ready FIFOs and a concurrency key's held FIFOs (heldline.go). A
+// task that leaves one without being popped (it is canceled, deleted or
+// archived, or expires, while it waits) leaves its entry behind, to be
+// skipped when a pop reaches it: finding the entry to remove it would take a scan. A
 // FIFO that is popped sheds its stale entries as it goes, and the FIFOs of
 // an owner with no valid entry left are dropped whole (dropStaleReady,
 // dropStaleHeld). But a FIFO that always holds a valid entry and is never
@@ -98,9 +98,10 @@ func (p *fifoPass) finish(f *fifo) {
 // valid, hold more stale ones than its valid ones plus slack.
 func overSlack(entries, valid, slack int) bool { return entries-valid > valid+slack }
 
-// readyPass is a compaction pass under way over a queue's ready FIFOs,
-// one priority at a time, in pop order (9 first).
-type readyPass struct {
+// prioPass is a compaction pass under way over the FIFOs of a line in
+// priority order (a queue's ready FIFOs, a key's held ones), one priority
+// at a time, in pop order (9 first).
+type prioPass struct {
 	fifoPass
 	prio int // the FIFO it scans; the lower ones are next
 }
@@ -168,7 +169,7 @@ func (e *Engine) readyLeftLocked(q *queue) {
 		if !overSlack(q.readyEntries(), q.readyN, e.cfg.compactSlack) {
 			return
 		}
-		q.readyPass = &readyPass{prio: len(q.ready)}
+		q.readyPass = &prioPass{prio: len(q.ready)}
 		q.nextReadyFIFO()
 	}
 	e.compactReadyLocked(q, compactWork)
@@ -224,87 +225,3 @@ func (e *Engine) keepReadyLocked(q *queue, p int, k key, mark bool) bool {
 func (m *meta) readyIn(q *queue, p int) bool {
 	return m.state == statePending && m.flags&flagInReady != 0 && m.queue == q.index && int(m.prio) == p
 }
-
-// heldMarkFor is the passMark of a task that c holds back, as readyMark.
-func (c *ckey) heldMarkFor() bool { return c.heldMark != (c.heldPass != nil) }
-
-// heldHead returns the FIFO that holds the next entry of c's held ones
-// (empty when there is none).
-func (c *ckey) heldHead() *fifo {
-	if c.heldPass != nil {
-		return c.heldPass.head(&c.held)
-	}
-	return &c.held
-}
-
-// heldEntries counts the entries of c's held FIFO, stale ones included.
-func (c *ckey) heldEntries() int {
-	n := c.held.len()
-	if c.heldPass != nil {
-		n += c.heldPass.kept.len()
-	}
-	return n
-}
-
-// dropStaleHeld empties c's held FIFO once c holds no task back: every
-// entry left is stale.
-func (c *ckey) dropStaleHeld() {
-	if c.heldN != 0 {
-		return
-	}
-	c.held.clear()
-	c.freeHeldPass()
-}
-
-func (c *ckey) freeHeldPass() {
-	if c.heldPass != nil {
-		c.heldPass.kept.free()
-		c.heldPass = nil
-	}
-}
-
-// heldLeftLocked is told that a task c held back left without being
-// admitted, leaving its entry stale (heldN counts it out already); as
-// readyLeftLocked.
-func (e *Engine) heldLeftLocked(c *ckey) {
-	if c.heldN == 0 {
-		c.dropStaleHeld()
-		return
-	}
-	if c.heldPass == nil {
-		if !overSlack(c.heldEntries(), c.heldN, e.cfg.compactSlack) {
-			return
-		}
-		c.heldMark = !c.heldMark
-		c.heldPass = &fifoPass{mark: c.heldMark}
-	}
-	pass := c.heldPass
-	pass.scan(&c.held, compactWork, func(k key) bool { return e.keepHeldLocked(c, k, pass.mark) })
-	if c.held.len() == 0 {
-		pass.finish(&c.held)
-		c.heldPass = nil
-	}
-}
-
-// keepHeldLocked decides on an entry of a key's held FIFO, as
-// keepReadyLocked.
-func (e *Engine) keepHeldLocked(c *ckey, k key, mark bool) bool {
-	m, live := e.tasks.get(k)
-	if !live || !e.heldBy(k, m, c) || m.passMark == mark {
-		return false
-	}
-	m.passMark = mark
-	e.tasks.put(k, m)
-	return true
-}
-
-// held reports whether the live task whose meta is m is held back (by
-// its own key).
-func (m *meta) held() bool { return m.state == statePending && m.flags&flagHeld != 0 }
-
-// heldBy reports whether an entry of c's held FIFO is valid for the live
-// task k whose meta is m: the task is held back, by c. The key matters: a
-// task that left memory while c held it left its entry in c's FIFO, and
-// its id may be used again by a producer for a task of another key, held
-// back by that one (the key is fixed by each record, not by the id).
-func (e *Engine) heldBy(k key, m meta, c *ckey) bool { return m.held() && e.keyOf[k] == c }

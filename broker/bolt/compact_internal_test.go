@@ -48,7 +48,10 @@ func heldStats(e *Engine, queue, name string) fifoStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.ckeys[ckeyID{queue: e.byName[queue].index, name: name}]
-	s := fifoStats{entries: c.heldEntries(), capacity: fifoCapacity(&c.held), valid: c.heldN, passing: c.heldPass != nil}
+	s := fifoStats{entries: c.heldEntries(), valid: c.heldN, passing: c.heldPass != nil}
+	for i := range c.held {
+		s.capacity += fifoCapacity(&c.held[i].fifo)
+	}
 	if c.heldPass != nil {
 		s.capacity += fifoCapacity(&c.heldPass.kept)
 	}
@@ -152,8 +155,9 @@ func TestStaleReadyEntriesBoundedWithoutPops(t *testing.T) {
 // TestStaleHeldEntriesBounded is the same case for a concurrency key: its
 // admitted task runs and never finishes, one task waits behind it
 // throughout, and a stream of the key's tasks expire, are canceled,
-// deleted or archived while held back. The key's FIFO stays bounded, and
-// the waiting task is admitted when the running one ends.
+// deleted or archived while held back, spread over every priority. The
+// key's FIFOs stay bounded, and the waiting task is admitted when the
+// running one ends.
 func TestStaleHeldEntriesBounded(t *testing.T) {
 	t.Parallel()
 	e := openTestEngine(t, Config{})
@@ -172,6 +176,7 @@ func TestStaleHeldEntriesBounded(t *testing.T) {
 		for i := range tasks {
 			tasks[i] = keyed()
 			tasks[i].ExpiresAt = now.Add(time.Second)
+			tasks[i].Priority = int32(1 + i%9)
 		}
 		ids := idsOf(bt.Enqueue(t, e, now, tasks...))
 		now = now.Add(2 * time.Second)
@@ -435,9 +440,10 @@ func TestCompactionKeepsDispatchOrder(t *testing.T) {
 }
 
 // TestCompactionKeepsHeldOrder is TestCompactionKeepsDispatchOrder for a
-// concurrency key's held FIFO: with its one admitted task running, its
-// held tasks are fed and leave at random, passes come and go, and each
-// time the running task ends, the next one admitted is the oldest held.
+// concurrency key's held FIFOs: with its one admitted task running, its
+// held tasks of mixed priorities are fed and leave at random, passes come
+// and go, and each time the running task ends, the next one admitted is
+// the oldest held of the highest priority. Its FIFOs stay bounded.
 func TestCompactionKeepsHeldOrder(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(3) {
@@ -445,50 +451,50 @@ func TestCompactionKeepsHeldOrder(t *testing.T) {
 			t.Parallel()
 			e := openTestEngine(t, Config{compactSlack: orderSlack})
 			rng := rand.New(rand.NewPCG(seed, 43))
-			keyed := func() broker.NewTask {
+			keyed := func(prio int32) broker.NewTask {
 				nt := bt.NewTask("q")
 				nt.ConcurrencyKey = "k"
+				nt.Priority = prio
 				return nt
 			}
-			bt.EnqueueOne(t, e, bt.T0, keyed())
+			bt.EnqueueOne(t, e, bt.T0, keyed(1))
 			running := bt.LeaseOne(t, e, "s", "q", bt.T0)
-			var held []string
+			var held readyModel
 			admittedPassing := 0
 			for step := range 300 {
 				switch r := rng.IntN(10); {
 				case r < 5:
+					prio := []int32{1, 4, 9}[rng.IntN(3)]
 					tasks := make([]broker.NewTask, 1+rng.IntN(30))
 					for i := range tasks {
-						tasks[i] = keyed()
+						tasks[i] = keyed(prio)
 					}
-					held = append(held, idsOf(bt.Enqueue(t, e, bt.T0, tasks...))...)
+					for _, id := range idsOf(bt.Enqueue(t, e, bt.T0, tasks...)) {
+						held.push(prio, id)
+					}
 				case r < 8:
-					share := 0.1 + 0.6*rng.Float64()
-					var leaving []string
-					held = slices.DeleteFunc(held, func(id string) bool {
-						if rng.Float64() < share {
-							leaving = append(leaving, id)
-							return true
-						}
-						return false
-					})
+					leaving := held.pick(rng, 0.1+0.6*rng.Float64())
+					held.remove(leaving)
 					if len(leaving) > 0 {
 						act(t, e, []broker.Action{broker.ActionCancel, broker.ActionDelete}[rng.IntN(2)], leaving, bt.T0)
 					}
-				case len(held) > 0:
+				case held.len() > 0:
 					if heldStats(e, "q", "k").passing {
 						admittedPassing++
 					}
 					bt.Succeed(t, e, "s", running, bt.T0)
 					running = bt.LeaseOne(t, e, "s", "q", bt.T0)
-					if running.Task.ID != held[0] {
-						t.Fatalf("step %d: admitted %s, want %s", step, running.Task.ID, held[0])
+					if want := held.pop(1)[0]; running.Task.ID != want {
+						t.Fatalf("step %d: admitted %s (priority %d), want %s", step, running.Task.ID, running.Task.Priority, want)
 					}
-					held = held[1:]
 				}
-				if s := heldStats(e, "q", "k"); s.valid != len(held) {
-					t.Fatalf("step %d: %d tasks held, want %d", step, s.valid, len(held))
+				s := heldStats(e, "q", "k")
+				if s.valid != held.len() {
+					t.Fatalf("step %d: %d tasks held, want %d", step, s.valid, held.len())
 				}
+				// A pass starts past 2v+slack and ends within an eighth of
+				// that many departures; a step makes up to 30 of them.
+				requireBounded(t, fmt.Sprintf("step %d", step), s, 2*(2*s.valid+orderSlack)+30)
 			}
 			if admittedPassing == 0 {
 				t.Fatal("no task was admitted while a pass was under way")

@@ -111,8 +111,7 @@ func (e *Engine) forgetQueueLocked(q *queue) {
 	for id, c := range e.ckeys {
 		if id.queue == q.index {
 			delete(e.ckeys, id)
-			c.held.free()
-			c.freeHeldPass()
+			c.freeHeld()
 		}
 	}
 	for p := range q.ready {

@@ -358,8 +358,7 @@ func (e *Engine) freeIndexesLocked() {
 		q.freeReadyPass()
 	}
 	for _, c := range e.ckeys {
-		c.held.free()
-		c.freeHeldPass()
+		c.freeHeld()
 	}
 }
 

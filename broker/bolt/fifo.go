@@ -1,12 +1,13 @@
 package bolt
 
 // fifo is a queue of task keys (a queue's ready tasks of one priority, a
-// concurrency key's held tasks), kept in blocks. A push never moves what is
-// queued: when the last block is full, a new one is added, sized for the
-// queue's length (a power of two from fifoMinBlock to fifoMaxBlock keys),
-// and a pop releases each block it empties. So a deep queue costs its
-// length within a block, where a ring that doubles both copies millions of
-// keys while the broker's lock is held and keeps up to twice the room.
+// concurrency key's held tasks of one priority), kept in blocks. A push
+// never moves what is queued: when the last block is full, a new one is
+// added, sized for the queue's length (a power of two from fifoMinBlock to
+// fifoMaxBlock keys), and a pop releases each block it empties. So a deep
+// queue costs its length within a block, where a ring that doubles both
+// copies millions of keys while the broker's lock is held and keeps up to
+// twice the room.
 //
 // Small blocks are on the Go heap: a queue dispatched as fast as it is fed
 // empties at every pop, and mapping and unmapping a block each time would

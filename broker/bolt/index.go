@@ -50,7 +50,7 @@ const (
 	// flagDeadlineFirst: the task's entry in Engine.expires is its
 	// deadline, not its expiry (the message of its archival says which).
 	flagDeadlineFirst
-	// flagHeld: a pending task waits in its concurrency key's FIFO.
+	// flagHeld: a pending task waits in its concurrency key's line.
 	flagHeld
 	// flagDepFailed: a BLOCKED task's dependency failed under
 	// ON_FAILURE_BLOCK; it stays blocked whatever its others do.
@@ -89,7 +89,7 @@ type queue struct {
 	readyN int
 	// readyPass is the compaction pass under way over ready (nil: none);
 	// bit p of readyMarks is the mark the last pass over ready[p] gave.
-	readyPass  *readyPass
+	readyPass  *prioPass
 	readyMarks uint16
 	counts     broker.Counts
 	processed  int64

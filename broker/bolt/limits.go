@@ -9,8 +9,8 @@ import (
 
 // This file is the dispatch limits of a queue: concurrency keys, the cap
 // on ACTIVE tasks and the rate limit. None of them scans: a task held back
-// by its key waits in its key's own FIFO, so it never blocks the tasks
-// behind it in the queue, and a freed slot or a refilled bucket wakes the
+// by its key waits in its key's own line (heldline.go), so it never blocks
+// the tasks behind it in the queue, and a freed slot or a refilled bucket wakes the
 // queue's sessions by signal or timer.
 
 // ckey is a concurrency key of one queue.
@@ -20,16 +20,15 @@ type ckey struct {
 	// admitted counts the key's tasks that are ready (in the queue's ready
 	// FIFO) or ACTIVE; at most the queue's concurrency limit.
 	admitted int
-	// held are the key's pending tasks beyond the limit, in ready order.
+	// held is the key's line of pending tasks beyond the limit: a FIFO
+	// for each priority it holds entries of, highest first (heldline.go).
 	// Entries whose task is no longer held are skipped when popped (lazy
 	// deletion), and dropped as the ready FIFOs' are (compact.go).
-	held fifo
+	held []heldFIFO
 	// heldN counts held's valid entries (tasks with flagHeld).
 	heldN int
-	// heldPass is the compaction pass under way over held (nil: none),
-	// heldMark the mark the last pass over it gave.
-	heldPass *fifoPass
-	heldMark bool
+	// heldPass is the compaction pass under way over held (nil: none).
+	heldPass *prioPass
 	// refs counts the live tasks whose keyOf entry is this key, in any
 	// state (a RETRY, SCHEDULED or BLOCKED one, or one not committed yet,
 	// is neither admitted nor held). The key is forgotten only when it
@@ -68,16 +67,13 @@ type ckeyID struct {
 
 // admitLocked decides whether a pending task with concurrency key c may
 // enter the ready FIFO now (it counts as admitted) or must wait in the
-// key's FIFO.
+// key's line.
 func (e *Engine) admitLocked(k key, m *meta, c *ckey) bool {
 	if c.admitted < c.limit() {
 		c.admitted++
 		return true
 	}
-	m.flags |= flagHeld
-	m.passMark = c.heldMarkFor()
-	c.held.push(k)
-	c.heldN++
+	c.hold(k, m)
 	return false
 }
 
@@ -94,12 +90,16 @@ func (e *Engine) unadmitLocked(k key) {
 }
 
 // admitHeldLocked moves held tasks of c into the ready FIFO while its
-// limit allows.
+// limit allows, in its line's order: highest priority first, FIFO within
+// a priority.
 func (e *Engine) admitHeldLocked(c *ckey) {
-	for f := c.heldHead(); c.admitted < c.limit() && f.len() > 0; f = c.heldHead() {
-		k, _ := f.pop()
+	for c.admitted < c.limit() {
+		k, p, ok := c.popHeld()
+		if !ok {
+			break
+		}
 		m, live := e.tasks.get(k)
-		if !live || !e.heldBy(k, m, c) {
+		if !live || !e.heldBy(k, m, c, p) {
 			continue
 		}
 		m.flags &^= flagHeld
@@ -112,7 +112,7 @@ func (e *Engine) admitHeldLocked(c *ckey) {
 
 // dropKeyLocked forgets a task's key when it leaves memory; a held task's
 // FIFO entry is skipped later. The key itself is forgotten with its last
-// live task (none is admitted or held then: what its FIFO holds is stale).
+// live task (none is admitted or held then: what its line holds is stale).
 func (e *Engine) dropKeyLocked(k key) {
 	c := e.keyOf[k]
 	if c == nil {
@@ -121,8 +121,7 @@ func (e *Engine) dropKeyLocked(k key) {
 	delete(e.keyOf, k)
 	if c.refs--; c.refs == 0 {
 		delete(e.ckeys, ckeyID{queue: c.q.index, name: c.name})
-		c.held.free()
-		c.freeHeldPass()
+		c.freeHeld()
 	}
 }
 

@@ -529,16 +529,26 @@ func (r *seqRun) check() {
 	}
 	for _, c := range e.ckeys {
 		seen := map[key]bool{}
-		fs := []*fifo{&c.held}
-		if c.heldPass != nil {
-			fs = append(fs, &c.heldPass.kept)
-		}
-		for _, f := range fs {
-			for _, k := range fifoKeys(f) {
-				if m, live := e.tasks.get(k); live && e.heldBy(k, m, c) {
-					seen[k] = true
+		for i := range c.held {
+			h := &c.held[i]
+			p := int(h.prio)
+			if i > 0 && p >= int(c.held[i-1].prio) {
+				r.fatalf("key %s holds its FIFO of priority %d after that of %d", c.name, p, c.held[i-1].prio)
+			}
+			fs := []*fifo{&h.fifo}
+			if c.heldPass != nil && c.heldPass.prio == p {
+				fs = append(fs, &c.heldPass.kept)
+			}
+			for _, f := range fs {
+				for _, k := range fifoKeys(f) {
+					if m, live := e.tasks.get(k); live && e.heldBy(k, m, c, p) {
+						seen[k] = true
+					}
 				}
 			}
+		}
+		if c.heldPass != nil && c.heldAt(c.heldPass.prio) == nil {
+			r.fatalf("key %s has a pass over its FIFO of priority %d, which it does not hold", c.name, c.heldPass.prio)
 		}
 		if len(seen) != c.heldN {
 			r.fatalf("key %s heldN %d, its FIFO holds %d", c.name, c.heldN, len(seen))

@@ -91,3 +91,30 @@ func TestHeldPassOfOtherKeyKeepsValidEntry(t *testing.T) {
 		t.Fatalf("b holds %d tasks back, want 1", s.valid)
 	}
 }
+
+// TestHeldEntryOfReusedIDAtOtherPriority: a task held by key a at
+// priority 9 is deleted, and its id used again for a task of a at
+// priority 1. The stale entry in a's FIFO of priority 9 must not stand
+// for the new task: a's held task of priority 5 goes first.
+func TestHeldEntryOfReusedIDAtOtherPriority(t *testing.T) {
+	t.Parallel()
+	e := openTestEngine(t, Config{})
+	withPrio := func(nt broker.NewTask, prio int32) broker.NewTask { nt.Priority = prio; return nt }
+	bt.EnqueueOne(t, e, bt.T0, keyedTask("q", "a", ""))
+	run := bt.LeaseOne(t, e, "s", "q", bt.T0)
+	id := ulid.Make().String()
+	bt.EnqueueOne(t, e, bt.T0, withPrio(keyedTask("q", "a", id), 9))
+	w := bt.EnqueueOne(t, e, bt.T0, withPrio(keyedTask("q", "a", ""), 5))
+	act(t, e, broker.ActionDelete, []string{id}, bt.T0)
+	bt.EnqueueOne(t, e, bt.T0, withPrio(keyedTask("q", "a", id), 1))
+
+	var got []string
+	for range 2 {
+		bt.Succeed(t, e, "s", run, bt.T0)
+		run = bt.LeaseOne(t, e, "s", "q", bt.T0)
+		got = append(got, run.Task.ID)
+	}
+	if want := []string{w.ID, id}; !slices.Equal(got, want) {
+		t.Fatalf("admitted %v; want %v (priority 5, then the reused id's task of priority 1)", got, want)
+	}
+}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -36,8 +40,11 @@ const (
 // Run copies every bucket into a new file beside the old one (bbolt's
 // Compact), fsyncs it, checks it, and renames it over conveyor.db. The old
 // file stays open, and so locked, until the new one is in place, so that a
-// server cannot start on it meanwhile.
+// server cannot start on it meanwhile. Ctrl-C or SIGTERM before the rename
+// stops the copy and removes it: the store changes only by the rename.
 func (c *compactCmd) Run(k *kong.Context) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	path := filepath.Join(c.DataDir, server.DataFile)
 	bak := path + ".bak"
 	unlock, err := lockDir(c.DataDir)
@@ -45,6 +52,11 @@ func (c *compactCmd) Run(k *kong.Context) error {
 		return err
 	}
 	defer unlock()
+	if dirLocked {
+		if err := removeStaleCopies(k.Stderr, c.DataDir); err != nil {
+			return err
+		}
+	}
 	before, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("compact: %w", err)
@@ -65,10 +77,19 @@ func (c *compactCmd) Run(k *kong.Context) error {
 	}
 
 	start := time.Now()
-	tmp, err := compactInto(src, c.DataDir)
+	tmp, err := compactInto(ctx, src, c.DataDir)
+	if err == nil && ctx.Err() != nil { // the signal came as the copy ended
+		_ = os.Remove(tmp)
+		err = errInterrupted
+	}
+	if errors.Is(err, errInterrupted) {
+		return fmt.Errorf("compact interrupted: its partial copy is removed, and %s is untouched", path)
+	}
 	if err != nil {
 		return err
 	}
+	// From here on a signal is ignored: the rename is quick, and stopping
+	// halfway through the swap would leave a .bak for no compact.
 	if err := copyOwner(before, tmp); err != nil {
 		_ = os.Remove(tmp)
 		return err
@@ -103,9 +124,17 @@ func (c *compactCmd) Run(k *kong.Context) error {
 	return err
 }
 
+// errInterrupted is compactInto's error when ctx ended before the copy did.
+var errInterrupted = errors.New("interrupted")
+
+// beforeCopy, set by tests, runs once the copy's file exists, before the
+// copy starts: a test stops there to interrupt a compact midway.
+var beforeCopy func()
+
 // compactInto copies src into a new file in dir, fsyncs and checks it, and
-// returns its path.
-func compactInto(src *bbolt.DB, dir string) (string, error) {
+// returns its path. When ctx ends first it removes the file and returns
+// errInterrupted.
+func compactInto(ctx context.Context, src *bbolt.DB, dir string) (string, error) {
 	f, err := os.CreateTemp(dir, server.DataFile+".compact-*")
 	if err != nil {
 		return "", err
@@ -123,23 +152,18 @@ func compactInto(src *bbolt.DB, dir string) (string, error) {
 	if err != nil {
 		return fail(err)
 	}
-	copyAll := func() error { return bbolt.Compact(dst, src, compactTxSize) }
-	if err := bolt.ReadGuarded(src.Path(), copyAll); err != nil {
+	copied := make(chan error, 1)
+	go func() { copied <- copyChecked(src, dst) }()
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		// bbolt.Compact takes no context. Closing dst waits for the
+		// copy's open transaction and fails its next one, so the copy
+		// stops within compactTxSize bytes.
 		_ = dst.Close()
-		return fail(fmt.Errorf("compact: %w", err))
+		err = errors.Join(errInterrupted, <-copied)
 	}
-	if err := dst.View(func(tx *bbolt.Tx) error {
-		// Every error is read: the checker goroutine blocks on the
-		// channel, and would read the file after Close unmapped it.
-		var first error
-		for err := range tx.Check() {
-			first = cmp.Or(first, err)
-		}
-		if first != nil {
-			return fmt.Errorf("the compacted file fails bbolt's check: %w", first)
-		}
-		return nil
-	}); err != nil {
+	if err != nil {
 		_ = dst.Close()
 		return fail(err)
 	}
@@ -151,6 +175,47 @@ func compactInto(src *bbolt.DB, dir string) (string, error) {
 		return fail(err)
 	}
 	return tmp, nil
+}
+
+// copyChecked copies src into dst and runs bbolt's check on the copy.
+func copyChecked(src, dst *bbolt.DB) error {
+	if beforeCopy != nil {
+		beforeCopy()
+	}
+	copyAll := func() error { return bbolt.Compact(dst, src, compactTxSize) }
+	if err := bolt.ReadGuarded(src.Path(), copyAll); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	return dst.View(func(tx *bbolt.Tx) error {
+		// Every error is read: the checker goroutine blocks on the
+		// channel, and would read the file after Close unmapped it.
+		var first error
+		for err := range tx.Check() {
+			first = cmp.Or(first, err)
+		}
+		if first != nil {
+			return fmt.Errorf("the compacted file fails bbolt's check: %w", first)
+		}
+		return nil
+	})
+}
+
+// removeStaleCopies removes the copies that compacts killed midway (by
+// SIGKILL, a crash, a power cut) left in dir, and says so on w. Only a
+// compact writes such a file, and only while it holds dir's lock, so with
+// the lock held every one is stale.
+func removeStaleCopies(w io.Writer, dir string) error {
+	stale, err := filepath.Glob(filepath.Join(dir, server.DataFile+".compact-*"))
+	if err != nil {
+		return err
+	}
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil {
+			return fmt.Errorf("remove the copy an interrupted compact left: %w", err)
+		}
+		_, _ = fmt.Fprintf(w, "removed %s, left by a compact that did not finish\n", f)
+	}
+	return nil
 }
 
 // swap puts tmp in place of path, keeping the old file as bak unless

@@ -23,6 +23,9 @@ func copyOwner(old os.FileInfo, path string) error {
 	return nil
 }
 
+// dirLocked says lockDir's lock excludes other compacts.
+const dirLocked = true
+
 // lockDir takes an exclusive lock on the data directory for one compact,
 // and returns its release. The data file's own lock cannot serve: compact
 // opens the file read-only, which shares its lock, so two compacts of one

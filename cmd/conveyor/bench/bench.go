@@ -71,6 +71,10 @@ type Config struct {
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.
 	Timeout time.Duration
+
+	// waitTimeout, set by tests, bounds W3's and W4's wait for their tasks
+	// to complete, within Timeout.
+	waitTimeout time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -197,8 +201,24 @@ type Result struct {
 	// SOAK only: the server sampled over the run, and the verdict.
 	Soak *SoakReport `json:"soak,omitempty"`
 
+	// Progress is how far a failed run got (set only when it failed).
+	Progress *Progress `json:"progress,omitempty"`
+
 	Settings map[string]string `json:"settings"`
 	Started  string            `json:"started"`
+}
+
+// Progress is how far a run got before it failed (a timeout, most often).
+type Progress struct {
+	// Acked is how many tasks the server acknowledged: their enqueue call
+	// returned success (W1-W4, MEM and the prefills).
+	Acked int64 `json:"acked"`
+	// Handled is how many tasks the run's workers were handed (W3, W4).
+	Handled int64 `json:"handled"`
+	// Completed is the bench queue's completed count as the server
+	// reported it when the wait for completion gave up (W3, W4); absent
+	// when the run failed elsewhere or the server could not be read.
+	Completed *int64 `json:"completed,omitempty"`
 }
 
 // Run runs one workload and returns its result; the result's OK and Err
@@ -246,6 +266,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	res.BenchPeakRSSMB = kbToMB(procStatusKB(0, "VmHWM"))
 	if err != nil {
 		res.Err = err.Error()
+		res.Progress = &Progress{Acked: r.acked.Load(), Handled: r.handled.Load(), Completed: r.completed.Load()}
 	}
 	res.OK = err == nil
 	return res
@@ -273,6 +294,11 @@ type runner struct {
 	parent string
 	// label tells the run's own workers from others a running server lists.
 	label string
+	// acked counts the tasks whose enqueue the server acknowledged, and
+	// handled those the run's workers were handed; completed is the
+	// server's count when waitDone gave up. A failed run reports them.
+	acked, handled atomic.Int64
+	completed      atomic.Pointer[int64]
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -376,4 +402,4 @@ type measured struct {
 	cpu   cpuUse
 }
 
-var errIncomplete = errors.New("the server did not report every task completed")
+var errIncomplete = errors.New("not every task completed")

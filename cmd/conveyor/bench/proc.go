@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,21 +22,35 @@ type serverProc struct {
 	started time.Time
 	ready   time.Duration // from exec to the "serving" line
 	stderr  bytes.Buffer
+	// exited is closed once the process exited and was waited for;
+	// waitErr is then its exit.
+	exited  chan struct{}
+	waitErr error
 }
 
 // startServer runs `<bin> server` on a free loopback port over dataDir and
-// waits for its startup line.
+// waits for its startup line. Where the kernel can (Linux), the server is
+// killed when the bench dies, even by SIGKILL: a bench killed mid-run
+// leaves no server behind.
 func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "warn"}, extra...)
-	p := &serverProc{cmd: exec.Command(bin, args...)}
+	p := &serverProc{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	p.cmd.Env = serverEnv(os.Environ())
-	stdout, err := p.cmd.StdoutPipe()
+	setParentDeathSignal(p.cmd)
+	// A pipe of our own rather than StdoutPipe: Wait, which runs as soon
+	// as the server starts (launch), would close StdoutPipe's under the
+	// reader.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	p.cmd.Stdout = w
 	p.cmd.Stderr = &p.stderr
 	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	err = p.launch()
+	_ = w.Close() // the server has its own copy
+	if err != nil {
+		_ = stdout.Close()
 		return nil, err
 	}
 	// urls is closed when the server's stdout ends: without a URL, the
@@ -43,6 +58,7 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	urls := make(chan string, 1)
 	go func() {
 		defer close(urls)
+		defer func() { _ = stdout.Close() }()
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if u, ok := strings.CutPrefix(sc.Text(), "conveyor serving on "); ok {
@@ -55,7 +71,8 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 	select {
 	case url, ok := <-urls:
 		if !ok {
-			err := p.cmd.Wait()
+			<-p.exited
+			err := p.waitErr
 			if err == nil {
 				err = errors.New("exit status 0")
 			}
@@ -65,9 +82,32 @@ func startServer(bin, dataDir string, extra ...string) (*serverProc, error) {
 		return p, nil
 	case <-time.After(2 * time.Minute):
 		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
+		<-p.exited
 		return nil, fmt.Errorf("server did not start: %s", p.stderr.String())
 	}
+}
+
+// launch starts the server from a goroutine locked to its OS thread, which
+// then waits for the server to exit. The parent-death signal
+// (setParentDeathSignal) fires when the thread that forked the child ends,
+// not the process, and the Go runtime ends a thread when a goroutine
+// locked to it exits without unlocking (any library may do that): the
+// forking thread must outlive the server, so it is kept for this
+// goroutine alone until then.
+func (p *serverProc) launch() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return <-started
 }
 
 // serverEnv is the environment of a fresh server: the bench's own, less
@@ -90,11 +130,9 @@ func (p *serverProc) stop() error {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
-		return err
+	case <-p.exited:
+		return p.waitErr
 	case <-time.After(time.Minute):
 		_ = p.cmd.Process.Kill()
 		return errors.New("server did not stop within a minute of SIGTERM")

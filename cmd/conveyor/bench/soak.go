@@ -54,7 +54,7 @@ type SoakReport struct {
 	Goroutines SoakSeries `json:"goroutines"`
 	FDs        SoakSeries `json:"fds"`
 	// Flat is true when no series grew by more than soakFlatPct from the
-	// warm-up's end to the run's end.
+	// warm-up's end to the load's end.
 	Flat bool `json:"flat"`
 
 	Enqueued   int64 `json:"enqueued"`
@@ -67,10 +67,11 @@ type SoakReport struct {
 	Samples []SoakSample `json:"samples"`
 }
 
-// SoakSeries summarizes one sampled figure after the warm-up. AfterWarmup
-// and End are medians of soakWindow samples (the first after the warm-up,
-// the last of the run), so that one garbage collection or one burst of
-// requests in flight does not decide the verdict.
+// SoakSeries summarizes one sampled figure after the warm-up, while the
+// load ran (verdictSamples). AfterWarmup and End are medians of soakWindow
+// samples (the first after the warm-up, the last under load), so that one
+// garbage collection or one burst of requests in flight does not decide
+// the verdict.
 type SoakSeries struct {
 	AfterWarmup float64 `json:"after_warmup"`
 	End         float64 `json:"end"`
@@ -91,6 +92,9 @@ type SoakSample struct {
 	FDs        float64 `json:"fds"`
 	// Outstanding is how many acknowledged tasks have not completed yet.
 	Outstanding int64 `json:"outstanding"`
+	// UnderLoad is true for the samples taken while the producers ran
+	// (the last one as they stopped), false for those of the drain after.
+	UnderLoad bool `json:"under_load"`
 }
 
 // soak is one SOAK run's shared state.
@@ -137,9 +141,11 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	t0 := time.Now()
 	sampled := make(chan []SoakSample, 1)
 	sampleCtx, stopSampling := context.WithCancel(runCtx)
-	go func() { sampled <- s.sample(sampleCtx, t0) }()
+	loadDone := make(chan struct{})
+	go func() { sampled <- s.sample(sampleCtx, t0, loadDone) }()
 
 	produceErr := s.produce(runCtx)
+	close(loadDone)
 	if produceErr == nil {
 		produceErr = s.waitAll(runCtx)
 	}
@@ -405,10 +411,11 @@ func (s *soak) waitAll(ctx context.Context) error {
 	return nil
 }
 
-// sample reads the server every cfg.SampleEvery until ctx ends, and once
-// more at the end.
-func (s *soak) sample(ctx context.Context, t0 time.Time) []SoakSample {
+// sample reads the server every cfg.SampleEvery until ctx ends, once when
+// loadDone closes (the load's last moment), and once more at the end.
+func (s *soak) sample(ctx context.Context, t0 time.Time, loadDone <-chan struct{}) []SoakSample {
 	var out []SoakSample
+	underLoad := true
 	take := func() {
 		sm, err := s.readServer()
 		if err != nil {
@@ -417,6 +424,7 @@ func (s *soak) sample(ctx context.Context, t0 time.Time) []SoakSample {
 		}
 		sm.AtS = time.Since(t0).Seconds()
 		sm.Outstanding = s.enqueued.Load() - s.complete.Load()
+		sm.UnderLoad = underLoad
 		out = append(out, sm)
 	}
 	t := time.NewTicker(s.r.cfg.SampleEvery)
@@ -426,6 +434,9 @@ func (s *soak) sample(ctx context.Context, t0 time.Time) []SoakSample {
 		case <-ctx.Done():
 			take()
 			return out
+		case <-loadDone:
+			take()
+			underLoad, loadDone = false, nil
 		case <-t.C:
 			take()
 		}
@@ -487,15 +498,23 @@ func (s *soak) scrape(names ...string) (map[string]float64, error) {
 	return out, nil
 }
 
-// summarize fills the series and the verdict from the samples after the
-// warm-up.
-func (rep *SoakReport) summarize() {
-	var after []SoakSample
-	for _, sm := range rep.Samples {
-		if sm.AtS >= rep.WarmupS {
-			after = append(after, sm)
+// verdictSamples are the samples the verdict reads: those after the
+// warm-up, taken while the load ran. The drain after it (up to a minute of
+// a server winding down) would give a server that grew under load an end
+// figure from after the load, and let it pass as flat.
+func verdictSamples(samples []SoakSample, warmupS float64) []SoakSample {
+	var out []SoakSample
+	for _, sm := range samples {
+		if sm.AtS >= warmupS && sm.UnderLoad {
+			out = append(out, sm)
 		}
 	}
+	return out
+}
+
+// summarize fills the series and the verdict from verdictSamples.
+func (rep *SoakReport) summarize() {
+	after := verdictSamples(rep.Samples, rep.WarmupS)
 	if len(after) < 2*soakWindow {
 		return // too short a run to say
 	}

@@ -90,6 +90,7 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 				}
 				if err == nil && len(res) > 0 {
 					r.taskID.CompareAndSwap(nil, &res[0].Task.ID)
+					r.acked.Add(int64(len(res)))
 				}
 				if err != nil {
 					errs <- err
@@ -183,6 +184,7 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 					errs <- err
 					return
 				}
+				r.acked.Add(1)
 			}
 		}()
 	}
@@ -232,15 +234,20 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 	}, nil
 }
 
-// waitDone waits until the handler saw n tasks, then until the server
-// reports n completed and none outstanding, then until all of that is on
-// disk (GetTask reads the server's own writes: it waits for every change
-// already made to be durable).
-func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (time.Time, error) {
-	for handled.Load() < int64(n) {
+// waitDone waits until the handlers saw n tasks (r.handled), then until
+// the server reports n completed and none outstanding, then until all of
+// that is on disk (GetTask reads the server's own writes: it waits for
+// every change already made to be durable).
+func (r *runner) waitDone(ctx context.Context, n int) (time.Time, error) {
+	if r.cfg.waitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.waitTimeout)
+		defer cancel()
+	}
+	for r.handled.Load() < int64(n) {
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%d of %d handled: %w", handled.Load(), n, ctx.Err())
+			return time.Time{}, r.incomplete(ctx, n)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
@@ -260,10 +267,29 @@ func (r *runner) waitDone(ctx context.Context, n int, handled *atomic.Int64) (ti
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, errIncomplete
+			return time.Time{}, r.incomplete(ctx, n)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// incomplete is waitDone's error when ctx ended first: how far the run
+// got, by the bench's counts and by the server's, read once more.
+func (r *runner) incomplete(ctx context.Context, n int) error {
+	got := fmt.Sprintf("%d of %d tasks acknowledged, %d handled", r.acked.Load(), n, r.handled.Load())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if q, err := r.queueInfo(rctx, benchQueue); err != nil {
+		got += fmt.Sprintf("; the server's counts unread (%v)", err)
+	} else {
+		completed := q.GetCompleted()
+		r.completed.Store(&completed)
+		got += fmt.Sprintf("; the server reports %d completed", completed)
+		if rest := unfinished(q); rest != "" {
+			got += ", " + rest
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", errIncomplete, got, ctx.Err())
 }
 
 // admin is an AdminService client of the server under test (the SDK has
@@ -287,15 +313,14 @@ func (r *runner) w3(ctx context.Context) (measured, error) {
 	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
 		return measured{}, fmt.Errorf("prefill: %w", err)
 	}
-	var handled atomic.Int64
 	cpu := markCPU(r.serverPid())
 	t0 := time.Now()
-	stop, err := r.startWorker(ctx, func(int) { handled.Add(1) })
+	stop, err := r.startWorker(ctx, func(int) { r.handled.Add(1) })
 	if err != nil {
 		return measured{}, err
 	}
 	defer func() { _ = stop() }()
-	end, err := r.waitDone(ctx, r.cfg.N, &handled)
+	end, err := r.waitDone(ctx, r.cfg.N)
 	if err != nil {
 		return measured{}, err
 	}
@@ -307,13 +332,12 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	returned := make([]int64, n)
 	started := make([]int64, n)
 	callStart := make([]int64, n)
-	var handled atomic.Int64
 	stop, err := r.startWorker(ctx, func(seq int) {
 		now := mono()
 		if seq >= 0 && seq < n {
 			atomic.StoreInt64(&started[seq], now)
 		}
-		handled.Add(1)
+		r.handled.Add(1)
 	})
 	if err != nil {
 		return measured{}, err
@@ -336,6 +360,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 				atomic.StoreInt64(&returned[seq], mono())
 				if err == nil {
 					r.taskID.CompareAndSwap(nil, &info.ID)
+					r.acked.Add(1)
 				}
 				callStart[seq] = s
 				if err != nil {
@@ -364,7 +389,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	if err := <-errs; err != nil {
 		return measured{}, err
 	}
-	end, err := r.waitDone(ctx, n, &handled)
+	end, err := r.waitDone(ctx, n)
 	if err != nil {
 		return measured{}, err
 	}

@@ -36,6 +36,15 @@
 // period to finish, and those that cannot are handed back un-penalized
 // (RELEASED) rather than retried.
 //
+// When a session is lost, its handlers' contexts are canceled (cause
+// ErrSessionLost) and their results dropped: the server has already given
+// their tasks back. A handler that ignores that and runs on still holds
+// one of the Worker's concurrency slots, so the Worker's next session
+// declares that much less concurrency, keeping the promise that it can run
+// every task the server sends it; while such handlers hold every slot, the
+// Worker waits for one to return before it reconnects. Capacity a returning
+// handler frees comes back with the session after.
+//
 // The Worker checks what it sends against the server's bounds first, so
 // that one task cannot cost the session: a result over MaxResultBytes
 // (1 MiB) fails that attempt (RETRY) instead of being sent, and error and

@@ -183,7 +183,7 @@ func (s *session) execute(ex *execution) {
 	if !s.acquire(ex) {
 		return
 	}
-	defer func() { <-s.w.slots }()
+	defer func() { <-s.slots }()
 	ctx, stop := ex.begin()
 	defer stop()
 	// Settle in a defer, so that even a handler that never returns
@@ -240,7 +240,7 @@ func (s *session) acquire(ex *execution) bool {
 		return false
 	}
 	select {
-	case s.w.slots <- struct{}{}:
+	case s.slots <- struct{}{}:
 		close(ex.turn)
 	case <-wait.Done():
 		close(ex.turn)
@@ -261,7 +261,7 @@ func (s *session) acquire(ex *execution) bool {
 	s.mu.Lock()
 	if s.draining || s.ended || wait.Err() != nil {
 		s.mu.Unlock()
-		<-s.w.slots
+		<-s.slots
 		s.park(ex, wait)
 		return false
 	}
@@ -341,6 +341,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 	}
 	if ex.started {
 		s.started--
+		if s.ended {
+			s.w.orphanReturned() // an orphan (see capacity.go)
+		}
 		if s.started == 0 && s.idle != nil {
 			close(s.idle)
 			s.idle = nil

@@ -73,6 +73,9 @@ var (
 	// ErrSessionLost is the context cause of a handler whose session ended
 	// (the connection broke, the server restarted, or Worker.Close): the
 	// server has released the task's lease, so its result is not reported.
+	// A handler that ignores it keeps a concurrency slot until it returns,
+	// and the Worker's next session declares that much less concurrency
+	// (see Worker).
 	ErrSessionLost = errors.New("conveyor: the worker session ended")
 	// ErrLeaseExpired is the context cause of a handler whose lease, as the
 	// worker reckons it, lapsed because heartbeats could not be sent: the

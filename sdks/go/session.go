@@ -60,7 +60,8 @@ import (
 // heartbeat time + lease_ttl, so a long task that heartbeats must not be
 // stopped when the first lease expiry passes. The handler's context
 // therefore ends at the task's own bound only, computed from the envelope's
-// options (the earlier of options.deadline and handler start +
+// options (the earlier of options.deadline, a time on the server's clock
+// taken on this worker's as serverclock.go says, and receipt +
 // options.timeout; see Delivery.Deadline), and the lease part is tracked
 // separately: each execution's lease is reckoned as receive time + lease_ttl
 // and pushed to heartbeat time + lease_ttl by every Heartbeat actually
@@ -98,9 +99,14 @@ type session struct {
 	// declared: a handler holds a slot from its start until its result is
 	// queued. A handler that outlives the session keeps its slot here,
 	// where no later session's task waits for it (see capacity.go).
-	slots   chan struct{}
-	drainCh chan struct{} // closed when the drain begins
-	done    chan struct{} // closed once the read side has ended
+	slots chan struct{}
+	// clockOffset is this worker's wall clock less the server's, as the
+	// latest dispatch that told it said, if clockKnown (see
+	// serverclock.go). Only the reader touches them.
+	clockOffset time.Duration
+	clockKnown  bool
+	drainCh     chan struct{} // closed when the drain begins
+	done        chan struct{} // closed once the read side has ended
 
 	mu             sync.Mutex
 	tasks          map[string]*execution   // newest unreported execution per task id

@@ -81,6 +81,10 @@ type Worker struct {
 	turnMu   sync.Mutex
 	lastTurn chan struct{}
 
+	// wallSkew is added to the wall clock where it is compared with the
+	// server's: zero, but in tests of a worker clock ahead of the server's.
+	wallSkew time.Duration
+
 	runMu   sync.Mutex
 	started bool
 

@@ -145,3 +145,42 @@ func TestWorkerOrphanHoldingEverySlotDelaysHello(t *testing.T) {
 	}
 	e.waitState(a, conveyorv1.TaskState_TASK_STATE_COMPLETED, 30*time.Second)
 }
+
+// TestWorkerUnwindingHandlerDoesNotNarrowTheNextHello: a handler that is
+// still returning from its cancellation when the worker reconnects (the
+// first reconnect may come at once) is waited for, so the new session
+// declares the whole concurrency rather than running short of it for as
+// long as it lasts.
+func TestWorkerUnwindingHandlerDoesNotNarrowTheNextHello(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{})
+	proxy := wtStartProxy(t, e.srv.Addr().String())
+	started, release := make(chan struct{}), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	var runs atomic.Int32
+	logs := wtLogWatch{msgs: make(chan string, 256)}
+	w := wtNewWorker(t, proxy.URL(), conveyor.WithQueue("orphan", 1), conveyor.WithConcurrency(2),
+		conveyor.WithLogger(slog.New(logs)))
+	w.HandleFunc("unwinding", func(ctx context.Context, _ *conveyor.Delivery) error {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-ctx.Done() // honours its context, but takes a while to return
+			<-release
+		}
+		return nil
+	})
+	wtRun(t, w)
+	a := e.enqueue(wtReq("orphan", "unwinding", "{}", nil))
+	wtRecv(t, started, 10*time.Second, "A starts")
+	first := e.waitSession("")
+
+	proxy.cutAll()
+	logs.await(t, "waiting for the handlers of a lost session to return before reconnecting")
+	releaseOnce()
+	second := e.waitSession(first.GetSessionId())
+	if got := second.GetConcurrency(); got != 2 {
+		t.Fatalf("the session after the cut declares concurrency %d, want 2 (the handler returned within the grace)", got)
+	}
+	e.waitState(a, conveyorv1.TaskState_TASK_STATE_COMPLETED, 30*time.Second)
+}

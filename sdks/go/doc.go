@@ -36,6 +36,24 @@
 // period to finish, and those that cannot are handed back un-penalized
 // (RELEASED) rather than retried.
 //
+// When a session is lost, its handlers' contexts are canceled (cause
+// ErrSessionLost) and their results dropped: the server has already given
+// their tasks back. A handler that ignores that and runs on still holds
+// one of the Worker's concurrency slots, so the Worker's next session
+// declares that much less concurrency, keeping the promise that it can run
+// every task the server sends it; while such handlers hold every slot, the
+// Worker waits for one to return before it reconnects. Capacity a returning
+// handler frees comes back with the session after.
+//
+// A task's Deadline option is a time on the server's clock. The Worker
+// takes it as the time left when the server dispatched the task, counted
+// from the receipt on its own clock, so a worker clock ahead of the
+// server's or behind it moves no handler's deadline. The server's clock is
+// read from the dispatches; a task that still
+// seems past its deadline on arrival is failed (retried with backoff, and
+// archived once the server's clock passes the deadline) rather than handed
+// back to be sent straight back.
+//
 // The Worker checks what it sends against the server's bounds first, so
 // that one task cannot cost the session: a result over MaxResultBytes
 // (1 MiB) fails that attempt (RETRY) instead of being sent, and error and

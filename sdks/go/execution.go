@@ -36,8 +36,9 @@ type execution struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// startBy is the attempt's bound as the server reckons it: the
-	// earliest, over its tasks, of the Deadline option and receipt plus the
-	// Timeout option (Dispatch.deadline without its lease part), or zero.
+	// earliest, over its tasks, of the Deadline option (on this worker's
+	// clock; see serverclock.go) and receipt plus the Timeout option
+	// (Dispatch.deadline without its lease part), or zero.
 	// Heartbeats hold a lease only a little past it (5s, on our server),
 	// so an execution still waiting to start then gives its tasks back.
 	startBy time.Time
@@ -82,7 +83,7 @@ func (s *session) dispatch(base context.Context, d *conveyorv1.Dispatch, now tim
 	if del.AttemptID == "" {
 		del.AttemptID = d.GetAttemptId() // the same as the envelope's, when both are set
 	}
-	ex := s.newExecution(base, []*Delivery{del}, now)
+	ex := s.newExecution(base, []*Delivery{del}, now, timeOrZero(d.GetDeadline()))
 	if s.w.batchHandlerFor(del.Type) != nil {
 		// A batch member back on its own: a batch of one.
 		ex.batch = &DeliveryBatch{Tasks: []*Delivery{del}}
@@ -106,20 +107,22 @@ func (s *session) dispatchBatch(base context.Context, b *conveyorv1.BatchDispatc
 	for _, env := range envs {
 		batch.Tasks = append(batch.Tasks, newDelivery(env))
 	}
-	ex := s.newExecution(base, batch.Tasks, now)
+	ex := s.newExecution(base, batch.Tasks, now, timeOrZero(b.GetDeadline()))
 	ex.batch, ex.batchFrame = batch, true
 	s.admit(ex)
 }
 
 // newExecution builds an execution of dels (one task, or a batch's
-// members), received at now.
-func (s *session) newExecution(base context.Context, dels []*Delivery, now time.Time) *execution {
+// members), received at now in a frame carrying deadline.
+func (s *session) newExecution(base context.Context, dels []*Delivery, now, deadline time.Time) *execution {
+	clock := s.clockFor(now, deadline, dels)
 	ctx, cancel := context.WithCancelCause(base)
 	ex := &execution{s: s, d: dels[0], ctx: ctx, cancel: cancel, received: now,
 		done: make(chan struct{}), turn: make(chan struct{}), leaseExpiry: now.Add(s.leaseTTL),
 		ids: make([]string, len(dels)), attempts: make([]string, len(dels))}
 	for i, d := range dels {
 		ex.ids[i], ex.attempts[i] = d.ID, d.AttemptID
+		d.deadline = clock.local(d.Options.Deadline)
 		ex.startBy = earlier(ex.startBy, d.attemptBound(now))
 	}
 	return ex
@@ -183,7 +186,7 @@ func (s *session) execute(ex *execution) {
 	if !s.acquire(ex) {
 		return
 	}
-	defer func() { <-s.w.slots }()
+	defer func() { <-s.slots }()
 	ctx, stop := ex.begin()
 	defer stop()
 	// Settle in a defer, so that even a handler that never returns
@@ -240,7 +243,7 @@ func (s *session) acquire(ex *execution) bool {
 		return false
 	}
 	select {
-	case s.w.slots <- struct{}{}:
+	case s.slots <- struct{}{}:
 		close(ex.turn)
 	case <-wait.Done():
 		close(ex.turn)
@@ -261,7 +264,7 @@ func (s *session) acquire(ex *execution) bool {
 	s.mu.Lock()
 	if s.draining || s.ended || wait.Err() != nil {
 		s.mu.Unlock()
-		<-s.w.slots
+		<-s.slots
 		s.park(ex, wait)
 		return false
 	}
@@ -299,12 +302,7 @@ func (s *session) endUnstarted(ex *execution, wait context.Context) {
 	cause := context.Cause(wait)
 	switch {
 	case errors.Is(cause, context.DeadlineExceeded):
-		// Its startBy passed, and the server is about to take its lease
-		// back as a failed attempt: give it back first. It never ran, so
-		// this is no failure of the task (nor, in a drain, may it be one:
-		// protocol §5.10).
-		s.settle(ex, ex.results(conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED,
-			"released unstarted: its timeout or deadline passed while it waited to start"))
+		s.settle(ex, ex.unstartedResults())
 	case errors.Is(cause, ErrCanceledByServer), errors.Is(cause, ErrLeaseExpired):
 		// The server still expects this attempt's Result (it drops it),
 		// before any Result for a redelivery of the task.
@@ -312,6 +310,29 @@ func (s *session) endUnstarted(ex *execution, wait context.Context) {
 	default:
 		s.settle(ex, nil) // the session is gone: nothing to report
 	}
+}
+
+// unstartedResults answers the tasks of an execution whose startBy passed
+// before it started. A task whose own bound had not passed when it arrived
+// is given back (RELEASED): the server is about to take its lease back as
+// a failed attempt, and it never ran, so this is no failure of the task
+// (nor, in a drain, may it be one: protocol §5.10). A task whose deadline
+// had already passed by then, by this worker's reckoning though not by the
+// server's (which archives such a task instead of sending it), would come
+// straight back if given back: it is failed (RETRY), to be backed off and
+// archived once the server's clock passes the deadline.
+func (ex *execution) unstartedResults() []*conveyorv1.Result {
+	rs := make([]*conveyorv1.Result, len(ex.ids))
+	for i, d := range ex.deliveries() {
+		r := &conveyorv1.Result{TaskId: d.ID, AttemptId: ex.attempts[i], Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED,
+			ErrorMsg: "released unstarted: its timeout or deadline passed while it waited to start"}
+		if !d.attemptBound(ex.received).After(ex.received) {
+			r.Outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY
+			r.ErrorMsg = "not started: its deadline had passed by this worker's clock when it arrived (is the worker's clock ahead of the server's?)"
+		}
+		rs[i] = r
+	}
+	return rs
 }
 
 // results gives every task of ex the same outcome.
@@ -341,6 +362,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 	}
 	if ex.started {
 		s.started--
+		if s.ended {
+			s.w.orphanReturned() // an orphan (see capacity.go)
+		}
 		if s.started == 0 && s.idle != nil {
 			close(s.idle)
 			s.idle = nil

@@ -24,3 +24,8 @@ func SetEnqueueLingerForTest(c *Client, d time.Duration) {
 	defer c.batcher.mu.Unlock()
 	c.batcher.lingerFor = func(time.Duration) time.Duration { return d }
 }
+
+// SetClockSkewForTest makes w compare the server's times with a wall clock
+// d ahead of the host's (behind, for a negative d), as a worker on a host
+// whose clock is off would. Call it before Run.
+func SetClockSkewForTest(w *Worker, d time.Duration) { w.wallSkew = d }

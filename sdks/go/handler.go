@@ -73,6 +73,9 @@ var (
 	// ErrSessionLost is the context cause of a handler whose session ended
 	// (the connection broke, the server restarted, or Worker.Close): the
 	// server has released the task's lease, so its result is not reported.
+	// A handler that ignores it keeps a concurrency slot until it returns,
+	// and the Worker's next session declares that much less concurrency
+	// (see Worker).
 	ErrSessionLost = errors.New("conveyor: the worker session ended")
 	// ErrLeaseExpired is the context cause of a handler whose lease, as the
 	// worker reckons it, lapsed because heartbeats could not be sent: the
@@ -131,7 +134,10 @@ type Delivery struct {
 	// Deadline is when the handler's context ends on its own: the earlier
 	// of the task's Deadline option and the time the worker received the
 	// task plus its Timeout option (the server counts the timeout from the
-	// dispatch). It is zero when the task has neither. The lease
+	// dispatch). The Deadline option is a time on the server's clock: the
+	// worker takes it as the time left at the dispatch, counted from the
+	// receipt, so that a worker clock ahead of or behind the server's
+	// moves neither bound. It is zero when the task has neither. The lease
 	// is not part of it: the worker's heartbeats keep the lease alive for
 	// as long as the handler runs.
 	Deadline time.Time
@@ -144,6 +150,10 @@ type Delivery struct {
 	// server already took back cannot touch the next one). It is empty
 	// from a server that does not fence attempts.
 	AttemptID string
+
+	// deadline is the Deadline option on this worker's clock: the option
+	// is a time on the server's (see serverclock.go).
+	deadline time.Time
 
 	ex     *execution
 	mu     sync.Mutex
@@ -276,10 +286,10 @@ func newDelivery(env *conveyorv1.TaskEnvelope) *Delivery {
 }
 
 // attemptBound is when an attempt of d counted from start must end: the
-// earlier of its Deadline option and start plus its Timeout option, or
-// zero when it has neither.
+// earlier of its Deadline option (on this worker's clock) and start plus
+// its Timeout option, or zero when it has neither.
 func (d *Delivery) attemptBound(start time.Time) time.Time {
-	bound := d.Options.Deadline
+	bound := d.deadline
 	if to := d.Options.Timeout; to > 0 {
 		bound = earlier(bound, start.Add(to))
 	}

@@ -34,6 +34,16 @@ import (
 // ErrSessionLost and its result is dropped: the server has released its
 // lease (and may already have given the task to another worker).
 //
+// # Slots
+//
+// A session runs its tasks in slots of its own, as many as its Hello
+// declared, so that it can run every task the server may send it (§5.5).
+// A handler that ignores the cancellation at the session's end lives on in
+// its lost session's slot, an orphan; the next Hello declares the Worker's
+// concurrency less its orphans, and waits, if they hold every slot, until
+// one returns. A session keeps the concurrency it declared: a slot an
+// orphan frees is the next session's (see capacity.go).
+//
 // # Attempts
 //
 // A fencing server names each delivery with an attempt id, and the worker
@@ -50,7 +60,8 @@ import (
 // heartbeat time + lease_ttl, so a long task that heartbeats must not be
 // stopped when the first lease expiry passes. The handler's context
 // therefore ends at the task's own bound only, computed from the envelope's
-// options (the earlier of options.deadline and handler start +
+// options (the earlier of options.deadline, a time on the server's clock
+// taken on this worker's as serverclock.go says, and receipt +
 // options.timeout; see Delivery.Deadline), and the lease part is tracked
 // separately: each execution's lease is reckoned as receive time + lease_ttl
 // and pushed to heartbeat time + lease_ttl by every Heartbeat actually
@@ -83,9 +94,19 @@ type session struct {
 	leaseTTL          time.Duration
 	heartbeatInterval time.Duration
 
-	wake    chan struct{} // wakes the writer; capacity 1
-	drainCh chan struct{} // closed when the drain begins
-	done    chan struct{} // closed once the read side has ended
+	wake chan struct{} // wakes the writer; capacity 1
+	// slots is the session's concurrency semaphore, as large as its Hello
+	// declared: a handler holds a slot from its start until its result is
+	// queued. A handler that outlives the session keeps its slot here,
+	// where no later session's task waits for it (see capacity.go).
+	slots chan struct{}
+	// clockOffset is this worker's wall clock less the server's, as the
+	// latest dispatch that told it said, if clockKnown (see
+	// serverclock.go). Only the reader touches them.
+	clockOffset time.Duration
+	clockKnown  bool
+	drainCh     chan struct{} // closed when the drain begins
+	done        chan struct{} // closed once the read side has ended
 
 	mu             sync.Mutex
 	tasks          map[string]*execution   // newest unreported execution per task id
@@ -104,6 +125,10 @@ var errHandshakeTimeout = fmt.Errorf("conveyor: no Welcome within %s of Hello", 
 // runSession opens a stream, says Hello, waits for Welcome and serves the
 // session until the stream ends. established reports whether Welcome came.
 func (w *Worker) runSession(base context.Context) (established bool, err error) {
+	concurrency, ok := w.awaitCapacity()
+	if !ok {
+		return false, nil // stopping
+	}
 	streamCtx, cancelStream := context.WithCancelCause(context.Background())
 	defer cancelStream(nil)
 	stream := w.client.Session(streamCtx)
@@ -134,7 +159,7 @@ func (w *Worker) runSession(base context.Context) (established bool, err error) 
 			abort(errHandshakeTimeout)
 		}
 	}()
-	welcome, err := w.handshake(stream)
+	welcome, err := w.handshake(stream, concurrency)
 	close(handshaking)
 	<-watched
 	if cause := context.Cause(streamCtx); cause != nil {
@@ -157,6 +182,7 @@ func (w *Worker) runSession(base context.Context) (established bool, err error) 
 		done:              make(chan struct{}),
 		tasks:             map[string]*execution{},
 		live:              map[*execution]struct{}{},
+		slots:             make(chan struct{}, concurrency),
 	}
 	if s.leaseTTL <= 0 {
 		s.leaseTTL = 60 * time.Second // the protocol's default
@@ -169,11 +195,12 @@ func (w *Worker) runSession(base context.Context) (established bool, err error) 
 	return true, s.run(base)
 }
 
-// handshake sends Hello and returns the server's Welcome.
-func (w *Worker) handshake(stream *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) (*conveyorv1.Welcome, error) {
+// handshake sends Hello, declaring concurrency, and returns the server's
+// Welcome.
+func (w *Worker) handshake(stream *connect.BidiStreamForClient[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], concurrency int) (*conveyorv1.Welcome, error) {
 	hello := &conveyorv1.Hello{
 		Queues:           w.cfg.queues,
-		Concurrency:      int32(w.cfg.concurrency),
+		Concurrency:      int32(concurrency),
 		Labels:           w.cfg.labels,
 		SdkVersion:       Version,
 		MinServerVersion: w.cfg.minServerVersion,
@@ -245,6 +272,7 @@ func (s *session) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended = true
+	s.w.addOrphans(s.started) // settle counts each one's return
 	for ex := range s.live {
 		ex.cancel(ErrSessionLost)
 		if ex.prog.timer != nil {

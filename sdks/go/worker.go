@@ -49,7 +49,11 @@ const (
 // HandleFunc or HandleJSON, then call Run.
 //
 // A Worker runs at most its concurrency of handlers at once; the server
-// never has more than that many tasks out to it. It heartbeats every task
+// never has more than that many tasks out to it. A handler that ignores
+// its canceled context after a lost session still holds its slot: sessions
+// opened while it runs declare that much less concurrency (and while such
+// handlers hold every slot, the Worker waits for one to return before it
+// reconnects). It heartbeats every task
 // it holds, reconnects with jittered backoff when the session breaks, and
 // stops gracefully (see Run). Delivery is at least once: a task may run
 // again after a crash, a lost connection or a lapsed lease.
@@ -64,16 +68,22 @@ type Worker struct {
 	batchHandlers map[string]BatchHandler
 	middleware    []Middleware
 
-	// slots is the concurrency semaphore: a handler holds a slot from the
-	// moment it starts until its result is queued. It spans sessions, so a
-	// handler still unwinding from a lost session keeps its slot.
-	slots chan struct{}
+	// orphans counts the handlers still running from sessions that ended
+	// (see capacity.go); orphanGone is closed, and replaced, whenever one
+	// returns.
+	orphanMu   sync.Mutex
+	orphans    int
+	orphanGone chan struct{}
 	// running counts the goroutines of every execution.
 	running sync.WaitGroup
 	// lastTurn is the turn of the latest dispatched execution: executions
 	// try for a slot one after another, in dispatch order.
 	turnMu   sync.Mutex
 	lastTurn chan struct{}
+
+	// wallSkew is added to the wall clock where it is compared with the
+	// server's: zero, but in tests of a worker clock ahead of the server's.
+	wallSkew time.Duration
 
 	runMu   sync.Mutex
 	started bool
@@ -129,7 +139,7 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		client:        conveyorv1connect.NewWorkerServiceClient(sessionClient(conn.httpClient), url, conn.connectOptions()...),
 		handlers:      map[string]Handler{},
 		batchHandlers: map[string]BatchHandler{},
-		slots:         make(chan struct{}, cfg.concurrency),
+		orphanGone:    make(chan struct{}),
 		lastTurn:      closedChan(),
 		stopCh:        make(chan struct{}),
 		abandonCh:     make(chan struct{}),

@@ -1,18 +1,16 @@
 // Tasks a worker holds without starting them: parked by a drain, or
-// waiting for a slot that a handler of a lost session still holds. Only a
-// scripted server can dispatch at such moments (see worker_fake_test.go).
+// waiting for a slot (sent past the declared concurrency). Only a scripted
+// server can dispatch at such moments (see worker_fake_test.go).
 
 package conveyor_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -40,49 +38,49 @@ func TestWorkerFakeDrainReleasesParkedTaskAtItsTimeout(t *testing.T) {
 	d.finish(t)
 }
 
-// TestWorkerFakeTimeoutCountsFromReceipt: after a reconnect, the new
-// session's tasks wait for the slot a handler of the lost session holds
-// while it unwinds. One whose timeout passes meanwhile is given back
+// TestWorkerFakeTimeoutCountsFromReceipt: tasks a server sends past the
+// declared concurrency (which ours never does) wait for the slot the
+// running task holds. One whose timeout passes meanwhile is given back
 // unstarted (RELEASED); one that starts later has what is left of its
 // timeout counted from its receipt, as the server counts it.
 func TestWorkerFakeTimeoutCountsFromReceipt(t *testing.T) {
 	t.Parallel()
 	f := &wtFake{}
 	url := wtStartFake(t, f)
-	unwound := make(chan struct{})
-	unwind := sync.OnceFunc(func() { close(unwound) })
+	unblocked := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(unblocked) })
 	started := make(chan *conveyor.Delivery, 4)
 	w := wtNewWorker(t, url, conveyor.WithConcurrency(1))
 	w.HandleFunc("t", func(ctx context.Context, d *conveyor.Delivery) error {
 		started <- d
 		if d.ID == "A" {
-			<-ctx.Done()
-			<-unwound // a slow unwind keeps the only slot
+			<-unblocked // keeps the only slot
 		}
 		return nil
 	})
 	wtRun(t, w)
-	t.Cleanup(unwind) // before the worker's cleanup, should the test fail first
-	s1 := f.session(t)
-	s1.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
+	t.Cleanup(unblock) // before the worker's cleanup, should the test fail first
+	s := f.session(t)
+	s.send(wtDispatch("A", "t", "{}", nil, time.Now().Add(time.Hour)))
 	wtRecv(t, started, 10*time.Second, "A starts")
-	s1.end <- connect.NewError(connect.CodeUnavailable, errors.New("going away"))
 
-	s2 := f.session(t)
 	// B's timeout is also how long C, sent right after it, has to arrive
 	// before the slot frees: the check of C's deadline below needs C
 	// received by then.
 	short := &conveyorv1.TaskOptions{Timeout: durationpb.New(time.Second)}
 	long := &conveyorv1.TaskOptions{Timeout: durationpb.New(time.Minute)}
-	s2.send(wtDispatch("B", "t", "{}", short, time.Now().Add(time.Second)))
+	s.send(wtDispatch("B", "t", "{}", short, time.Now().Add(time.Second)))
 	sentC := time.Now()
-	s2.send(wtDispatch("C", "t", "{}", long, time.Now().Add(time.Minute)))
-	r := s2.next("B's result", wtIsResult("B"), wtNoResult(t)).GetResult()
+	s.send(wtDispatch("C", "t", "{}", long, time.Now().Add(time.Minute)))
+	r := s.next("B's result", wtIsResult("B"), wtNoResult(t)).GetResult()
 	if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED {
 		t.Fatalf("B's result = %v, want RELEASED (it never started)", r)
 	}
 	freed := time.Now()
-	unwind() // C cannot start before this
+	unblock() // C cannot start before this
+	if r := s.next("A's result", wtIsResult("A"), nil).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		t.Fatalf("A's result = %v, want SUCCESS", r)
+	}
 	c := wtRecv(t, started, 10*time.Second, "C starts")
 	if c.ID != "C" {
 		t.Fatalf("%s started, want C (B was given back)", c.ID)
@@ -94,7 +92,7 @@ func TestWorkerFakeTimeoutCountsFromReceipt(t *testing.T) {
 		t.Fatalf("C's deadline is %s after it was sent and %s after it could start; want its receipt plus its 1m timeout",
 			c.Deadline.Sub(sentC), c.Deadline.Sub(freed))
 	}
-	if r := s2.next("C's result", wtIsResult("C"), wtNoResult(t)).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+	if r := s.next("C's result", wtIsResult("C"), wtNoResult(t)).GetResult(); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
 		t.Fatalf("C's result = %v, want SUCCESS", r)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -295,6 +296,22 @@ func TestBulkTasks(t *testing.T) {
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("BulkTasks(%v): %v, want invalid_argument", bad, err)
 		}
+	}
+	// An action its state never takes is refused before any task is met.
+	before := queueCounts(t, s, "bulk")
+	st, err := admin.BulkTasks(context.Background(), connect.NewRequest(&conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_RUN, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING}))
+	if err == nil {
+		for st.Receive() {
+			t.Errorf("a refused bulk run sent progress %v", st.Msg())
+		}
+		err = st.Err()
+	}
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "run does not apply to pending tasks") {
+		t.Errorf("bulk run of pending tasks: %v, want failed_precondition naming the action and the state", err)
+	}
+	if after := queueCounts(t, s, "bulk"); !proto.Equal(after, before) {
+		t.Errorf("a refused bulk run changed the queue: %v, then %v", before, after)
 	}
 }
 

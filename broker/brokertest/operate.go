@@ -18,6 +18,7 @@ func operateCases() []testCase {
 		{name: "RunCanceledThenRestartWhileActive", env: testRunCanceledRestart},
 		{name: "Run", fn: testRun},
 		{name: "RunUniqueKeyTaken", fn: testRunUniqueTaken},
+		{name: "RunUniqueClaimLapsed", fn: testRunUniqueClaimLapsed},
 		{name: "Archive", fn: testArchive},
 		{name: "Delete", fn: testDelete},
 		{name: "NotApplicable", fn: testActNotApplicable},
@@ -242,6 +243,25 @@ func testRunUniqueTaken(t *testing.T, b broker.Broker) {
 	r := act(t, b, broker.ActionRun, at(2*time.Second), old.ID)[0]
 	requireErrIs(t, "run a task whose unique key is taken", r.Err, broker.ErrAlreadyExists)
 	RequireState(t, b, old.ID, archived)
+}
+
+// testRunUniqueClaimLapsed: a task that took the key for a while only
+// holds it no longer once that while is over, so a task run again takes
+// the key back (and a third task is refused it).
+func testRunUniqueClaimLapsed(t *testing.T, b broker.Broker) {
+	nt := NewTask("q")
+	nt.UniqueKey = "k"
+	old := EnqueueOne(t, b, T0, nt)
+	Archive(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), "bad", T0)
+	brief := NewTask("q")
+	brief.UniqueKey, brief.UniqueUntil = "k", at(2*time.Second)
+	EnqueueOne(t, b, at(time.Second), brief)
+	actOK(t, b, broker.ActionRun, at(3*time.Second), old.ID)
+	RequireState(t, b, old.ID, pending)
+	third := NewTask("q")
+	third.UniqueKey = "k"
+	res := enqueueResults(t, b, at(4*time.Second), third)
+	requireErrIs(t, "enqueue a key the revived task holds", res[0].Err, broker.ErrAlreadyExists)
 }
 
 func testArchive(t *testing.T, b broker.Broker) {

@@ -237,7 +237,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	if !action.Applies(p.State) {
 		// Every task would fail on its own, a chunk at a time: say so once.
 		return connect.NewError(connect.CodeFailedPrecondition,
-			fmt.Errorf("%s does not apply to %s tasks: no task in that state can take it", action, p.State))
+			fmt.Errorf("%s does not apply to %s tasks", action, p.State))
 	}
 	q, err := a.broker.Queue(ctx, p.Queue)
 	if err != nil {

@@ -245,9 +245,9 @@ func testRunUniqueTaken(t *testing.T, b broker.Broker) {
 	RequireState(t, b, old.ID, archived)
 }
 
-// testRunUniqueClaimLapsed: a task that took the key for a while only
-// holds it no longer once that while is over, so a task run again takes
-// the key back (and a third task is refused it).
+// testRunUniqueClaimLapsed: a task that took the key with a unique_until
+// holds it no longer once that time has passed, so a task run again takes
+// the key back, and a third task is refused it.
 func testRunUniqueClaimLapsed(t *testing.T, b broker.Broker) {
 	nt := NewTask("q")
 	nt.UniqueKey = "k"

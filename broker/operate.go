@@ -99,6 +99,11 @@ type ListParams struct {
 	// Limit bounds the page (the engine may return fewer, e.g. to bound
 	// the bytes of one answer).
 	Limit int
+	// Brief lists the tasks without what can make them large (payload,
+	// result, metadata, errors, progress message), for a caller that needs
+	// only their ids and states, a bulk action: a page then holds Limit
+	// tasks however large they are. A search still looks at all of them.
+	Brief bool
 }
 
 // ListPage is one page of a listing. Tasks are in id order, whatever

@@ -246,7 +246,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	progress := &conveyorv1.BulkTasksProgress{Total: q.Counts[p.State]}
 	start := a.server.now()
 	last := lastIDAt(start)
-	p.Limit = bulkChunk
+	p.Limit, p.Brief = bulkChunk, true
 	for {
 		page, err := a.broker.ListTasks(ctx, p)
 		if err != nil {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -369,6 +370,28 @@ func TestBulkTasksOnAHundredThousand(t *testing.T) {
 	}
 	if during == 0 {
 		t.Fatal("the other queue got no dispatch while the bulk actions ran")
+	}
+}
+
+// TestBulkTasksOnLargeTasks: tasks with the largest payloads are acted on
+// a full chunk at a time (the listing under a bulk action leaves the
+// payloads out), not a few per chunk as a listing's answer bound would
+// allow.
+func TestBulkTasksOnLargeTasks(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	payload := bytes.Repeat([]byte("x"), server.MaxPayloadBytes)
+	for range 12 {
+		enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "big", Type: "t", Payload: payload, ContentType: "application/octet-stream"})
+	}
+	msgs := runBulk(t, adminClient(t, s), &conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "big", State: conveyorv1.TaskState_TASK_STATE_PENDING}, nil)
+	if last := msgs[len(msgs)-1]; len(msgs) != 1 || !last.GetDone() || last.GetSucceeded() != 12 {
+		t.Fatalf("%d progress messages, last %v; want one chunk archiving all 12", len(msgs), last)
+	}
+	if q := queueCounts(t, s, "big"); q.GetArchived() != 12 {
+		t.Fatalf("after the bulk archive: %v", q)
 	}
 }
 

@@ -88,6 +88,9 @@ func (l *lister) scan(from key) error {
 			l.examined++
 			continue
 		}
+		if l.p.Brief {
+			brief(task)
+		}
 		l.page.Tasks = append(l.page.Tasks, task)
 		l.bytes += answerBytes(task)
 	}
@@ -108,6 +111,12 @@ func answerBytes(t *broker.Task) int {
 		n += len(e.Message)
 	}
 	return n
+}
+
+// brief drops what answerBytes counts from a task of a Brief listing.
+func brief(t *broker.Task) {
+	t.Payload, t.Result, t.Metadata, t.Errors = nil, nil, nil, nil
+	t.LastError, t.ProgressMessage = "", ""
 }
 
 // runs positions a cursor on each (queue, state, type) range the listing

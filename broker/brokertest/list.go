@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -17,6 +18,7 @@ func listCases() []testCase {
 		{name: "FollowsStateChanges", fn: testListFollows},
 		{name: "EveryStateWhileTasksMove", fn: testListEveryStateWhileMoving},
 		{name: "BadCursor", fn: testListBadCursor},
+		{name: "Brief", fn: testListBrief},
 		{name: "AfterRestart", env: testListRestart},
 	}
 }
@@ -264,5 +266,44 @@ func testListRestart(t *testing.T, e *Env) {
 	}
 	if page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: active, Limit: 10}); err != nil || len(page.Tasks) != 0 {
 		t.Fatalf("ACTIVE after a restart = %v, %v; want none", page.Tasks, err)
+	}
+}
+
+// testListBrief: a Brief listing leaves out payloads and metadata, so a
+// page holds as many tasks as it asks for however large they are (more
+// than an engine's answer could carry with them), and a search still
+// looks in what it leaves out.
+func testListBrief(t *testing.T, b broker.Broker) {
+	var want []string
+	var payloads [][]byte
+	for i := range 6 {
+		nt := NewTask("q")
+		nt.Payload = fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i, bytes.Repeat([]byte("x"), 1<<20-32))
+		payloads = append(payloads, nt.Payload)
+		nt.Metadata = map[string]string{"tenant": "acme"}
+		want = append(want, EnqueueOne(t, b, T0, nt).ID)
+	}
+	page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: pending, Limit: 10, Brief: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, task := range page.Tasks {
+		got = append(got, task.ID)
+		if task.Payload != nil || task.Metadata != nil || task.State != pending {
+			t.Fatalf("a brief listing gave task %s with %d payload bytes, metadata %v, state %s",
+				task.ID, len(task.Payload), task.Metadata, task.State)
+		}
+	}
+	if !slices.Equal(got, want) || page.Next != "" {
+		t.Fatalf("a brief page of 10 = %v (next %q), want all of %v", got, page.Next, want)
+	}
+	page, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Search: `"n":3,`, Limit: 10, Brief: true})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != want[3] {
+		t.Fatalf("a brief search in the payloads = %v, %v; want task %s", page.Tasks, err, want[3])
+	}
+	page, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Limit: 1})
+	if err != nil || len(page.Tasks) != 1 || !bytes.Equal(page.Tasks[0].Payload, payloads[0]) || page.Tasks[0].Metadata["tenant"] != "acme" {
+		t.Fatalf("a full listing after a brief one = %v, %v; want the first task whole", page.Tasks, err)
 	}
 }

@@ -185,6 +185,7 @@ type Result struct {
 	CPUMachinePct   float64 `json:"cpu_machine_pct"`
 	CPUBenchPct     float64 `json:"cpu_bench_pct"`
 	CPUServerPct    float64 `json:"cpu_server_pct,omitempty"`
+	CPUStealPct     float64 `json:"cpu_steal_pct"`
 
 	// MEM only: the server's anonymous memory holding N pending tasks, and
 	// how long a restart takes to reopen them ready to dispatch.
@@ -340,7 +341,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.res.WallS = m.wall.Seconds()
 	r.res.TPS = float64(m.count) / m.wall.Seconds()
-	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = m.cpu.machinePct, m.cpu.benchPct, m.cpu.serverPct
+	r.res.setCPU(m.cpu)
 	return nil
 }
 

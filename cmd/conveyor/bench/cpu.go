@@ -13,32 +13,38 @@ import (
 const clockTicks = 100
 
 // cpuMark is a point from which CPU use is measured: the whole machine's
-// busy share, this process's CPU and the server's.
+// busy share (and the hypervisor's steal in it), this process's CPU and
+// the server's.
 type cpuMark struct {
-	wall           time.Time
-	busy, all      uint64
-	self           time.Duration
-	serverPid      int
-	serverTicks    uint64
-	machineCPUs    float64
-	haveMachineCPU bool
+	wall             time.Time
+	busy, all, steal uint64
+	self             time.Duration
+	serverPid        int
+	serverTicks      uint64
+	machineCPUs      float64
+	haveMachineCPU   bool
 }
 
 type cpuUse struct {
 	machinePct, benchPct, serverPct float64
+	// stealPct is CPU the hypervisor gave to other machines while this
+	// one wanted it (counted in machinePct): runs with much of it measured
+	// a slower machine than their neighbours did.
+	stealPct float64
 }
 
 func markCPU(serverPid int) cpuMark {
-	busy, all, ok := machineJiffies()
-	return cpuMark{wall: time.Now(), busy: busy, all: all, haveMachineCPU: ok, self: selfCPU(),
+	busy, all, steal, ok := machineJiffies()
+	return cpuMark{wall: time.Now(), busy: busy, all: all, steal: steal, haveMachineCPU: ok, self: selfCPU(),
 		serverPid: serverPid, serverTicks: procTicks(serverPid), machineCPUs: float64(runtime.NumCPU())}
 }
 
 func (m cpuMark) since() cpuUse {
 	var u cpuUse
 	wall := time.Since(m.wall)
-	if busy, all, ok := machineJiffies(); ok && m.haveMachineCPU && all > m.all {
+	if busy, all, steal, ok := machineJiffies(); ok && m.haveMachineCPU && all > m.all {
 		u.machinePct = 100 * m.machineCPUs * float64(busy-m.busy) / float64(all-m.all)
+		u.stealPct = 100 * m.machineCPUs * float64(steal-m.steal) / float64(all-m.all)
 	}
 	if wall > 0 {
 		u.benchPct = 100 * float64(selfCPU()-m.self) / float64(wall)
@@ -49,16 +55,23 @@ func (m cpuMark) since() cpuUse {
 	return u
 }
 
-// machineJiffies returns the busy and total jiffies of all CPUs.
-func machineJiffies() (busy, all uint64, ok bool) {
+// machineJiffies returns the busy, total and stolen jiffies of all CPUs.
+func machineJiffies() (busy, all, steal uint64, ok bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPULine(line)
+}
+
+// parseCPULine reads /proc/stat's first line, "cpu user nice system idle
+// iowait irq softirq steal guest guest_nice", as the peer harness does:
+// busy is every field but idle and iowait, steal is counted in it.
+func parseCPULine(line string) (busy, all, steal uint64, ok bool) {
 	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, 0, false
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, 0, false
 	}
 	var v [10]uint64
 	for i := 1; i < len(f) && i <= 10; i++ {
@@ -67,8 +80,8 @@ func machineJiffies() (busy, all uint64, ok bool) {
 	for _, x := range v {
 		all += x
 	}
-	idle := v[3] + v[4] // idle + iowait
-	return all - idle, all, true
+	idle := v[3] + v[4]
+	return all - idle, all, v[7], true
 }
 
 func selfCPU() time.Duration {
@@ -100,4 +113,9 @@ func procTicks(pid int) uint64 {
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
 	return ut + st
+}
+
+// setCPU records a run's CPU use in its result.
+func (r *Result) setCPU(u cpuUse) {
+	r.CPUMachinePct, r.CPUBenchPct, r.CPUServerPct, r.CPUStealPct = u.machinePct, u.benchPct, u.serverPct, u.stealPct
 }

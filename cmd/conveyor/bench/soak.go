@@ -157,7 +157,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 
 	r.res.WallS = time.Since(t0).Seconds()
 	r.res.TPS = float64(s.complete.Load()) / r.res.WallS
-	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = use.machinePct, use.benchPct, use.serverPct
+	r.res.setCPU(use)
 	rep.Enqueued, rep.Completed, rep.Retried = s.enqueued.Load(), s.complete.Load(), s.retried.Load()
 	rep.Scheduled, rep.CronFires, rep.Reconnects = s.sched.Load(), s.cron.Load(), s.reconn.Load()
 	rep.summarize()

@@ -467,7 +467,7 @@ func (r *runner) runMEM(ctx context.Context) error {
 	r.res.WallS = time.Since(t0).Seconds()
 	r.res.TPS = float64(r.cfg.N) / r.res.WallS
 	use := cpu.since()
-	r.res.CPUMachinePct, r.res.CPUBenchPct, r.res.CPUServerPct = use.machinePct, use.benchPct, use.serverPct
+	r.res.setCPU(use)
 	r.res.ServerRSSAnonMB = kbToMB(procStatusKB(r.srv.pid(), "RssAnon"))
 	r.res.ServerPeakRSSMB = kbToMB(procStatusKB(r.srv.pid(), "VmHWM"))
 	if err := r.srv.stop(); err != nil {

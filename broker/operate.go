@@ -100,9 +100,10 @@ type ListParams struct {
 	// the bytes of one answer).
 	Limit int
 	// Brief lists the tasks without what can make them large (payload,
-	// result, metadata, errors, progress message), for a caller that needs
-	// only their ids and states, a bulk action: a page then holds Limit
-	// tasks however large they are. A search still looks at all of them.
+	// result, metadata, errors, last error, progress message), for a
+	// caller that needs only their ids and states, a bulk action: a page
+	// then holds Limit tasks however large they are. A search still looks
+	// at all of them.
 	Brief bool
 }
 

@@ -90,34 +90,25 @@ func fillLinks(tx *bbolt.Tx, k key, t *broker.Task) {
 // only its depends_on fields (the payload may be a megabyte).
 func dependsOn(spec []byte, k key) bool {
 	for len(spec) > 0 {
-		num, typ, n := protowire.ConsumeTag(spec)
+		num, typ, value, n := splitField(spec)
 		if n < 0 {
 			return false
 		}
 		spec = spec[n:]
-		if num == specDependsOnField && typ == protowire.BytesType {
-			rec, m := protowire.ConsumeBytes(spec)
-			if m < 0 {
-				return false
-			}
-			var d storagev1.DependencyRecord
-			if proto.Unmarshal(rec, &d) == nil && bytes.Equal(d.GetTaskId(), k[:]) {
-				return true
-			}
-			spec = spec[m:]
+		if num != specDependsOnField || typ != protowire.BytesType {
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, spec)
-		if m < 0 {
-			return false
+		rec, _ := protowire.ConsumeBytes(value) // whole: splitField read it
+		var d storagev1.DependencyRecord
+		if proto.Unmarshal(rec, &d) == nil && bytes.Equal(d.GetTaskId(), k[:]) {
+			return true
 		}
-		spec = spec[m:]
 	}
 	return false
 }
 
 // specDependsOnField is TaskSpec.depends_on's field number.
-var specDependsOnField = (&storagev1.TaskSpec{}).ProtoReflect().Descriptor().Fields().ByName("depends_on").Number()
+var specDependsOnField = fieldNumbers(&storagev1.TaskSpec{}, "depends_on")[0]
 
 // storedState is a task's state in the file, 0 when it is gone.
 func storedState(tx *bbolt.Tx, k key) broker.State {

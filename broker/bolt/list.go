@@ -6,13 +6,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"slices"
 	"strings"
 
 	bbolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
@@ -127,37 +124,6 @@ var (
 	briefSpecFields   = fieldNumbers(&storagev1.TaskSpec{}, "payload", "metadata")
 	briefStatusFields = fieldNumbers(&storagev1.TaskStatus{}, "result", "errors", "last_error", "progress_message")
 )
-
-func fieldNumbers(m proto.Message, names ...protoreflect.Name) []protowire.Number {
-	fields := m.ProtoReflect().Descriptor().Fields()
-	nums := make([]protowire.Number, len(names))
-	for i, name := range names {
-		nums[i] = fields.ByName(name).Number()
-	}
-	return nums
-}
-
-// withoutFields returns a copy of the encoded message b without its
-// top-level fields numbered drop; a malformed b is returned as is, for
-// Unmarshal to refuse.
-func withoutFields(b []byte, drop []protowire.Number) []byte {
-	out := make([]byte, 0, min(len(b), 1024))
-	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return b
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if m < 0 {
-			return b
-		}
-		if !slices.Contains(drop, num) {
-			out = append(out, rest[:n+m]...)
-		}
-		rest = rest[n+m:]
-	}
-	return out
-}
 
 // runs positions a cursor on each (queue, state, type) range the listing
 // covers (its state or every state; its type or every type), at the

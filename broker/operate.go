@@ -96,6 +96,10 @@ type ListParams struct {
 	Group string
 	// Cursor continues a listing (a previous call's Next); empty starts it.
 	Cursor string
+	// Descending lists in reverse id order, newest first: Limit 1 finds
+	// the greatest id the listing holds. A cursor continues only a listing
+	// of the same direction.
+	Descending bool
 	// Limit bounds the page (the engine may return fewer, e.g. to bound
 	// the bytes of one answer).
 	Limit int
@@ -107,8 +111,8 @@ type ListParams struct {
 	Brief bool
 }
 
-// ListPage is one page of a listing. Tasks are in id order, whatever
-// their types and, in a listing of every state, their states; a task
+// ListPage is one page of a listing. Tasks are in id order (reversed,
+// Descending), whatever their types and, in a listing of every state, their states; a task
 // present throughout a listing is never skipped and none is returned
 // twice, even if it changes state between pages (in a listing of every
 // state: a listing of one state shows the tasks in it when each page is

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"connectrpc.com/connect"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
@@ -214,13 +212,11 @@ func (a *adminService) BatchArchiveTasks(ctx context.Context, req *connect.Reque
 // type, and search), a chunk at a time: each chunk is one listing page and
 // one engine call, so dispatch never waits for more than one chunk. It
 // reports its progress after every chunk and stops, between chunks, when
-// the client goes away. It acts on the tasks enqueued before it started:
-// those enqueued since are left alone. The listing is in id order, and the
-// ids the server makes grow with time, so it ends at the first task
-// enqueued after its start whose id the server could not have made by
-// then: a steady stream of new tasks cannot keep it going, and a task
-// whose producer chose an id ahead of the server's clock is still reached
-// (unless it sorts after such a task).
+// the client goes away. It acts on every task that matched when it began,
+// whatever ids their producers chose, and leaves alone those enqueued
+// since: it walks the listing in id order up to the greatest id the
+// listing held at its start, skipping the tasks enqueued after it, so a
+// steady stream of new tasks cannot keep it going.
 func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conveyorv1.BulkTasksRequest], stream *connect.ServerStream[conveyorv1.BulkTasksProgress]) error {
 	m := req.Msg
 	if _, ok := conveyorv1.TaskAction_name[int32(m.GetAction())]; !ok || m.GetAction() == conveyorv1.TaskAction_TASK_ACTION_UNSPECIFIED {
@@ -245,23 +241,25 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	}
 	progress := &conveyorv1.BulkTasksProgress{Total: q.Counts[p.State]}
 	start := a.server.now()
-	last := lastIDAt(start)
+	last, err := a.lastListed(ctx, p)
+	if err != nil {
+		return err
+	}
 	p.Limit, p.Brief = bulkChunk, true
-	for {
+	for last != "" {
 		page, err := a.broker.ListTasks(ctx, p)
 		if err != nil {
 			return toConnectError(a.server.log, err)
 		}
 		ids := make([]string, 0, len(page.Tasks))
 		for _, t := range page.Tasks {
-			if t.EnqueuedAt.After(start) {
-				if t.ID > last {
-					page.Next = "" // the new tasks' ids, from here on
-					break
-				}
-				continue
+			if t.ID > last {
+				page.Next = "" // only tasks enqueued since, from here on
+				break
 			}
-			ids = append(ids, t.ID)
+			if !t.EnqueuedAt.After(start) {
+				ids = append(ids, t.ID)
+			}
 		}
 		if len(ids) > 0 {
 			res, err := a.actFrom(ctx, action, p.State, ids)
@@ -294,15 +292,23 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 		}
 		p.Cursor = page.Next
 	}
+	progress.Done, progress.Total = true, 0 // nothing listed at the start
+	return stream.Send(progress)
 }
 
-// lastIDAt is the greatest task id the server can have made by at (ULIDs
-// start with their millisecond; their text sorts as their bytes do).
-func lastIDAt(at time.Time) string {
-	id := ulid.ULID{}
-	_ = id.SetTime(ulid.Timestamp(at))
-	for i := 6; i < len(id); i++ {
-		id[i] = 0xff
+// lastListed is the greatest id of the tasks p lists now (empty: none),
+// the end of a bulk action's walk: a task that matched at its start has
+// an id no greater, whoever chose it. The search and the group filter are
+// left out: they would only lower the bound, at the price of examining
+// the tasks they skip.
+func (a *adminService) lastListed(ctx context.Context, p broker.ListParams) (string, error) {
+	p.Search, p.Group, p.Descending, p.Limit, p.Brief = "", "", true, 1, true
+	page, err := a.broker.ListTasks(ctx, p)
+	if err != nil {
+		return "", toConnectError(a.server.log, err)
 	}
-	return id.String()
+	if len(page.Tasks) == 0 {
+		return "", nil
+	}
+	return page.Tasks[0].ID, nil
 }

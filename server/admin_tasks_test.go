@@ -442,6 +442,50 @@ func TestBulkTasksReachesIDsAheadOfTheClock(t *testing.T) {
 	}
 }
 
+// TestBulkTasksReachesIDsAheadOfTheClockWhileTasksArrive: a task whose
+// producer chose an id ahead of the server's clock is reached even when
+// tasks enqueued while the action runs sort before it: the action walks
+// up to the greatest id listed at its start, skipping the new tasks.
+func TestBulkTasksReachesIDsAheadOfTheClockWhileTasksArrive(t *testing.T) {
+	t.Parallel()
+	const n = 20_000
+	s := servertest.Start(t, server.Config{})
+	tasks := taskClient(t, s, servertest.GRPC)
+	enqueueN(t, tasks, "bulk", "t", n)
+	ahead := ulid.MustNew(ulid.Timestamp(time.Now().Add(time.Hour)), nil).String()
+	enqueue(t, tasks, &conveyorv1.EnqueueRequest{TaskId: ahead, Queue: "bulk", Type: "t"})
+	msgs := runBulk(t, adminClient(t, s), &conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "bulk", State: conveyorv1.TaskState_TASK_STATE_PENDING},
+		func(i int) {
+			if i == 0 { // the action has started: more tasks arrive, with ids below the one ahead
+				enqueueN(t, tasks, "bulk", "t", 10)
+			}
+		})
+	last := msgs[len(msgs)-1]
+	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: ahead}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !last.GetDone() || last.GetSucceeded() != n+1 || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_ARCHIVED {
+		t.Fatalf("last progress %v, the task with an id an hour ahead %s; want all %d there at the start archived", last, got.Msg.GetState(), n+1)
+	}
+	if q := queueCounts(t, s, "bulk"); q.GetPending() != 10 {
+		t.Fatalf("after the bulk archive: %v; want the 10 enqueued since pending", q)
+	}
+}
+
+// TestBulkTasksOnAnEmptyState: a bulk action over a state with no task
+// ends at once, done, with nothing acted on.
+func TestBulkTasksOnAnEmptyState(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	msgs := runBulk(t, adminClient(t, s), &conveyorv1.BulkTasksRequest{
+		Action: conveyorv1.TaskAction_TASK_ACTION_ARCHIVE, Queue: "none", State: conveyorv1.TaskState_TASK_STATE_PENDING}, nil)
+	if last := msgs[len(msgs)-1]; !last.GetDone() || last.GetTotal() != 0 || last.GetSucceeded()+last.GetFailed() != 0 {
+		t.Fatalf("progress %v over an empty state; want done, 0 of 0", msgs)
+	}
+}
+
 // runBulk runs a bulk action to its end and returns its progress
 // messages, checking that they never go backwards and that there is at
 // least one. onProgress, when set, is called after the i-th is received.

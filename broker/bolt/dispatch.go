@@ -58,6 +58,9 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 				e.expiredLocked(k, m, now)
 				continue // past its expiry or deadline: archived, never run
 			}
+			if e.overLimitLocked(k, &m) {
+				continue // its key's limit was lowered: back to the key's line
+			}
 			// p.Now was read before this call took the lock, so it may be a
 			// little older than the change that made the task pending (a
 			// dependency's completion, its enqueue): the start is not
@@ -168,6 +171,7 @@ func (e *Engine) limitLeases(out []broker.Lease, limit func(*broker.Task) time.T
 // persistStartsLocked.
 func (e *Engine) grantLocked(k key, m *meta, session string, start, expiry int64) broker.Lease {
 	e.setStateLocked(k, m, stateActive)
+	e.enteredActiveLocked(k)
 	e.nextToken++
 	l := &lease{k: k, session: session, token: e.nextToken, expiry: expiry}
 	e.leases[k] = l

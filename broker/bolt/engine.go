@@ -162,6 +162,11 @@ type Engine struct {
 	purging       int
 	purgeHorizons [1 + numClasses]int64
 
+	// clockStart is the first time a caller gave the engine since it
+	// opened (PromoteDue's, Unix ns; 0: none yet): rate buckets start
+	// empty then (refillLocked).
+	clockStart int64
+
 	commit committer
 	grower tableGrower
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 
@@ -16,7 +17,10 @@ import (
 // PromoteDue drains; a fired group waits, closed, until a session that
 // handles its type leases it as one batch. Members stay AGGREGATING until
 // then; one that leaves meanwhile (canceled, deleted, expired) is skipped,
-// and one whose expiry or deadline passed is archived at the lease.
+// and one whose expiry or deadline passed is archived at the lease. A
+// member that leaves an open group takes its bytes with it, and the
+// group's delay counts from its oldest member still there (a group left
+// with none is dropped: the next member starts a new one).
 
 // groupID names the groups of one (queue, group, type).
 type groupID struct {
@@ -28,11 +32,18 @@ type groupID struct {
 // group is one instance of a (queue, group, type): open while it gathers,
 // then fired.
 type group struct {
-	id          groupID
-	members     []member
-	live        int // the members still AGGREGATING
-	bytes       int // the members' specs, as stored (members that left still count)
+	id      groupID
+	members []member
+	live    int // the members still AGGREGATING
+	bytes   int // the live members' specs, as stored (once fired: as it fired)
+	// first is the earliest enqueue of its members, last the latest:
+	// its delay counts from first, its grace period from last (the last
+	// arrival, even if that member left since: the grace is for quiet).
+	// While firstLeft is set, a member that may have been the first left,
+	// and first may be earlier than the earliest of those still there;
+	// the group's time is then checked when it comes (fireDueLocked).
 	first, last int64
+	firstLeft   bool
 	firesAt     int64 // by time; when it fired, once fired
 	fired       bool
 	fireSeq     uint64 // its place among its queue's fired groups (firedGroups)
@@ -48,10 +59,13 @@ type member struct {
 	gen uint32
 }
 
-// memberOf is the group an AGGREGATING task joined, and its incarnation.
+// memberOf is the group an AGGREGATING task joined, its incarnation, and
+// what it brought: its spec's bytes and its enqueue time.
 type memberOf struct {
-	g   *group
-	gen uint32
+	g    *group
+	gen  uint32
+	size int32
+	enq  int64
 }
 
 // memberLocked reports whether entry x of a group stands for a live
@@ -62,15 +76,51 @@ func (e *Engine) memberLocked(x member) (meta, bool) {
 }
 
 // leftGroupLocked is called when task k leaves AGGREGATING: its entry in
-// its group is stale from now on, and the group holds one member less.
+// its group is stale from now on, and the group holds one member less. An
+// open group loses the member's bytes, and its time may move later (if
+// the member was its first); one left with no member is dropped.
 func (e *Engine) leftGroupLocked(k key) {
-	if j, ok := e.memberGen[k]; ok {
-		j.g.live--
-		if j.g.fired {
-			e.queues[j.g.id.queue].fired.shrank(j.g.live+1, j.g.live)
-		}
-		delete(e.memberGen, k)
+	j, ok := e.memberGen[k]
+	if !ok {
+		return
 	}
+	delete(e.memberGen, k)
+	g := j.g
+	g.live--
+	switch {
+	case g.fired:
+		e.queues[g.id.queue].fired.shrank(g.live+1, g.live)
+	case g.live == 0:
+		e.dropOpenGroupLocked(g)
+	default:
+		g.bytes -= int(j.size)
+		g.firstLeft = g.firstLeft || j.enq <= g.first
+	}
+}
+
+// dropOpenGroupLocked forgets an open group none of whose members is left:
+// its timer entries go stale.
+func (e *Engine) dropOpenGroupLocked(g *group) {
+	delete(e.openGroups, g.id)
+	g.members, g.bytes = nil, 0
+	g.gen++
+}
+
+// regatherLocked finds open group g's first enqueue among the members
+// still there, after one that may have been the first left, and drops
+// the entries of those that left (one pass, paid for by the departures
+// since the last one).
+func (e *Engine) regatherLocked(g *group) {
+	kept := g.members[:0]
+	first := int64(math.MaxInt64)
+	for _, x := range g.members {
+		if j, ok := e.memberGen[x.k]; ok && j.gen == x.gen {
+			kept = append(kept, x)
+			first = min(first, j.enq)
+		}
+	}
+	clear(g.members[len(kept):])
+	g.members, g.first, g.firstLeft = kept, first, false
 }
 
 // groupTimer is a group's entry in the fire heap.
@@ -95,7 +145,7 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 		e.openGroups[id] = g
 	}
 	e.memberGens++
-	e.memberGen[k] = memberOf{g: g, gen: e.memberGens}
+	e.memberGen[k] = memberOf{g: g, gen: e.memberGens, size: int32(min(size, math.MaxInt32)), enq: enqueued}
 	g.members = append(g.members, member{k: k, gen: e.memberGens})
 	g.live++
 	g.bytes += size
@@ -106,7 +156,7 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 		e.fireLocked(g, now)
 		return
 	}
-	e.retimeGroupLocked(g, nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last))))
+	e.retimeGroupLocked(g, e.groupTimeLocked(g))
 }
 
 // retimeGroupLocked sets when open group g fires by time.
@@ -156,7 +206,9 @@ func (e *Engine) fireLocked(g *group, now int64) {
 }
 
 // fireDueLocked fires the groups whose time came by now and returns when
-// the next one is due (0: none).
+// the next one is due (0: none). A group whose first member may have left
+// is timed again from the members still there, and fires only if its
+// time still came.
 func (e *Engine) fireDueLocked(now int64) int64 {
 	for {
 		t, ok := e.groupHeap.peek()
@@ -168,10 +220,25 @@ func (e *Engine) fireDueLocked(now int64) int64 {
 			return t.at
 		}
 		e.groupHeap.pop()
-		if current {
-			e.fireLocked(t.g, now)
+		if !current {
+			continue
 		}
+		if g := t.g; g.firstLeft {
+			e.regatherLocked(g)
+			if at := e.groupTimeLocked(g); at > now {
+				e.retimeGroupLocked(g, at)
+				continue
+			}
+		}
+		e.fireLocked(t.g, now)
 	}
+}
+
+// groupTimeLocked is when open group g fires by time, by its queue's
+// policy.
+func (e *Engine) groupTimeLocked(g *group) int64 {
+	p := e.policyLocked(e.queues[g.id.queue])
+	return nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
 }
 
 // expireMembersLocked archives g's members whose expiry or deadline
@@ -330,7 +397,11 @@ func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, er
 	}
 	var out []broker.GroupInfo
 	add := func(g *group) {
-		n := 0
+		q := e.queues[g.id.queue]
+		if queue != "" && q.name != queue {
+			return
+		}
+		n, first := 0, g.first
 		for _, x := range g.members {
 			if _, ok := e.memberLocked(x); ok {
 				n++
@@ -339,12 +410,14 @@ func (e *Engine) Groups(_ context.Context, queue string) ([]broker.GroupInfo, er
 		if n == 0 {
 			return
 		}
-		q := e.queues[g.id.queue]
-		if queue != "" && q.name != queue {
-			return
+		firesAt := g.firesAt
+		if g.firstLeft && !g.fired {
+			e.regatherLocked(g)
+			first, firesAt = g.first, e.groupTimeLocked(g)
+			e.retimeGroupLocked(g, firesAt)
 		}
 		out = append(out, broker.GroupInfo{Queue: q.name, Group: g.id.name, Type: g.id.typ, Size: n,
-			First: fromNanos(g.first), Last: fromNanos(g.last), FiresAt: fromNanos(g.firesAt), Fired: g.fired})
+			First: fromNanos(first), Last: fromNanos(g.last), FiresAt: fromNanos(firesAt), Fired: g.fired})
 	}
 	for _, g := range e.openGroups {
 		add(g)

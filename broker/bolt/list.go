@@ -31,9 +31,10 @@ const (
 // changes state between two pages is still met once, at its id, in the
 // state it has then. A page costs what it returns (plus, with a search,
 // what it examines, and a seek per (state, type) range it covers),
-// whatever the queue holds.
+// whatever the queue holds. A descending listing walks the same ranges
+// backwards.
 func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.ListPage, error) {
-	from, err := decodeCursor(p.Cursor, p.State)
+	from, err := decodeCursor(p.Cursor, p.State, p.Descending)
 	if err != nil {
 		return broker.ListPage{}, err
 	}
@@ -61,15 +62,15 @@ type lister struct {
 	examined int
 }
 
-// scan lists the listing's tasks from id from on, in id order, until the
-// page is full (page.Next then set) or none is left.
+// scan lists the listing's tasks from id from on, in id order (or its
+// reverse), until the page is full (page.Next then set) or none is left.
 func (l *lister) scan(from key) error {
 	runs := l.runs(from)
 	for runs.Len() > 0 {
-		r := runs[0]
+		r := runs.runs[0]
 		id := r.id()
 		if len(l.page.Tasks) == l.limit || l.bytes >= listMaxBytes || l.examined >= listMaxExamined {
-			l.page.Next = encodeCursor(l.p.State, id)
+			l.page.Next = encodeCursor(l.p.State, l.p.Descending, id)
 			return nil
 		}
 		if r.next() {
@@ -127,8 +128,8 @@ var (
 
 // runs positions a cursor on each (queue, state, type) range the listing
 // covers (its state or every state; its type or every type), at the
-// range's first task at or after from, and returns those that have one,
-// as a heap by id.
+// range's first task at or after from (at or before it, descending), and
+// returns those that have one, as a heap by id.
 func (l *lister) runs(from key) runHeap {
 	states := []broker.State{l.p.State}
 	if l.p.State == broker.StateUnspecified {
@@ -145,12 +146,21 @@ func (l *lister) runs(from key) runHeap {
 			prefixes = append(prefixes, l.typePrefixes(indexPrefix(l.p.Queue, s))...)
 		}
 	}
-	var h runHeap
+	h := runHeap{desc: l.p.Descending}
 	for _, prefix := range prefixes {
-		r := &run{c: l.index.Cursor(), prefix: prefix}
+		r := &run{c: l.index.Cursor(), prefix: prefix, desc: l.p.Descending}
 		r.k, _ = r.c.Seek(append(bytes.Clone(prefix), from[:]...))
+		if r.desc && (r.k == nil || !r.valid() || r.id() != from) {
+			// Seek lands on the first entry at or after from; descending,
+			// the run starts at the last one before it.
+			if r.k == nil {
+				r.k, _ = r.c.Last()
+			} else {
+				r.k, _ = r.c.Prev()
+			}
+		}
 		if r.valid() {
-			h = append(h, r)
+			h.runs = append(h.runs, r)
 		}
 	}
 	heap.Init(&h)
@@ -171,11 +181,13 @@ func (l *lister) typePrefixes(prefix []byte) [][]byte {
 	return out
 }
 
-// run is a cursor over one (queue, state, type) range of the index.
+// run is a cursor over one (queue, state, type) range of the index,
+// forwards or (desc) backwards.
 type run struct {
 	c      *bbolt.Cursor
 	prefix []byte
 	k      []byte // the current entry
+	desc   bool
 }
 
 func (r *run) valid() bool {
@@ -188,25 +200,38 @@ func (r *run) id() key {
 	return id
 }
 
-// next moves to the range's next entry and reports whether there is one.
+// next moves to the range's next entry (its previous one, descending) and
+// reports whether there is one.
 func (r *run) next() bool {
-	r.k, _ = r.c.Next()
+	if r.desc {
+		r.k, _ = r.c.Prev()
+	} else {
+		r.k, _ = r.c.Next()
+	}
 	return r.valid()
 }
 
-// runHeap orders runs by their current id.
-type runHeap []*run
-
-func (h runHeap) Len() int { return len(h) }
-func (h runHeap) Less(i, j int) bool {
-	return bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]) < 0
+// runHeap orders runs by their current id, lowest first (highest first,
+// desc).
+type runHeap struct {
+	runs []*run
+	desc bool
 }
-func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)   { *h = append(*h, x.(*run)) }
+
+func (h runHeap) Len() int { return len(h.runs) }
+func (h runHeap) Less(i, j int) bool {
+	a, b := h.runs[i], h.runs[j]
+	c := bytes.Compare(a.k[len(a.prefix):], b.k[len(b.prefix):])
+	if h.desc {
+		return c > 0
+	}
+	return c < 0
+}
+func (h runHeap) Swap(i, j int) { h.runs[i], h.runs[j] = h.runs[j], h.runs[i] }
+func (h *runHeap) Push(x any)   { h.runs = append(h.runs, x.(*run)) }
 func (h *runHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
+	r := h.runs[len(h.runs)-1]
+	h.runs = h.runs[:len(h.runs)-1]
 	return r
 }
 
@@ -251,22 +276,39 @@ func matches(t *broker.Task, s string) bool {
 	return false
 }
 
-// A cursor is the listing's state (1 byte, 0 for every state) and the id
-// (16 bytes) of the next task to examine. A cursor of another listing's
-// state is refused: its position would mean nothing there.
-func encodeCursor(state broker.State, next key) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(state)}, next[:]...))
+// A cursor is the listing's state (1 byte, 0 for every state, with
+// cursorDescending set for a descending listing) and the id (16 bytes) of
+// the next task to examine. A cursor of another listing's state or
+// direction is refused: its position would mean nothing there.
+func encodeCursor(state broker.State, desc bool, next key) string {
+	head := byte(state)
+	if desc {
+		head |= cursorDescending
+	}
+	return base64.RawURLEncoding.EncodeToString(append([]byte{head}, next[:]...))
 }
 
-// decodeCursor returns the id a listing of state goes on from (the zero
-// key for an empty cursor: the start).
-func decodeCursor(s string, state broker.State) (key, error) {
+// cursorDescending marks the cursor of a descending listing.
+const cursorDescending = 0x80
+
+// decodeCursor returns the id a listing of state goes on from: for an
+// empty cursor, the start (the zero key, or the greatest one descending).
+func decodeCursor(s string, state broker.State, desc bool) (key, error) {
 	var from key
 	if s == "" {
+		if desc {
+			for i := range from {
+				from[i] = 0xff
+			}
+		}
 		return from, nil
 	}
+	head := byte(state)
+	if desc {
+		head |= cursorDescending
+	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 1+len(key{}) || broker.State(b[0]) != state {
+	if err != nil || len(b) != 1+len(key{}) || b[0] != head {
 		return from, fmt.Errorf("page token %q was not issued by this listing: %w", s, broker.ErrInvalidArgument)
 	}
 	copy(from[:], b[1:])

@@ -49,10 +49,11 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func(*broker.QueueConfig)) (broker.QueueInfo, error) {
 	var cfg broker.QueueConfig
 	return e.changeQueue(ctx, name, func(q *queue) {
+		old := q.cfg
 		cfg = q.cfg
 		update(&cfg)
 		q.cfg = cfg
-		e.configChangedLocked(q)
+		e.configChangedLocked(q, old)
 	}, func(rec *storagev1.QueueRecord) { setQueueConfig(rec, cfg) })
 }
 

@@ -15,6 +15,9 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 	if e.closed {
 		return time.Time{}, errClosed
 	}
+	if e.clockStart == 0 {
+		e.clockStart = now
+	}
 	for {
 		t, ok := e.dueHeap.peek()
 		if !ok {

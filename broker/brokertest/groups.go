@@ -20,6 +20,9 @@ func groupCases() []testCase {
 		{name: "LeftMembersNotCountedForSize", env: testGroupLeftNotCounted},
 		{name: "SurviveRestart", env: testGroupRestart},
 		{name: "FireByBytes", env: testGroupByBytes},
+		{name: "LeftMembersBytesNotCounted", fn: testGroupLeftBytes},
+		{name: "DelayFromMembersStillThere", fn: testGroupDelayFromLiveMembers},
+		{name: "EmptiedGroupStartsOver", fn: testGroupEmptiedStartsOver},
 		{name: "WokenWhenDispatchable", env: testGroupWoken},
 		{name: "ExpiredMembersArchived", fn: testGroupExpiredMembers},
 		{name: "LargerThanMaxActive", env: testGroupLargerThanCap},
@@ -342,6 +345,73 @@ func testGroupByBytes(t *testing.T, e *Env) {
 	gs, err := b.Groups(t.Context(), "q")
 	if err != nil || len(gs) != 1 || gs[0].Size != 1 || gs[0].Fired {
 		t.Fatalf("Groups after the batch left = %+v, %v; want the last member gathering alone", gs, err)
+	}
+}
+
+// testGroupLeftBytes: the members that left a group take their bytes
+// with them: two members of 600 KiB do not fire a group on its 16 MiB
+// bound after fifteen of 1 MiB were canceled.
+func testGroupLeftBytes(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, time.Hour, time.Hour)
+	member := func(size int) broker.NewTask {
+		nt := grouped("q", "g", "t")
+		nt.Payload = make([]byte, size)
+		return nt
+	}
+	EnqueueOne(t, b, T0, member(10))
+	var big []string
+	for range broker.MaxGroupBytes>>20 - 1 {
+		big = append(big, EnqueueOne(t, b, T0, member(1<<20)).ID)
+	}
+	actOK(t, b, broker.ActionCancel, T0, big...)
+	EnqueueOne(t, b, T0, member(600<<10))
+	EnqueueOne(t, b, T0, member(600<<10))
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("ReadyGroups = %d with 3 members of 1.2 MiB in all (and %d MiB canceled), want 0", n, len(big))
+	}
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil || len(gs) != 1 || gs[0].Size != 3 || gs[0].Fired {
+		t.Fatalf("Groups = %+v, %v; want one group of 3 gathering", gs, err)
+	}
+}
+
+// testGroupDelayFromLiveMembers: a group's max delay counts from its
+// oldest member still there, not from one that was canceled.
+func testGroupDelayFromLiveMembers(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, 30*time.Second, time.Hour)
+	first := EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	EnqueueOne(t, b, at(20*time.Second), grouped("q", "g", "t"))
+	actOK(t, b, broker.ActionCancel, at(20*time.Second), first.ID)
+	gs, err := b.Groups(t.Context(), "q")
+	if err != nil || len(gs) != 1 || !gs[0].First.Equal(at(20*time.Second)) || !gs[0].FiresAt.Equal(at(50*time.Second)) {
+		t.Fatalf("Groups = %+v, %v; want first at T0+20s, firing at T0+50s", gs, err)
+	}
+	if next := promote(t, b, at(31*time.Second)); !next.Equal(at(50 * time.Second)) {
+		t.Fatalf("PromoteDue next = %v, want T0+50s, 30s after the member still there", next)
+	}
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("fired 30s after a canceled member")
+	}
+	promote(t, b, at(50*time.Second))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d 30s after the member still there, want 1", n)
+	}
+}
+
+// testGroupEmptiedStartsOver: a group whose every member left is gone:
+// the next member starts a new one, timed from it.
+func testGroupEmptiedStartsOver(t *testing.T, b broker.Broker) {
+	policy(t, b, "q", 100, 30*time.Second, time.Hour)
+	first := EnqueueOne(t, b, T0, grouped("q", "g", "t"))
+	actOK(t, b, broker.ActionDelete, at(10*time.Second), first.ID)
+	EnqueueOne(t, b, at(25*time.Second), grouped("q", "g", "t"))
+	promote(t, b, at(31*time.Second))
+	if n := readyGroups(b, "q", "t"); n != 0 {
+		t.Fatalf("fired 30s after a deleted member, in a group that had none left")
+	}
+	promote(t, b, at(55*time.Second))
+	if n := readyGroups(b, "q", "t"); n != 1 {
+		t.Fatalf("ReadyGroups = %d 30s after the new member, want 1", n)
 	}
 }
 

@@ -12,10 +12,14 @@ func limitCases() []testCase {
 		{name: "ConcurrencyKey", fn: testConcurrencyKey},
 		{name: "ConcurrencyKeyNoHeadOfLine", fn: testConcurrencyKeyNoHOL},
 		{name: "ConcurrencyLimitRaised", fn: testConcurrencyLimitRaised},
+		{name: "ConcurrencyLimitLowered", fn: testConcurrencyLimitLowered},
+		{name: "ConcurrencyLimitLoweredUnderActive", fn: testConcurrencyLimitLoweredUnderActive},
 		{name: "ConcurrencyKeyReleasedEveryWay", fn: testConcurrencyKeyReleased},
 		{name: "ConcurrencyKeyWhileOthersWait", fn: testConcurrencyKeyWhileOthersWait},
 		{name: "MaxActive", env: testMaxActive},
 		{name: "RateLimit", fn: testRateLimit},
+		{name: "RateLimitAcrossRestart", env: testRateLimitAcrossRestart},
+		{name: "RateLimitAcrossConfigChange", fn: testRateLimitAcrossConfigChange},
 		{name: "RateLimitGroups", fn: testRateLimitGroups},
 		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
 		{name: "RateLimitGroupsNotStarved", fn: testRateLimitGroupsNotStarved},
@@ -90,6 +94,51 @@ func testConcurrencyLimitRaised(t *testing.T, b broker.Broker) {
 	}
 	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
 		t.Fatalf("leased %d past the limit", n)
+	}
+}
+
+// testConcurrencyLimitLowered: a lower limit holds from the moment it is
+// set, for the tasks its key had already let into the ready line too.
+func testConcurrencyLimitLowered(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{ConcurrencyLimit: 3})
+	ts := Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	setConfig(t, b, "q", broker.QueueConfig{ConcurrencyLimit: 1})
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 1 || ls[0].Task.ID != ts[0].ID {
+		t.Fatalf("leased %d tasks after the limit went from 3 to 1, want the first only", len(ls))
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("leased %d more while the key's one slot runs", n)
+	}
+	for i := 1; i < len(ts); i++ {
+		Succeed(t, b, "s1", ls[0], T0)
+		ls = Lease(t, b, "s1", "q", 10, T0, TTL)
+		if len(ls) != 1 || ls[0].Task.ID != ts[i].ID {
+			t.Fatalf("after task %d finished, leased %d tasks, want task %d alone", i-1, len(ls), i)
+		}
+	}
+	RequireCounts(t, b, "q", Counts{active: 1, completed: 2})
+}
+
+// testConcurrencyLimitLoweredUnderActive: tasks already ACTIVE when the
+// limit is lowered finish, and no other task of the key starts until
+// fewer than the new limit run.
+func testConcurrencyLimitLoweredUnderActive(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{ConcurrencyLimit: 3})
+	ts := Enqueue(t, b, T0, keyed("q", "k"), keyed("q", "k"), keyed("q", "k"), keyed("q", "k"), keyed("q", "k"))
+	running := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(running) != 3 {
+		t.Fatalf("leased %d with limit 3, want 3", len(running))
+	}
+	setConfig(t, b, "q", broker.QueueConfig{ConcurrencyLimit: 2})
+	Succeed(t, b, "s1", running[0], T0)
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("leased %d with 2 of the key ACTIVE under a limit of 2, want 0", n)
+	}
+	Succeed(t, b, "s1", running[1], T0)
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 1 || ls[0].Task.ID != ts[3].ID {
+		t.Fatalf("leased %d once 1 of the key ran under a limit of 2, want the fourth task alone", len(ls))
 	}
 }
 
@@ -197,6 +246,49 @@ func testRateLimit(t *testing.T, b broker.Broker) {
 	}
 	if n := len(Lease(t, b, "s1", "q", 20, T0.Add(10*time.Second), TTL)); n != 3 {
 		t.Fatalf("leased %d after a long pause, want the burst of 3 (tokens do not pile up)", n)
+	}
+}
+
+// testRateLimitAcrossRestart: "at most burst + per_second × d over any
+// interval of d" holds across a restart: the dispatches of the engine's
+// last run count, so a reopened engine does not start with a full bucket.
+func testRateLimitAcrossRestart(t *testing.T, e *Env) {
+	setConfig(t, e.B, "q", broker.QueueConfig{RatePerSecond: 1, RateBurst: 2})
+	for range 10 {
+		EnqueueOne(t, e.B, T0, NewTask("q"))
+	}
+	if n := len(Lease(t, e.B, "s1", "q", 10, T0, TTL)); n != 2 {
+		t.Fatalf("leased %d at first, want the burst of 2", n)
+	}
+	b := e.Reopen()
+	if _, err := b.PromoteDue(t.Context(), T0); err != nil {
+		t.Fatalf("PromoteDue: %v", err)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("leased %d right after a restart, in the millisecond the burst went, want 0", n)
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, at(time.Second), TTL)); n != 1 {
+		t.Fatalf("leased %d a second after the restart at 1/s, want 1", n)
+	}
+}
+
+// testRateLimitAcrossConfigChange: a configuration change, even one that
+// leaves the rate as it was, does not refill the bucket.
+func testRateLimitAcrossConfigChange(t *testing.T, b broker.Broker) {
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 1, RateBurst: 2})
+	for range 10 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 2 {
+		t.Fatalf("leased %d at first, want the burst of 2", n)
+	}
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 1, RateBurst: 2, MaxActive: 100})
+	if n := len(Lease(t, b, "s1", "q", 10, T0, TTL)); n != 0 {
+		t.Fatalf("leased %d after a configuration change in the same instant, want 0", n)
+	}
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 1, RateBurst: 1})
+	if n := len(Lease(t, b, "s1", "q", 10, at(5*time.Second), TTL)); n != 1 {
+		t.Fatalf("leased %d after the burst was lowered to 1, want 1", n)
 	}
 }
 

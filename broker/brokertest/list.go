@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/conveyor-dev/conveyor/broker"
 )
 
@@ -18,6 +20,7 @@ func listCases() []testCase {
 		{name: "FollowsStateChanges", fn: testListFollows},
 		{name: "EveryStateWhileTasksMove", fn: testListEveryStateWhileMoving},
 		{name: "BadCursor", fn: testListBadCursor},
+		{name: "Descending", fn: testListDescending},
 		{name: "Brief", fn: testListBrief},
 		{name: "AfterRestart", env: testListRestart},
 	}
@@ -240,6 +243,42 @@ func testListEveryStateWhileMoving(t *testing.T, b broker.Broker) {
 	}
 	_, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", State: pending, Cursor: page.Next, Limit: 1})
 	requireErrIs(t, "a cursor of every state, in a listing of PENDING", err, broker.ErrInvalidArgument)
+}
+
+// testListDescending: a descending listing is the ascending one reversed,
+// in every state or one, across pages, whatever the ids producers chose;
+// Limit 1 finds the greatest id; a cursor keeps its direction.
+func testListDescending(t *testing.T, b broker.Broker) {
+	ids := []string{NewID()}
+	for i := range 6 {
+		nt := NewTask("q")
+		nt.Type = fmt.Sprintf("t%d", i%3)
+		if i == 2 {
+			nt.ID = ulid.MustNew(ulid.Timestamp(T0.Add(time.Hour)), nil).String() // ahead of the clock
+		}
+		ids = append(ids, EnqueueOne(t, b, T0, nt).ID)
+	}
+	first := NewTask("q")
+	first.ID = ids[0]
+	EnqueueOne(t, b, T0, first)
+	Succeed(t, b, "s1", LeaseOne(t, b, "s1", "q", T0), T0)
+	for _, p := range []broker.ListParams{{Queue: "q"}, {Queue: "q", State: pending}, {Queue: "q", Type: "t1"}} {
+		up := listAll(t, b, p, 100)
+		p.Descending = true
+		for _, size := range []int{1, 2, 100} {
+			down := listAll(t, b, p, size)
+			slices.Reverse(down)
+			if !slices.Equal(down, up) {
+				t.Fatalf("%+v in pages of %d, reversed: %v; want the ascending listing %v", p, size, down, up)
+			}
+		}
+	}
+	page, err := b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Descending: true, Limit: 1})
+	if want := slices.Max(ids); err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != want {
+		t.Fatalf("descending, Limit 1: %+v, %v; want the greatest id %s", page.Tasks, err, want)
+	}
+	_, err = b.ListTasks(t.Context(), broker.ListParams{Queue: "q", Cursor: page.Next, Limit: 1})
+	requireErrIs(t, "a descending cursor, in an ascending listing", err, broker.ErrInvalidArgument)
 }
 
 func testListBadCursor(t *testing.T, b broker.Broker) {

@@ -73,8 +73,7 @@ func (c *backupCmd) Run(k *kong.Context) error {
 			Seconds float64 `json:"seconds"`
 		}{c.File, n, took.Seconds()})
 	}
-	_, err = fmt.Fprintf(k.Stdout, "wrote %s: %s in %s\n", c.File, showSize(n), took.Round(time.Millisecond))
-	return err
+	return writef(k.Stdout, "wrote %s: %s in %s\n", c.File, showSize(n), took.Round(time.Millisecond).String())
 }
 
 // copyInto downloads the backup into a temporary file of its own in FILE's

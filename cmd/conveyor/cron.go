@@ -92,7 +92,7 @@ func (f *clientFlags) printCron(w io.Writer, e *conveyorv1.CronEntry) error {
 	l.addTime("last_run_at", e.GetLastRunAt())
 	l.addIf("last_task_id", e.GetLastTaskId())
 	l.addIf("content_type", e.GetContentType())
-	l.add("payload", showBytes(e.GetPayload()))
+	l.addBlock("payload", showBytes(e.GetPayload()))
 	l.addIf("metadata", showMap(e.GetMetadata()))
 	l.addIf("options", showOptions(e.GetOptions()))
 	return l.write(w)

@@ -42,6 +42,7 @@ type Server struct {
 	started time.Time
 
 	broker  broker.Broker
+	rooms   *roomWaits
 	hub     *hub
 	metrics *metrics
 	loops   []service // timer loops, in start order
@@ -89,6 +90,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.broker = b
+	s.rooms = &signals.rooms
 	s.metrics.cronExists = func(id string) bool {
 		_, err := b.Cron(context.Background(), id)
 		return !errors.Is(err, broker.ErrNotFound)
@@ -278,7 +280,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 		connect.WithInterceptors(boundErrors{})}, jsonCodecs...)
 	mux := http.NewServeMux()
 	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
-	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
+	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
 	rpc(workerPath, withFlushGate(workerHandler))
 	rpc(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))

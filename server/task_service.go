@@ -22,6 +22,7 @@ type taskService struct {
 	now     func() time.Time
 	hub     *hub
 	metrics *metrics
+	rooms   *roomWaits
 }
 
 func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyorv1.EnqueueRequest]) (*connect.Response[conveyorv1.EnqueueResponse], error) {
@@ -30,7 +31,9 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{nt}, Now: now})
+	res, err := s.enqueueWaiting(ctx, []broker.NewTask{nt}, now, func(_ int, now time.Time) (broker.NewTask, error) {
+		return newTask(req.Msg, now)
+	})
 	if err == nil {
 		err = res[0].Err
 	}
@@ -68,7 +71,9 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 		index = append(index, i)
 	}
 	if len(tasks) > 0 {
-		res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+		res, err := s.enqueueWaiting(ctx, tasks, now, func(j int, now time.Time) (broker.NewTask, error) {
+			return newTask(items[index[j]], now)
+		})
 		if err != nil && res == nil {
 			return nil, toConnectError(s.log, err)
 		}
@@ -99,7 +104,9 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 		}
 		tasks[i] = nt
 	}
-	out, err := s.broker.EnqueueTx(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+	out, err := s.enqueueTxWaiting(ctx, tasks, now, func(j int, now time.Time) (broker.NewTask, error) {
+		return newTask(items[j], now)
+	})
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}

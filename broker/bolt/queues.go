@@ -51,8 +51,10 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 	return e.changeQueue(ctx, name, func(q *queue) {
 		cfg = q.cfg
 		update(&cfg)
+		old := q.cfg.MaxWaiting
 		q.cfg = cfg
 		e.configChangedLocked(q)
+		e.boundChangedLocked(q, old)
 	}, func(rec *storagev1.QueueRecord) { setQueueConfig(rec, cfg) })
 }
 
@@ -106,6 +108,7 @@ func queueConfigOf(rec *storagev1.QueueRecord) broker.QueueConfig {
 			MaxDelay:    time.Duration(rec.GetGroupMaxDelay()),
 			GracePeriod: time.Duration(rec.GetGroupGracePeriod()),
 		},
+		MaxWaiting: rec.GetMaxWaiting(),
 	}
 }
 
@@ -117,4 +120,5 @@ func setQueueConfig(rec *storagev1.QueueRecord, cfg broker.QueueConfig) {
 	rec.GroupMaxSize = cfg.Group.MaxSize
 	rec.GroupMaxDelay = int64(cfg.Group.MaxDelay)
 	rec.GroupGracePeriod = int64(cfg.Group.GracePeriod)
+	rec.MaxWaiting = cfg.MaxWaiting
 }

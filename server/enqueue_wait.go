@@ -12,28 +12,33 @@ import (
 
 // This file is how an enqueue waits for room in a queue at its bound
 // (max_waiting): once per call, however many of its tasks were refused
-// (see roomWaits). Tasks are built anew for each try, at its time, so
-// that a task enqueued after a wait has the time it entered the queue.
+// (see roomWaits). The first try is the plain Broker call; only a call a
+// full queue refused goes further. Tasks are built anew for each try
+// after it, at its time, so that a task enqueued after a wait has the
+// time it entered the queue.
 
 // buildFunc builds task j of a call again at now.
 type buildFunc func(j int, now time.Time) (broker.NewTask, error)
 
-// enqueueWaiting stores tasks as Broker.Enqueue does, at now. The tasks a
-// full queue refuses get the call's one wait for room: they are tried
-// again, as many at a time as the room signalled may hold, until none is
-// refused or the wait ends. Those still refused then keep their refusal,
-// which says how long they waited, and are counted.
-func (s *taskService) enqueueWaiting(ctx context.Context, tasks []broker.NewTask, now time.Time, build buildFunc) ([]broker.EnqueueResult, error) {
-	res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
-	if err != nil {
-		return res, err
+// anyFull reports whether a full queue refused a task of res: the one
+// branch per task an enqueue into queues with room pays.
+func anyFull(res []broker.EnqueueResult) bool {
+	for _, r := range res {
+		if r.Err != nil && errors.Is(r.Err, broker.ErrQueueFull) {
+			return true
+		}
 	}
-	full := fullQueues(res)
-	if len(full) == 0 {
-		return res, nil
-	}
+	return false
+}
+
+// waitForRoom gives the tasks of res that full queues refused the call's
+// one wait for room: they are tried again, as many at a time as the room
+// signalled may hold, until none is refused or the wait ends; their
+// outcomes replace their refusals in res. Those still refused then keep
+// their refusal, which says how long they waited, and are counted.
+func (s *taskService) waitForRoom(ctx context.Context, res []broker.EnqueueResult, build buildFunc) {
 	start := s.now()
-	s.rooms.await(ctx, roomWait(ctx, start), full, func(room map[string]int64) []string {
+	s.rooms.await(ctx, roomWait(ctx, start), fullQueues(res), func(room map[string]int64) []string {
 		s.retryFull(ctx, res, room, build)
 		return fullQueues(res)
 	})
@@ -44,7 +49,6 @@ func (s *taskService) enqueueWaiting(ctx context.Context, tasks []broker.NewTask
 			s.metrics.enqueueRejected(q, rejectedFull, 1)
 		}
 	}
-	return res, nil
 }
 
 // retryFull tries again, in one Enqueue, the tasks of res that full
@@ -84,15 +88,15 @@ func (s *taskService) retryFull(ctx context.Context, res []broker.EnqueueResult,
 	}
 }
 
-// enqueueTxWaiting stores tasks as Broker.EnqueueTx does, at now. A call a
-// full queue refuses gets its one wait for room, tried again, built anew
-// by build, whenever the room signalled may hold its tasks of that queue.
-func (s *taskService) enqueueTxWaiting(ctx context.Context, tasks []broker.NewTask, now time.Time, build buildFunc) ([]*broker.Task, error) {
-	out, err := s.broker.EnqueueTx(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
-	q := fullQueue(err)
-	if q == "" {
-		return out, err
-	}
+// waitForTxRoom gives an EnqueueTx of tasks that a full queue refused
+// (refusal) its one wait for room: it is tried again, built anew by
+// build, whenever the room signalled may hold its tasks of that queue,
+// until it is not refused or the wait ends. It returns the last try's
+// outcome; a refusal says how long the call waited, and its tasks for
+// the full queue are counted.
+func (s *taskService) waitForTxRoom(ctx context.Context, tasks []broker.NewTask, refusal error, build buildFunc) ([]*broker.Task, error) {
+	var out []*broker.Task
+	err, q := refusal, fullQueue(refusal)
 	need := map[string]int64{}
 	for _, nt := range tasks {
 		need[nt.Queue]++

@@ -31,9 +31,10 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, err := s.enqueueWaiting(ctx, []broker.NewTask{nt}, now, func(_ int, now time.Time) (broker.NewTask, error) {
-		return newTask(req.Msg, now)
-	})
+	res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{nt}, Now: now})
+	if err == nil && anyFull(res) {
+		s.waitForRoom(ctx, res, func(_ int, now time.Time) (broker.NewTask, error) { return newTask(req.Msg, now) })
+	}
 	if err == nil {
 		err = res[0].Err
 	}
@@ -71,9 +72,10 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 		index = append(index, i)
 	}
 	if len(tasks) > 0 {
-		res, err := s.enqueueWaiting(ctx, tasks, now, func(j int, now time.Time) (broker.NewTask, error) {
-			return newTask(items[index[j]], now)
-		})
+		res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+		if err == nil && anyFull(res) {
+			s.waitForRoom(ctx, res, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[index[j]], now) })
+		}
 		if err != nil && res == nil {
 			return nil, toConnectError(s.log, err)
 		}
@@ -104,9 +106,10 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 		}
 		tasks[i] = nt
 	}
-	out, err := s.enqueueTxWaiting(ctx, tasks, now, func(j int, now time.Time) (broker.NewTask, error) {
-		return newTask(items[j], now)
-	})
+	out, err := s.broker.EnqueueTx(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+	if fullQueue(err) != "" {
+		out, err = s.waitForTxRoom(ctx, tasks, err, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[j], now) })
+	}
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}

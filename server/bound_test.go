@@ -23,7 +23,7 @@ const boundWait = 4 * time.Second
 
 // setMaxWaiting bounds queue at n waiting tasks, leaving the rest of its
 // configuration alone.
-func setMaxWaiting(t *testing.T, admin conveyorv1connect.AdminServiceClient, queue string, n int64) {
+func setMaxWaiting(t testing.TB, admin conveyorv1connect.AdminServiceClient, queue string, n int64) {
 	t.Helper()
 	_, err := admin.UpdateQueueConfig(context.Background(), connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
 		Config:     &conveyorv1.QueueConfig{Queue: queue, MaxWaiting: n},
@@ -345,4 +345,33 @@ func pendingIDs(t *testing.T, admin conveyorv1connect.AdminServiceClient, queue 
 		ids = append(ids, task.GetId())
 	}
 	return ids
+}
+
+// TestBoundedQueueWaitEndsAtShutdown: a producer waiting for room does not
+// hold a shutdown up: it is refused at once.
+func TestBoundedQueueWaitEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	tasks, admin := taskClient(t, s, servertest.GRPC), adminClient(t, s)
+	setMaxWaiting(t, admin, "b", 1)
+	if _, err := tasks.Enqueue(t.Context(), connect.NewRequest(inQueue("b"))); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tasks.Enqueue(context.Background(), connect.NewRequest(inQueue("b")))
+		done <- err
+	}()
+	waitForRoomWaiter(t, s, "b")
+	start := time.Now()
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The wait would last 5 s (the call has no deadline).
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Stop took %s with a producer waiting for room", took)
+	}
+	if err := <-done; connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("the waiting producer got %v, want resource_exhausted", err)
+	}
 }

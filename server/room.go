@@ -42,6 +42,9 @@ func roomWait(ctx context.Context, now time.Time) time.Duration {
 type roomWaits struct {
 	mu     sync.Mutex
 	queues map[string][]*roomWaiter
+	// closed ends every wait, and the ones to come: the server is
+	// stopping, and its workers are gone.
+	closed bool
 }
 
 // roomWaiter is one waiting call.
@@ -83,11 +86,31 @@ func (r *roomWaits) wakeLocked(ws []*roomWaiter, queue string, room int64) {
 	}
 }
 
+// close ends every wait at once, and makes later ones end at once: a
+// stopping server has no worker left to make room, and its shutdown
+// would otherwise wait for them.
+func (r *roomWaits) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, ws := range r.queues {
+		for _, w := range ws {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // register puts w at the end of the line of each of queues it is not in
-// yet, and says whether there was any.
+// yet, and says whether there was any (never once closed).
 func (r *roomWaits) register(w *roomWaiter, queues []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
 	if r.queues == nil {
 		r.queues = map[string][]*roomWaiter{}
 	}
@@ -148,6 +171,13 @@ func (r *roomWaits) hints(w *roomWaiter, first bool) map[string]int64 {
 	return out
 }
 
+// isClosed reports whether close was called.
+func (r *roomWaits) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // await is the one wait of a call that full queues refused: it tries
 // again (try is given, per queue it waits on, how many tasks may fit,
 // and returns the queues that still refuse the call) at once and then
@@ -172,6 +202,9 @@ func (r *roomWaits) await(ctx context.Context, window time.Duration, full []stri
 		// its room may have come before the registration.
 		if first = r.register(w, full); first {
 			continue
+		}
+		if r.isClosed() {
+			return
 		}
 		select {
 		case <-w.wake:

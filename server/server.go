@@ -5,7 +5,8 @@
 // # Shutdown order
 //
 // Stop runs these steps once, in this order:
-//  1. Health reports NOT_SERVING, so load balancers stop routing here.
+//  1. Health reports NOT_SERVING, so load balancers stop routing here, and
+//     enqueues waiting for room in a full queue stop waiting (refused).
 //  2. Worker sessions end: each stream is closed and its leases released
 //     for immediate redelivery, with no retry increment.
 //  3. The HTTP server stops accepting and waits for in-flight RPCs.
@@ -202,6 +203,11 @@ func (s *Server) stop(ctx context.Context) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 		defer cancel()
+	}
+	if s.rooms != nil {
+		// Producers waiting for room would hold the HTTP shutdown up to
+		// their wait: the workers that would make room are leaving.
+		s.rooms.close()
 	}
 	if s.health != nil {
 		// "" is the server-wide status most probes ask for.

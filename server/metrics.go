@@ -34,6 +34,7 @@ type metrics struct {
 	commitOps                              prometheus.Histogram
 	commitSeconds                          prometheus.Histogram
 	cronFires                              *prometheus.CounterVec
+	rejected                               *prometheus.CounterVec
 
 	// cronMu orders a fire's count against its entry's delete, and
 	// cronExists says whether an entry is still stored (set by the
@@ -92,8 +93,11 @@ func newMetrics() *metrics {
 	m.cronFires = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_cron_fires_total",
 		Help: "Cron fires by entry and result: enqueued, refused (the task was refused, e.g. its unique key held) or skipped (missed while down)."},
 		[]string{"cron", "result"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_enqueue_rejected_total",
+		Help: "New tasks refused, by queue and reason: full (the queue was at its max_waiting when the producer's wait for room ended, or when a cron fire found it so)."},
+		[]string{"queue", "reason"})
 	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
-		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires)
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected)
 	// The Go runtime's and the process's own metrics, named conveyor_go_*
 	// and conveyor_process_* so that everything here is conveyor_*.
 	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
@@ -237,8 +241,9 @@ func (m *metrics) committed(c broker.Commit) {
 // its cached series, type labels (which count toward maxTypeLabels) and
 // queue label (which counts toward maxQueueLabels), so that queues created
 // and deleted over a server's life do not pile up series. A queue counted
-// under otherLabel has no series of its own: its counts stay there. The cache and the vecs change under one lock, so no series is
-// cached that its vec no longer holds (its counts would be lost for
+// under otherLabel has no series of its own: its counts stay there. The
+// cache and the vecs change under one lock, so no series is cached that
+// its vec no longer holds (its counts would be lost for
 // good). A task enqueued into the name again meanwhile loses the counts
 // made before this drop: its series start again from zero, as a reset.
 // (Depths and persisted totals are read from the engine at scrape time:
@@ -267,6 +272,7 @@ func (m *metrics) queueDeleted(queue string) {
 	}
 	m.wait.DeletePartialMatch(match)
 	m.run.DeletePartialMatch(match)
+	m.rejected.DeletePartialMatch(match)
 }
 
 // cronDeleted forgets the fire counts of an entry a DeleteCron asked to
@@ -282,10 +288,23 @@ func (m *metrics) cronDeleted(id string) {
 	}
 }
 
+// rejectedFull is the reason label of tasks refused by a full queue.
+const rejectedFull = "full"
+
+// enqueueRejected counts n new tasks of queue refused for reason, under
+// the queue's label (its name, or otherLabel past the cap).
+func (m *metrics) enqueueRejected(queue, reason string, n int) {
+	m.rejected.WithLabelValues(m.queueLabel(queue), reason).Add(float64(n))
+}
+
 // cronFired counts one cron fire by its result, under the entry's cron
 // label (its id, or otherLabel past maxCronLabels), and the task it
-// enqueued (that one whatever became of the entry: the task exists).
-func (m *metrics) cronFired(id, result string, t *broker.Task) {
+// enqueued (that one whatever became of the entry: the task exists) or
+// the refusal of a full queue (err).
+func (m *metrics) cronFired(id, result string, t *broker.Task, err error) {
+	if q := fullQueue(err); q != "" {
+		m.enqueueRejected(q, rejectedFull, 1)
+	}
 	m.cronMu.Lock()
 	if m.cronExists == nil || m.cronExists(id) {
 		m.cronFires.WithLabelValues(m.crons.label(id), result).Inc()

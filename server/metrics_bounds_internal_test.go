@@ -65,7 +65,7 @@ func TestMetricsScrapeBounded(t *testing.T) {
 	for i := range maxCronLabels + 100 {
 		id := padded(fmt.Sprintf("c%05d", i), `"`, maxLabelBytes)
 		for _, result := range []string{"enqueued", "refused", "skipped"} {
-			m.cronFired(id, result, nil)
+			m.cronFired(id, result, nil, nil)
 		}
 	}
 

@@ -91,6 +91,7 @@ func (f *clientFlags) printCron(w io.Writer, e *conveyorv1.CronEntry) error {
 	l.addTime("next_run_at", e.GetNextRunAt())
 	l.addTime("last_run_at", e.GetLastRunAt())
 	l.addIf("last_task_id", e.GetLastTaskId())
+	l.addIf("last_error", e.GetLastError())
 	l.addIf("content_type", e.GetContentType())
 	l.addBlock("payload", showBytes(e.GetPayload()))
 	l.addIf("metadata", showMap(e.GetMetadata()))

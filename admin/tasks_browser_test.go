@@ -184,7 +184,7 @@ func taskBrowserFlows(t *testing.T, b *browser, adm conveyorv1connect.AdminServi
 		b.do("edit", chromedp.Click(`#config-h + button`))
 		// The form starts with the queue's stored values (the group
 		// policy's fields empty: they follow the server's defaults).
-		for field, v := range map[string]string{"#qc-maxActive": "5", "#qc-perSecond": "10", "#qc-maxDelay": "45s"} {
+		for field, v := range map[string]string{"#qc-maxActive": "5", "#qc-perSecond": "10", "#qc-maxDelay": "45s", "#qc-maxWaiting": "2500"} {
 			eval[bool](b, "set "+field, fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q;
 				e.dispatchEvent(new Event("input", {bubbles: true})); return true })()`, field, v))
 		}
@@ -192,11 +192,13 @@ func taskBrowserFlows(t *testing.T, b *browser, adm conveyorv1connect.AdminServi
 		b.waitText(`section[aria-labelledby="config-h"]`, "Configuration saved.")
 		b.waitText("dl.config", "10/s, burst 10")
 		b.waitText("dl.config", "45s")
+		b.waitText("dl.config", "2500")
 		res, err := adm.GetQueueConfig(call(), connect.NewRequest(&conveyorv1.GetQueueConfigRequest{Queue: "notify"}))
 		if err != nil {
 			t.Fatalf("GetQueueConfig: %v", err)
 		}
-		if c := res.Msg; c.GetMaxActive() != 5 || c.GetRateLimit().GetPerSecond() != 10 || c.GetGroupPolicy().GetMaxDelay().AsDuration() != 45*time.Second {
+		if c := res.Msg; c.GetMaxActive() != 5 || c.GetRateLimit().GetPerSecond() != 10 || c.GetGroupPolicy().GetMaxDelay().AsDuration() != 45*time.Second ||
+			c.GetMaxWaiting() != 2500 {
 			t.Errorf("the server stored %v", c)
 		}
 		// What the form did not change still follows the defaults.

@@ -19,14 +19,18 @@ import (
 type Broker interface {
 	// Enqueue stores each task independently: results[i] holds the task or
 	// the error for tasks[i] (ErrAlreadyExists for a duplicate id or an
-	// active unique key). The returned error is for the call as a whole.
-	// Returns once every stored task is durable.
+	// active unique key; ErrQueueFull when its queue holds MaxWaiting
+	// waiting tasks, earlier tasks of the call included). The returned
+	// error is for the call as a whole. Returns once every stored task is
+	// durable.
 	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
 	// EnqueueTx stores all tasks or none. A task whose ID already exists is
 	// a no-op that returns the existing task in its place, with Existed
 	// set (so does a repeat of an earlier item's ID); a unique key held
 	// by another task, or shared by two tasks of the call, fails the call
-	// with ErrAlreadyExists. Returns once the tasks are durable.
+	// with ErrAlreadyExists; new tasks that would take a queue past its
+	// MaxWaiting fail it with ErrQueueFull. Returns once the tasks are
+	// durable.
 	EnqueueTx(ctx context.Context, p EnqueueParams) ([]*Task, error)
 	// GetTask returns a task by id, or ErrNotFound. It reflects every
 	// change that returned before it was called.
@@ -106,8 +110,9 @@ type Broker interface {
 	SetQueuePaused(ctx context.Context, queue string, paused bool) (QueueInfo, error)
 	// UpdateQueueConfig changes a queue's stored configuration by update,
 	// in one step (no other change comes between its read and its write),
-	// durably, and applies it to dispatch at once. update must only change
-	// the configuration it is given; it runs under the engine's lock.
+	// durably, and applies it to dispatch at once (a MaxWaiting raised or
+	// removed signals Notifier.QueueRoom). update must only change the
+	// configuration it is given; it runs under the engine's lock.
 	UpdateQueueConfig(ctx context.Context, queue string, update func(*QueueConfig)) (QueueInfo, error)
 	// DeleteQueue forgets a queue for good, durably: its pause flag, its
 	// configuration and its totals go, and a later use of the name starts
@@ -125,7 +130,7 @@ type Broker interface {
 	// change, and returns the entry to store. It runs under the engine's
 	// lock, so no other change comes between its read and its write; it
 	// must be quick and must not call the broker. The entry keeps its ID
-	// and its run history (LastRun, LastFire, LastTaskID) whatever update
+	// and its run history (LastRun, LastFire, LastTaskID, LastError) whatever update
 	// returns. An error from update is returned as it is, and nothing is
 	// written. Every change an operator makes (a replace, some fields, a
 	// pause or a resume) goes through it.
@@ -141,8 +146,10 @@ type Broker interface {
 	// applied twice (ErrAlreadyFired), across restarts and crashes. A
 	// paused or missing entry does not fire (ErrInvalidState, ErrNotFound),
 	// nor one changed since f.Entry was read (ErrAlreadyFired).
-	// The task is nil, and the fire still recorded, when the task itself
-	// is refused (its unique key is held): the error says why. A Skip fire
+	// The task is nil, and the fire still recorded, with the refusal in
+	// the entry's LastError, when the task itself is refused (its unique
+	// key is held: ErrAlreadyExists; its queue is full: ErrQueueFull, and
+	// the fire is not retried): the error says why. A Skip fire
 	// only moves the entry on; it is applied even at or before the last
 	// fire, which unsticks an entry a backward clock step left there.
 	FireCron(ctx context.Context, f CronFire) (*Task, error)
@@ -171,6 +178,15 @@ type Notifier interface {
 	// resumed or removed (not fired: a fire only moves an entry later),
 	// so the cron scheduler reads the entries anew.
 	CronsChanged()
+	// QueueRoom reports that queue, which refused a new task for being
+	// full (ErrQueueFull), has room for room more tasks (math.MaxInt64
+	// once its bound is removed). The engine calls it at every change that
+	// leaves the queue room (a task leaving the waiting states, the bound
+	// raised or removed, memory rebuilt), from the refusal on, until it
+	// answers false: nobody waits for that queue's room any more (the
+	// next refusal starts over). So a waiter that registers before it
+	// tries, and tries again when signalled, never misses room.
+	QueueRoom(queue string, room int64) (waiting bool)
 }
 
 // NopNotifier ignores every signal.
@@ -187,6 +203,9 @@ func (NopNotifier) LeaseLapsed(LapsedLease) {}
 
 // CronsChanged does nothing.
 func (NopNotifier) CronsChanged() {}
+
+// QueueRoom answers that nobody waits.
+func (NopNotifier) QueueRoom(string, int64) bool { return false }
 
 // Optional interfaces an engine may implement; the server checks for them.
 

@@ -20,10 +20,14 @@ type CronEntry struct {
 	NextRun time.Time
 	// LastRun is when the latest fire was applied; LastFire the scheduled
 	// time it was for (the dedupe key: a fire for a time not after it is
-	// refused); LastTaskID the task it enqueued.
+	// refused); LastTaskID the task it last enqueued.
 	LastRun    time.Time
 	LastFire   time.Time
 	LastTaskID string
+	// LastError says why the latest fire enqueued no task (its task was
+	// refused: the queue full, the unique key held); empty when it
+	// enqueued one.
+	LastError string
 }
 
 // CronFire applies one scheduled fire of an entry: the task it enqueues

@@ -59,7 +59,18 @@
 // # Signals
 //
 // Engines push instead of being polled: Notifier.TasksReady wakes the
-// dispatcher when a queue gains ready work, and Notifier.TimersChanged wakes
+// dispatcher when a queue gains ready work, Notifier.TimersChanged wakes
 // the timer loops when the earliest due time, lease expiry or purge time may
-// have moved earlier.
+// have moved earlier, and Notifier.QueueRoom wakes the producers waiting
+// for room in a queue that refused them for its bound (QueueConfig.MaxWaiting).
+//
+// # Bounded queues
+//
+// A queue's MaxWaiting bounds its tasks in the waiting states
+// (Counts.Waiting). New tasks only are checked (QueueConfig.Admits), under
+// the engine's lock, with the enqueues not durable yet counted: Enqueue
+// refuses each task past the bound on its own, EnqueueTx and FireCron their
+// whole call (ErrQueueFull, a *QueueFullError). Tasks coming back to the
+// waiting states (retries, releases, lapses, RunTask, dependents released,
+// group members) are never refused, even past the bound.
 package broker

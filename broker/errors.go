@@ -1,6 +1,9 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the broker contract. Engines wrap them with context;
 // callers test with errors.Is. The server maps each to one protocol code.
@@ -22,6 +25,12 @@ var (
 	// ErrResourceExhausted means an engine's own limit is reached, such as
 	// the number of queues it can tell apart.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrQueueFull means a new task was refused because its queue holds
+	// as many waiting tasks as its QueueConfig.MaxWaiting allows. It is
+	// the only refusal a caller may wait out: room appears as tasks leave
+	// the waiting states (Notifier.QueueRoom). Engines return it as a
+	// *QueueFullError.
+	ErrQueueFull = errors.New("queue full")
 	// ErrClosed means the broker has been closed.
 	ErrClosed = errors.New("broker closed")
 
@@ -31,3 +40,19 @@ var (
 	// entry's NextRun (the entry was updated or resumed since it was read).
 	ErrAlreadyFired = errors.New("this fire is not the one the entry waits for")
 )
+
+// QueueFullError is the refusal of a new task by its queue's bound: it
+// names the queue and the bound, and matches ErrQueueFull.
+type QueueFullError struct {
+	Queue      string
+	MaxWaiting int64
+}
+
+// Error reads "queue full: queue "q" is at its max_waiting of N tasks";
+// the prefix is what clients match (docs/protocol.md).
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("queue full: queue %q is at its max_waiting of %d tasks", e.Queue, e.MaxWaiting)
+}
+
+// Unwrap returns ErrQueueFull.
+func (e *QueueFullError) Unwrap() error { return ErrQueueFull }

@@ -1,6 +1,9 @@
 package broker
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Action is an operator action on tasks.
 type Action uint8
@@ -123,15 +126,37 @@ type ListPage struct {
 	Next string
 }
 
-// QueueConfig is a queue's dispatch limits and group policy. Zero fields
-// mean the default (ConcurrencyLimit 1; no MaxActive cap; no rate limit;
-// the server's group policy).
+// QueueConfig is a queue's dispatch limits, group policy and bound. Zero
+// fields mean the default (ConcurrencyLimit 1; no MaxActive cap; no rate
+// limit; the server's group policy; no MaxWaiting bound).
 type QueueConfig struct {
 	ConcurrencyLimit int32
 	MaxActive        int32
 	RatePerSecond    int32
 	RateBurst        int32
 	Group            GroupPolicy
+	// MaxWaiting bounds the queue's waiting tasks (Counts.Waiting): a new
+	// task that would take the queue past it is refused (ErrQueueFull).
+	// Tasks already in the queue are never refused: a retry, a released or
+	// reclaimed task, RunTask, a dependent released, a group fired.
+	MaxWaiting int64
+}
+
+// Admits is the rule of the bound every engine applies, under its lock,
+// when new tasks enter a queue: n more fit one whose tasks waiting (as
+// Counts.Waiting, counting enqueues not durable yet) number waiting.
+func (c QueueConfig) Admits(waiting int64, n int) bool {
+	return c.MaxWaiting <= 0 || waiting+int64(n) <= c.MaxWaiting
+}
+
+// Room is how many more new tasks fit a queue whose tasks waiting number
+// waiting: 0 when it is full or past its bound (lowered under what it
+// holds), math.MaxInt64 when it has no bound.
+func (c QueueConfig) Room(waiting int64) int64 {
+	if c.MaxWaiting <= 0 {
+		return math.MaxInt64
+	}
+	return max(c.MaxWaiting-waiting, 0)
 }
 
 // MaxGroupBytes is a trigger every group has besides its policy's: a group

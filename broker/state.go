@@ -55,6 +55,13 @@ func (s State) Terminal() bool {
 // Counts holds a number per state, indexed by State.
 type Counts [NumStates]int64
 
+// Waiting is how many tasks wait to run: those in SCHEDULED, PENDING,
+// RETRY, AGGREGATING and BLOCKED together (what QueueConfig.MaxWaiting
+// bounds).
+func (c Counts) Waiting() int64 {
+	return c[StateScheduled] + c[StatePending] + c[StateRetry] + c[StateAggregating] + c[StateBlocked]
+}
+
 // Outcome is a worker's verdict on one attempt, numbered as the wire's
 // TaskOutcome.
 type Outcome uint8

@@ -112,14 +112,15 @@ type Cron struct {
 
 // CronObserver is told of each fire the scheduler applied, by entry id
 // and result: "enqueued" (with the task), "refused" (its task was
-// refused) or "skipped".
-type CronObserver func(id, result string, task *broker.Task)
+// refused, err says why: a unique key held, the queue full) or
+// "skipped".
+type CronObserver func(id, result string, task *broker.Task, err error)
 
 // NewCron returns a cron scheduler; build makes each fire's task; fired,
 // if not nil, is told of each fire applied (for metrics).
 func NewCron(b broker.Broker, build CronBuild, fired CronObserver, log *slog.Logger) *Cron {
 	if fired == nil {
-		fired = func(string, string, *broker.Task) {}
+		fired = func(string, string, *broker.Task, error) {}
 	}
 	return &Cron{broker: b, build: build, fired: fired, log: log, specs: map[string]CronSchedule{}}
 }
@@ -242,18 +243,20 @@ func (c *Cron) apply(ctx context.Context, f broker.CronFire) error {
 	task, err := c.broker.FireCron(ctx, f)
 	switch {
 	case err == nil && task != nil:
-		c.fired(f.ID, "enqueued", task)
+		c.fired(f.ID, "enqueued", task, nil)
 		c.log.Debug("cron fired", "cron", f.ID, "scheduled", f.FireAt, "task", task.ID)
 	case err == nil:
-		c.fired(f.ID, "skipped", nil)
+		c.fired(f.ID, "skipped", nil, nil)
 	case errors.Is(err, broker.ErrAlreadyFired), errors.Is(err, broker.ErrNotFound), errors.Is(err, broker.ErrInvalidState):
 		// Another server applied it, or an operator changed, removed or
 		// paused the entry since it was read (which kicks the loop): the
 		// next round reads the entry anew.
-	case errors.Is(err, broker.ErrAlreadyExists), errors.Is(err, broker.ErrInvalidArgument):
+	case errors.Is(err, broker.ErrAlreadyExists), errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrQueueFull):
 		// The fire is recorded and its task refused (its unique key is
-		// held by the previous fire's task, say).
-		c.fired(f.ID, "refused", nil)
+		// held by the previous fire's task, say, or its queue is at its
+		// bound: a fire does not wait for room, the next one may find
+		// it).
+		c.fired(f.ID, "refused", nil, err)
 		c.log.Info("cron fire's task was refused", "cron", f.ID, "scheduled", f.FireAt, "err", err)
 	case err != nil:
 		return err

@@ -121,6 +121,7 @@ var configSettings = map[string]func(dst *broker.QueueConfig, src broker.QueueCo
 		d.RatePerSecond, d.RateBurst = s.RatePerSecond, s.RateBurst
 	},
 	"group_policy": func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group = s.Group },
+	"max_waiting":  func(d *broker.QueueConfig, s broker.QueueConfig) { d.MaxWaiting = s.MaxWaiting },
 }
 
 // configUpdate is how UpdateQueueConfig changes the stored configuration
@@ -151,6 +152,7 @@ func (a *adminService) effectiveConfig(name string, c broker.QueueConfig) *conve
 		ConcurrencyLimit: max(c.ConcurrencyLimit, 1),
 		MaxActive:        c.MaxActive,
 		RateLimit:        &conveyorv1.RateLimit{PerSecond: c.RatePerSecond, Burst: c.RateBurst},
+		MaxWaiting:       c.MaxWaiting,
 	}
 	if c.RatePerSecond > 0 && c.RateBurst == 0 {
 		out.RateLimit.Burst = c.RatePerSecond
@@ -170,6 +172,7 @@ func storedConfig(name string, c broker.QueueConfig) *conveyorv1.QueueConfig {
 		MaxActive:        c.MaxActive,
 		RateLimit:        &conveyorv1.RateLimit{PerSecond: c.RatePerSecond, Burst: c.RateBurst},
 		GroupPolicy:      &conveyorv1.GroupPolicy{MaxSize: c.Group.MaxSize},
+		MaxWaiting:       c.MaxWaiting,
 	}
 	if c.Group.MaxDelay > 0 {
 		out.GroupPolicy.MaxDelay = durationpb.New(c.Group.MaxDelay)
@@ -194,6 +197,9 @@ func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
 			return broker.QueueConfig{}, fmt.Errorf("%s must be 0..%d (0 means the default), got %d", f.name, MaxQueueLimit, f.v)
 		}
 	}
+	if n := c.GetMaxWaiting(); n < 0 || n > MaxQueueWaiting {
+		return broker.QueueConfig{}, fmt.Errorf("config.max_waiting must be 0..%d (0 means no bound), got %d", MaxQueueWaiting, n)
+	}
 	g := c.GetGroupPolicy()
 	if n := g.GetMaxSize(); n < 0 || n > MaxGroupSize {
 		return broker.QueueConfig{}, fmt.Errorf("config.group_policy.max_size must be 0..%d (0 means the server's default), got %d", MaxGroupSize, n)
@@ -217,5 +223,6 @@ func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
 		RateBurst:        c.GetRateLimit().GetBurst(),
 		Group: broker.GroupPolicy{MaxSize: g.GetMaxSize(), MaxDelay: g.GetMaxDelay().AsDuration(),
 			GracePeriod: g.GetGracePeriod().AsDuration()},
+		MaxWaiting: c.GetMaxWaiting(),
 	}, nil
 }

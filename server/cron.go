@@ -102,7 +102,7 @@ func cronTask(e broker.CronEntry, fireAt time.Time) (broker.NewTask, error) {
 func cronInfo(e broker.CronEntry) *conveyorv1.CronEntry {
 	w := &conveyorv1.CronEntry{Id: e.ID, Spec: e.Spec, Queue: e.Queue, Type: e.Type, Payload: e.Payload,
 		ContentType: e.ContentType, Metadata: e.Metadata, Options: decodeOptions(e.Options), Paused: e.Paused,
-		LastTaskId: e.LastTaskID}
+		LastTaskId: e.LastTaskID, LastError: e.LastError}
 	if !e.Paused && !e.NextRun.IsZero() {
 		w.NextRunAt = ts(e.NextRun)
 	}

@@ -29,7 +29,7 @@ func toConnectError(log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, broker.ErrInvalidState), errors.Is(err, broker.ErrLeaseLost):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
-	case errors.Is(err, broker.ErrResourceExhausted):
+	case errors.Is(err, broker.ErrQueueFull), errors.Is(err, broker.ErrResourceExhausted):
 		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, broker.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))

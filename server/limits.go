@@ -54,6 +54,10 @@ const (
 	// MaxQueueLimit bounds concurrency_limit, max_active, and a rate's
 	// per_second and burst.
 	MaxQueueLimit = 1_000_000
+	// MaxQueueWaiting bounds a queue's max_waiting: a billion tasks, past
+	// what one server holds, so that a typo does not read as a bound
+	// (and a sum of the counts with it cannot overflow).
+	MaxQueueWaiting = 1_000_000_000
 )
 
 // truncatedSuffix marks a string cut short by truncateUTF8.

@@ -16,20 +16,13 @@ import (
 // MetricsPath is the HTTP path of the Prometheus exposition.
 const MetricsPath = "/metrics"
 
-// maxTypeLabels bounds the distinct (queue, type) pairs the per-type
-// metrics keep; pairs past it are counted under type "_other", so a
-// producer inventing types cannot grow the server's memory without end.
-const maxTypeLabels = 10_000
-
-// otherType is the type label of the pairs past maxTypeLabels.
-const otherType = "_other"
-
 // metrics is what the server exposes on /metrics. Events the server sees
 // (enqueues, dispatches, worker results, lapses, commits, cron fires) are
 // counted as they happen; queue depths and the persisted totals are read
 // at scrape time from the engine's incremental counts (Broker.Queues),
 // which costs one pass over the queues, never over the tasks. docs/
-// operations.md lists every metric.
+// operations.md lists every metric. Every queue, type and cron label is
+// capped (metrics_labels.go), so that a scrape stays bounded.
 type metrics struct {
 	registry *prometheus.Registry
 
@@ -41,35 +34,40 @@ type metrics struct {
 	commitOps                              prometheus.Histogram
 	commitSeconds                          prometheus.Histogram
 	cronFires                              *prometheus.CounterVec
+	rejected                               *prometheus.CounterVec
 
 	// cronMu orders a fire's count against its entry's delete, and
 	// cronExists says whether an entry is still stored (set by the
 	// server). A fire applied just before a DeleteCron is counted after
 	// it; without the check, the count would bring back the series the
 	// delete dropped, for an entry that no longer exists.
+	// crons, under cronMu, caps the cron label.
 	cronMu     sync.Mutex
 	cronExists func(id string) bool
+	crons      *labelCap
 
-	// typesMu guards types, the (queue, type) pairs given a type label of
-	// their own, and series, every per-type series resolved so far: a
-	// vec's WithLabelValues checks and hashes the labels and takes the
-	// vec's lock, five times a task otherwise.
+	// typesMu guards queues, the queue label's cap; types, the (queue
+	// label, type) pairs given a type label of their own; and series,
+	// every per-type series resolved so far of a queue and a type with
+	// labels of their own: a vec's WithLabelValues checks and hashes the
+	// labels and takes the vec's lock, five times a task otherwise.
 	typesMu sync.Mutex
+	queues  *labelCap
 	types   map[[2]string]struct{}
 	series  map[seriesKey]prometheus.Metric
 	waits   map[string]prometheus.Observer // the wait histogram's series, by queue
 }
 
 // seriesKey names one series of a per-type vec: the vec, the queue and
-// the type (a pair with a type label of its own: the label is the type).
+// the type (both with a label of their own: the labels are the names).
 type seriesKey struct {
 	vec        any
 	queue, typ string
 }
 
 func newMetrics() *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), types: map[[2]string]struct{}{},
-		series: map[seriesKey]prometheus.Metric{}, waits: map[string]prometheus.Observer{}}
+	m := &metrics{registry: prometheus.NewRegistry(), crons: newLabelCap(maxCronLabels), queues: newLabelCap(maxQueueLabels),
+		types: map[[2]string]struct{}{}, series: map[seriesKey]prometheus.Metric{}, waits: map[string]prometheus.Observer{}}
 	perType := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_tasks_" + name + "_total", Help: help}, []string{"queue", "type"})
 	}
@@ -95,8 +93,11 @@ func newMetrics() *metrics {
 	m.cronFires = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_cron_fires_total",
 		Help: "Cron fires by entry and result: enqueued, refused (the task was refused, e.g. its unique key held) or skipped (missed while down)."},
 		[]string{"cron", "result"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_enqueue_rejected_total",
+		Help: "New tasks refused, by queue and reason: full (the queue was at its max_waiting when the producer's wait for room ended, or when a cron fire found it so)."},
+		[]string{"queue", "reason"})
 	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
-		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires)
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected)
 	// The Go runtime's and the process's own metrics, named conveyor_go_*
 	// and conveyor_process_* so that everything here is conveyor_*.
 	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
@@ -104,15 +105,16 @@ func newMetrics() *metrics {
 	return m
 }
 
-// typeLabelLocked is the type label of a (queue, type) pair: the type
-// itself for the first maxTypeLabels pairs seen, otherType after.
-func (m *metrics) typeLabelLocked(queue, typ string) string {
-	k := [2]string{queue, typ}
+// typeLabelLocked is the type label of typ in a queue labelled
+// queueLabel: the type itself for the first maxTypeLabels pairs seen (of
+// types of at most maxLabelBytes), otherLabel after.
+func (m *metrics) typeLabelLocked(queueLabel, typ string) string {
+	k := [2]string{queueLabel, typ}
 	if _, ok := m.types[k]; ok {
 		return typ
 	}
-	if len(m.types) >= maxTypeLabels {
-		return otherType
+	if len(typ) > maxLabelBytes || len(m.types) >= maxTypeLabels {
+		return otherLabel
 	}
 	m.types[k] = struct{}{}
 	return typ
@@ -120,29 +122,30 @@ func (m *metrics) typeLabelLocked(queue, typ string) string {
 
 // counter is c's series for (queue, typ), resolved once.
 func (m *metrics) counter(c *prometheus.CounterVec, queue, typ string) prometheus.Counter {
-	return resolve(m, c, queue, typ, func(label string) prometheus.Metric { return c.WithLabelValues(queue, label) }).(prometheus.Counter)
+	return resolve(m, c, queue, typ, func(q, t string) prometheus.Metric { return c.WithLabelValues(q, t) }).(prometheus.Counter)
 }
 
 // observer is h's series for (queue, typ), resolved once.
 func (m *metrics) observer(h *prometheus.HistogramVec, queue, typ string) prometheus.Observer {
-	return resolve(m, h, queue, typ, func(label string) prometheus.Metric {
-		return h.WithLabelValues(queue, label).(prometheus.Metric)
+	return resolve(m, h, queue, typ, func(q, t string) prometheus.Metric {
+		return h.WithLabelValues(q, t).(prometheus.Metric)
 	}).(prometheus.Observer)
 }
 
 // resolve returns vec's series for (queue, typ) from the cache, making it
-// with newSeries (given the pair's type label) the first time.
-func resolve(m *metrics, vec any, queue, typ string, newSeries func(label string) prometheus.Metric) prometheus.Metric {
+// with newSeries (given the queue and type labels) the first time.
+func resolve(m *metrics, vec any, queue, typ string, newSeries func(queueLabel, typeLabel string) prometheus.Metric) prometheus.Metric {
 	m.typesMu.Lock()
 	defer m.typesMu.Unlock()
 	k := seriesKey{vec: vec, queue: queue, typ: typ}
 	if s, ok := m.series[k]; ok {
 		return s
 	}
-	label := m.typeLabelLocked(queue, typ)
-	s := newSeries(label)
-	if label == typ {
-		m.series[k] = s // a pair under otherType is not kept: there is no end to them
+	ql := m.queues.label(queue)
+	tl := m.typeLabelLocked(ql, typ)
+	s := newSeries(ql, tl)
+	if ql == queue && tl == typ {
+		m.series[k] = s // a name folded into otherLabel is not kept: there is no end to them
 	}
 	return s
 }
@@ -153,9 +156,12 @@ func (m *metrics) count(c *prometheus.CounterVec, queue, typ string) { m.counter
 func (m *metrics) waitOf(queue string) prometheus.Observer {
 	m.typesMu.Lock()
 	defer m.typesMu.Unlock()
-	o, ok := m.waits[queue]
-	if !ok {
-		o = m.wait.WithLabelValues(queue)
+	if o, ok := m.waits[queue]; ok {
+		return o
+	}
+	label := m.queues.label(queue)
+	o := m.wait.WithLabelValues(label)
+	if label == queue {
 		m.waits[queue] = o
 	}
 	return o
@@ -232,10 +238,12 @@ func (m *metrics) committed(c broker.Commit) {
 }
 
 // queueDeleted drops every series of a queue a DeleteQueue forgot, and
-// its cached series and type labels (which count toward maxTypeLabels),
-// so that queues created and deleted over a server's life do not pile up
-// series. The cache and the vecs change under one lock, so no series is
-// cached that its vec no longer holds (its counts would be lost for
+// its cached series, type labels (which count toward maxTypeLabels) and
+// queue label (which counts toward maxQueueLabels), so that queues created
+// and deleted over a server's life do not pile up series. A queue counted
+// under otherLabel has no series of its own: its counts stay there. The
+// cache and the vecs change under one lock, so no series is cached that
+// its vec no longer holds (its counts would be lost for
 // good). A task enqueued into the name again meanwhile loses the counts
 // made before this drop: its series start again from zero, as a reset.
 // (Depths and persisted totals are read from the engine at scrape time:
@@ -243,6 +251,9 @@ func (m *metrics) committed(c broker.Commit) {
 func (m *metrics) queueDeleted(queue string) {
 	m.typesMu.Lock()
 	defer m.typesMu.Unlock()
+	if !m.queues.forget(queue) {
+		return
+	}
 	for k := range m.series {
 		if k.queue == queue {
 			delete(m.series, k)
@@ -261,6 +272,7 @@ func (m *metrics) queueDeleted(queue string) {
 	}
 	m.wait.DeletePartialMatch(match)
 	m.run.DeletePartialMatch(match)
+	m.rejected.DeletePartialMatch(match)
 }
 
 // cronDeleted forgets the fire counts of an entry a DeleteCron asked to
@@ -271,17 +283,31 @@ func (m *metrics) queueDeleted(queue string) {
 func (m *metrics) cronDeleted(id string) {
 	m.cronMu.Lock()
 	defer m.cronMu.Unlock()
-	if m.cronExists == nil || !m.cronExists(id) {
+	if (m.cronExists == nil || !m.cronExists(id)) && m.crons.forget(id) {
 		m.cronFires.DeletePartialMatch(prometheus.Labels{"cron": id})
 	}
 }
 
-// cronFired counts one cron fire by its result, and the task it enqueued
-// (that one whatever became of the entry: the task exists).
-func (m *metrics) cronFired(id, result string, t *broker.Task) {
+// rejectedFull is the reason label of tasks refused by a full queue.
+const rejectedFull = "full"
+
+// enqueueRejected counts n new tasks of queue refused for reason, under
+// the queue's label (its name, or otherLabel past the cap).
+func (m *metrics) enqueueRejected(queue, reason string, n int) {
+	m.rejected.WithLabelValues(m.queueLabel(queue), reason).Add(float64(n))
+}
+
+// cronFired counts one cron fire by its result, under the entry's cron
+// label (its id, or otherLabel past maxCronLabels), and the task it
+// enqueued (that one whatever became of the entry: the task exists) or
+// the refusal of a full queue (err).
+func (m *metrics) cronFired(id, result string, t *broker.Task, err error) {
+	if q := fullQueue(err); q != "" {
+		m.enqueueRejected(q, rejectedFull, 1)
+	}
 	m.cronMu.Lock()
 	if m.cronExists == nil || m.cronExists(id) {
-		m.cronFires.WithLabelValues(id, result).Inc()
+		m.cronFires.WithLabelValues(m.crons.label(id), result).Inc()
 	}
 	m.cronMu.Unlock()
 	if t != nil {
@@ -308,7 +334,7 @@ func newStateCollector(s *Server) *stateCollector {
 	return &stateCollector{
 		server:         s,
 		queueTasks:     d("queue_tasks", "Tasks in the queue, per state (terminal states until purged).", "queue", "state"),
-		queuePaused:    d("queue_paused", "1 while the queue is paused.", "queue"),
+		queuePaused:    d("queue_paused", "1 while the queue is paused (for queue _other: how many of its queues are).", "queue"),
 		queueEnqueued:  d("queue_enqueued_total", "Tasks ever enqueued into the queue (persisted across restarts).", "queue"),
 		queueProcessed: d("queue_processed_total", "Attempts that ended with a worker's verdict (persisted).", "queue"),
 		queueFailed:    d("queue_failed_total", "Attempts that a worker failed: RETRY or SKIP_RETRY (persisted).", "queue"),
@@ -342,11 +368,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	if qs, err := s.broker.Queues(ctx); err == nil {
-		for _, q := range qs {
+		for _, q := range c.foldQueues(qs) {
 			for st := broker.StateScheduled; st < broker.NumStates; st++ {
 				gauge(c.queueTasks, float64(q.Counts[st]), q.Name, st.String())
 			}
-			gauge(c.queuePaused, boolFloat(q.Paused), q.Name)
+			gauge(c.queuePaused, float64(q.paused), q.Name)
 			counter(c.queueEnqueued, float64(q.Enqueued), q.Name)
 			counter(c.queueProcessed, float64(q.Processed), q.Name)
 			counter(c.queueFailed, float64(q.Failed), q.Name)
@@ -370,6 +396,45 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.storageOK, boolFloat(healthy))
 	gauge(c.buildInfo, 1, s.cfg.Version, info.Engine)
+}
+
+// queueSeries is what the queue metrics export for one queue label: one
+// queue's figures, or the sums of the queues folded into otherLabel.
+type queueSeries struct {
+	broker.QueueInfo
+	paused int // the paused queues among them
+}
+
+// foldQueues is qs by queue label (see metrics.queueLabel): the queues
+// with a label of their own as they are, and the others summed into one
+// otherLabel entry, last.
+func (c *stateCollector) foldQueues(qs []broker.QueueInfo) []queueSeries {
+	out := make([]queueSeries, 0, min(len(qs), maxQueueLabels+1))
+	other := queueSeries{QueueInfo: broker.QueueInfo{Name: otherLabel}}
+	folded := false
+	for _, q := range qs {
+		paused := 0
+		if q.Paused {
+			paused = 1
+		}
+		if c.server.metrics.queueLabel(q.Name) == q.Name {
+			out = append(out, queueSeries{QueueInfo: q, paused: paused})
+			continue
+		}
+		folded = true
+		other.paused += paused
+		other.Enqueued += q.Enqueued
+		other.Processed += q.Processed
+		other.Failed += q.Failed
+		other.Expired += q.Expired
+		for st := range other.Counts {
+			other.Counts[st] += q.Counts[st]
+		}
+	}
+	if folded {
+		out = append(out, other)
+	}
+	return out
 }
 
 func boolFloat(b bool) float64 {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestMetricsTypeLabelCap: the first maxTypeLabels (queue, type) pairs get
-// series of their own, later ones count under otherType, and the series
+// series of their own, later ones count under otherLabel, and the series
 // cache holds only the former.
 func TestMetricsTypeLabelCap(t *testing.T) {
 	t.Parallel()
@@ -37,9 +37,9 @@ func TestMetricsTypeLabelCap(t *testing.T) {
 			}
 		}
 	}
-	if len(counts) != maxTypeLabels+1 || counts[otherType] != 2*extra || counts["t7"] != 2 {
+	if len(counts) != maxTypeLabels+1 || counts[otherLabel] != 2*extra || counts["t7"] != 2 {
 		t.Errorf("%d enqueued series, %q counted %v, t7 %v; want %d series, %d and 2",
-			len(counts), otherType, counts[otherType], counts["t7"], maxTypeLabels+1, 2*extra)
+			len(counts), otherLabel, counts[otherLabel], counts["t7"], maxTypeLabels+1, 2*extra)
 	}
 	if len(m.series) != maxTypeLabels {
 		t.Errorf("%d series cached, want %d", len(m.series), maxTypeLabels)

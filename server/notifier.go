@@ -14,6 +14,8 @@ type notifier struct {
 	hub   atomic.Pointer[hub]
 	loops atomic.Pointer[[]*scheduler.Loop]
 	cron  atomic.Pointer[scheduler.Loop]
+	// rooms are the enqueues waiting for room in a full queue.
+	rooms roomWaits
 }
 
 // set names the services the signals wake: the hub, the loops that follow
@@ -53,4 +55,10 @@ func (n *notifier) CronsChanged() {
 	if c := n.cron.Load(); c != nil {
 		c.Kick()
 	}
+}
+
+// QueueRoom wakes the enqueues waiting for room in queue, and says
+// whether any waits.
+func (n *notifier) QueueRoom(queue string, room int64) bool {
+	return n.rooms.signal(queue, room)
 }

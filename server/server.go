@@ -5,7 +5,8 @@
 // # Shutdown order
 //
 // Stop runs these steps once, in this order:
-//  1. Health reports NOT_SERVING, so load balancers stop routing here.
+//  1. Health reports NOT_SERVING, so load balancers stop routing here, and
+//     enqueues waiting for room in a full queue stop waiting (refused).
 //  2. Worker sessions end: each stream is closed and its leases released
 //     for immediate redelivery, with no retry increment.
 //  3. The HTTP server stops accepting and waits for in-flight RPCs.
@@ -42,6 +43,7 @@ type Server struct {
 	started time.Time
 
 	broker  broker.Broker
+	rooms   *roomWaits
 	hub     *hub
 	metrics *metrics
 	loops   []service // timer loops, in start order
@@ -89,6 +91,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.broker = b
+	s.rooms = &signals.rooms
 	s.metrics.cronExists = func(id string) bool {
 		_, err := b.Cron(context.Background(), id)
 		return !errors.Is(err, broker.ErrNotFound)
@@ -201,6 +204,11 @@ func (s *Server) stop(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	if s.rooms != nil {
+		// Producers waiting for room would hold the HTTP shutdown up to
+		// their wait: the workers that would make room are leaving.
+		s.rooms.close()
+	}
 	if s.health != nil {
 		// "" is the server-wide status most probes ask for.
 		for _, name := range append([]string{""}, servedServices...) {
@@ -278,7 +286,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 		connect.WithInterceptors(boundErrors{})}, jsonCodecs...)
 	mux := http.NewServeMux()
 	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
-	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
+	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
 	rpc(workerPath, withFlushGate(workerHandler))
 	rpc(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))

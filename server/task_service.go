@@ -22,6 +22,7 @@ type taskService struct {
 	now     func() time.Time
 	hub     *hub
 	metrics *metrics
+	rooms   *roomWaits
 }
 
 func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyorv1.EnqueueRequest]) (*connect.Response[conveyorv1.EnqueueResponse], error) {
@@ -31,6 +32,9 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: []broker.NewTask{nt}, Now: now})
+	if err == nil && anyFull(res) {
+		s.waitForRoom(ctx, res, func(_ int, now time.Time) (broker.NewTask, error) { return newTask(req.Msg, now) })
+	}
 	if err == nil {
 		err = res[0].Err
 	}
@@ -69,6 +73,9 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 	}
 	if len(tasks) > 0 {
 		res, err := s.broker.Enqueue(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+		if err == nil && anyFull(res) {
+			s.waitForRoom(ctx, res, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[index[j]], now) })
+		}
 		if err != nil && res == nil {
 			return nil, toConnectError(s.log, err)
 		}
@@ -100,6 +107,9 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 		tasks[i] = nt
 	}
 	out, err := s.broker.EnqueueTx(ctx, broker.EnqueueParams{Tasks: tasks, Now: now})
+	if fullQueue(err) != "" {
+		out, err = s.waitForTxRoom(ctx, tasks, err, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[j], now) })
+	}
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}

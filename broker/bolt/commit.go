@@ -198,6 +198,8 @@ func (c *committer) drain() {
 			c.failOpenLocked(err)
 			if rerr := e.reloadLocked(); rerr != nil {
 				e.log.Error("reload after failed commit", "err", rerr)
+			} else {
+				e.signalRoomLocked()
 			}
 		default:
 			// The engine is closing while the storage still fails: what

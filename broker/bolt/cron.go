@@ -26,7 +26,7 @@ func cronEntry(id string, r *storagev1.CronRecord) broker.CronEntry {
 		ID: id, Spec: r.GetSpec(), Queue: r.GetQueue(), Type: r.GetType(), Payload: r.GetPayload(),
 		ContentType: r.GetContentType(), Metadata: r.GetMetadata(), Options: r.GetOptions(), Paused: r.GetPaused(),
 		NextRun: fromNanos(r.GetNextRun()), LastRun: fromNanos(r.GetLastRun()), LastFire: fromNanos(r.GetLastFire()),
-		LastTaskID: r.GetLastTaskId(),
+		LastTaskID: r.GetLastTaskId(), LastError: r.GetLastError(),
 	}
 }
 
@@ -101,6 +101,7 @@ func (e *Engine) updateCron(id string, update func(broker.CronEntry) (broker.Cro
 	}
 	rec := cronRecord(c)
 	rec.LastRun, rec.LastFire, rec.LastTaskId = old.GetLastRun(), old.GetLastFire(), old.GetLastTaskId()
+	rec.LastError = old.GetLastError()
 	return rec, e.cronChangedLocked(id, rec), nil
 }
 
@@ -220,7 +221,9 @@ func (e *Engine) fireCronOnce(ctx context.Context, f broker.CronFire, pend []pen
 	}
 	rec.LastRun = nanos(f.Now)
 	if pt.err == nil {
-		rec.LastTaskId = pt.k.String()
+		rec.LastTaskId, rec.LastError = pt.k.String(), ""
+	} else {
+		rec.LastError = pt.err.Error()
 	}
 	if cb := e.putCronLocked(f.ID, rec); b == nil {
 		b = cb

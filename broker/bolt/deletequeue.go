@@ -35,6 +35,9 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 		e.mu.Unlock()
 		return err
 	}
+	if q.cfg.MaxWaiting > 0 {
+		e.bounded--
+	}
 	e.forgetQueueLocked(q)
 	b := e.commit.appendSyncLocked(deleteQueueOp(name), nil)
 	e.mu.Unlock()

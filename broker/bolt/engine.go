@@ -169,6 +169,10 @@ type Engine struct {
 
 	commit committer
 	grower tableGrower
+
+	// bounded counts the queues with a MaxWaiting bound (bound.go): while
+	// it is 0, an enqueue checks no bound.
+	bounded int
 }
 
 // Open opens (creating if needed) the bbolt file and rebuilds the in-memory

@@ -213,7 +213,7 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 
 // enqueueLocked inserts each prepared task that passes its checks (its id
 // free, its queue within the limit, its unique key free, its dependencies
-// known) and queues their writes; it returns the batch to wait for (nil
+// known, room in its queue's bound) and queues their writes; it returns the batch to wait for (nil
 // when nothing was inserted). Each task's error is left in pend. lookup is
 // from lockForEnqueue.
 func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsLookup) *batch {
@@ -249,6 +249,13 @@ func (e *Engine) enqueueLocked(pend []pendingTask, at time.Time, lookup *existsL
 		}
 		if pt.state == stateBlocked {
 			if pt.deps, pt.err = e.checkDepsLocked(pt.nt.DependsOn, lookup.done()); pt.err != nil {
+				continue
+			}
+		}
+		if e.bounded > 0 {
+			// Last: a task refused for another reason is not one the
+			// queue's room could let in.
+			if pt.err = e.roomLocked(pt.nt.Queue, 1); pt.err != nil {
 				continue
 			}
 		}

@@ -31,6 +31,9 @@ func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*brok
 			return nil, err
 		}
 		err = e.checkTxLocked(pend, now, lookup)
+		if err == nil && e.bounded > 0 {
+			err = e.txRoomLocked(pend)
+		}
 		if err == nil {
 			break
 		}

@@ -103,6 +103,11 @@ type queue struct {
 	// fired are the queue's fired groups waiting for a session that
 	// handles their type (firedgroups.go).
 	fired firedGroups
+
+	// refused is set when the queue refused a new task for its bound
+	// (MaxWaiting), until the notifier answers that nobody waits for its
+	// room (bound.go).
+	refused bool
 }
 
 func (q *queue) info() broker.QueueInfo {

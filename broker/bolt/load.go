@@ -137,6 +137,7 @@ func (e *Engine) reloadLocked() error {
 	if err != nil {
 		return fmt.Errorf("rebuild indexes: %w", err)
 	}
+	e.reloadedBoundsLocked()
 	if len(wasActive)+len(wasCanceled) > 0 {
 		now := nanos(e.cfg.Now())
 		// A task canceled while it ran is finished as any cancel is, which

@@ -182,6 +182,9 @@ func (e *Engine) deleteLiveLocked(k key, m meta, now int64) {
 	case stateBlocked:
 		e.leftBlockedLocked(k)
 	}
+	if q.refused {
+		e.roomChangedLocked(q)
+	}
 	e.resolveDependentsLocked(k, stateCanceled, now)
 	e.commit.appendLocked(func(w *txw) error {
 		ls, err := w.loadLive(k)

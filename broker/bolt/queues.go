@@ -54,6 +54,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 		update(&cfg)
 		q.cfg = cfg
 		e.configChangedLocked(q, old)
+		e.boundChangedLocked(q, old.MaxWaiting)
 	}, func(rec *storagev1.QueueRecord) { setQueueConfig(rec, cfg) })
 }
 
@@ -107,6 +108,7 @@ func queueConfigOf(rec *storagev1.QueueRecord) broker.QueueConfig {
 			MaxDelay:    time.Duration(rec.GetGroupMaxDelay()),
 			GracePeriod: time.Duration(rec.GetGroupGracePeriod()),
 		},
+		MaxWaiting: rec.GetMaxWaiting(),
 	}
 }
 
@@ -118,4 +120,5 @@ func setQueueConfig(rec *storagev1.QueueRecord, cfg broker.QueueConfig) {
 	rec.GroupMaxSize = cfg.Group.MaxSize
 	rec.GroupMaxDelay = int64(cfg.Group.MaxDelay)
 	rec.GroupGracePeriod = int64(cfg.Group.GracePeriod)
+	rec.MaxWaiting = cfg.MaxWaiting
 }

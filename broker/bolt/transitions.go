@@ -107,6 +107,9 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 	if from == stateAggr && to != stateActive {
 		e.groupShrankLocked(q)
 	}
+	if q.refused {
+		e.roomChangedLocked(q)
+	}
 }
 
 // indexExpiryLocked indexes a live task's expiry or its deadline,
@@ -248,6 +251,9 @@ func (e *Engine) beginFinishLocked(k key, m meta, to broker.State, now int64, fn
 	e.forgetLocked(k)
 	if m.state == stateAggr {
 		e.groupShrankLocked(q)
+	}
+	if q.refused {
+		e.roomChangedLocked(q)
 	}
 	var purgeAt int64 // 0: by class
 	if ownRetention && to == stateCompleted {

@@ -107,6 +107,7 @@ func groups() []group {
 		{"Operate", operateCases()},
 		{"List", listCases()},
 		{"Limits", limitCases()},
+		{"Bound", boundCases()},
 		{"Dependencies", depCases()},
 		{"Groups", groupCases()},
 		{"Cron", cronCases()},

@@ -19,12 +19,21 @@ type Notes struct {
 	timers   chan struct{}
 	lapsed   chan broker.LapsedLease
 	crons    chan struct{}
+	room     chan Room
 	overflow atomic.Bool
+	// waiting is what QueueRoom answers: whether anyone still waits.
+	waiting atomic.Bool
+}
+
+// Room is one QueueRoom signal.
+type Room struct {
+	Queue string
+	Room  int64
 }
 
 func newNotes() *Notes {
 	return &Notes{ready: make(chan string, 1024), timers: make(chan struct{}, 1024), lapsed: make(chan broker.LapsedLease, 1024),
-		crons: make(chan struct{}, 1024)}
+		crons: make(chan struct{}, 1024), room: make(chan Room, 1024)}
 }
 
 // TasksReady records the signal.
@@ -60,6 +69,35 @@ func (n *Notes) CronsChanged() {
 	case n.crons <- struct{}{}:
 	default:
 		n.overflow.Store(true)
+	}
+}
+
+// QueueRoom records the signal, and answers that someone still waits
+// only after SetWaiting(true).
+func (n *Notes) QueueRoom(queue string, room int64) bool {
+	select {
+	case n.room <- Room{queue, room}:
+	default:
+		n.overflow.Store(true)
+	}
+	return n.waiting.Load()
+}
+
+// SetWaiting sets what QueueRoom answers: whether producers still wait
+// for room (false, nobody, by default).
+func (n *Notes) SetWaiting(w bool) { n.waiting.Store(w) }
+
+// Rooms drains the QueueRoom signals queued so far and returns them, in
+// order.
+func (n *Notes) Rooms() []Room {
+	var out []Room
+	for {
+		select {
+		case r := <-n.room:
+			out = append(out, r)
+		default:
+			return out
+		}
 	}
 }
 

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -25,8 +29,15 @@ type backupCmd struct {
 	Force bool   `help:"Replace FILE if it exists."`
 }
 
-// Run downloads the copy into FILE.tmp, fsyncs it, checks that bbolt opens
-// it, and renames it to FILE: FILE is never a partial copy.
+// beforeBackupCopy, set by tests, runs once the backup's temporary file
+// exists and the server has answered, before the copy: a test stops there
+// to interrupt a backup midway.
+var beforeBackupCopy func()
+
+// Run downloads the copy into a new temporary file beside FILE, fsyncs it,
+// checks that bbolt opens it, and puts it in place as FILE: FILE is never a
+// partial copy. Ctrl-C or SIGTERM before then stops the download and
+// removes the temporary file.
 func (c *backupCmd) Run(k *kong.Context) error {
 	if _, err := os.Lstat(c.File); err == nil && !c.Force {
 		return fmt.Errorf("%s exists: pass --force to replace it", c.File)
@@ -35,24 +46,23 @@ func (c *backupCmd) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := callContext()
-	defer cancel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	tmp := c.File + ".tmp"
-	n, err := c.download(ctx, cn, tmp)
+	tmp, n, err := c.copyInto(ctx, cn)
+	if err == nil && ctx.Err() != nil { // the signal came as the copy ended
+		_ = os.Remove(tmp)
+		err = ctx.Err()
+	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		if ctx.Err() != nil {
+			return fmt.Errorf("backup interrupted: its partial copy is removed, and %s is untouched", c.File)
+		}
 		return err
 	}
-	if err := checkBolt(tmp); err != nil {
+	// From here on a signal is ignored: putting the file in place is quick.
+	if err := c.place(tmp); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("the backup does not open as a bbolt file: %w", err)
-	}
-	if err := os.Rename(tmp, c.File); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := syncDir(c.File); err != nil {
 		return err
 	}
 	took := time.Since(start)
@@ -63,14 +73,59 @@ func (c *backupCmd) Run(k *kong.Context) error {
 			Seconds float64 `json:"seconds"`
 		}{c.File, n, took.Seconds()})
 	}
-	_, err = fmt.Fprintf(k.Stdout, "wrote %s: %s in %s\n", c.File, showSize(n), took.Round(time.Millisecond))
-	return err
+	return writef(k.Stdout, "wrote %s: %s in %s\n", c.File, showSize(n), took.Round(time.Millisecond).String())
 }
 
-// download streams GET /backup into path and fsyncs it.
-func (c *backupCmd) download(ctx context.Context, cn *conn, path string) (int64, error) {
+// copyInto downloads the backup into a temporary file of its own in FILE's
+// directory, fsyncs and checks it, and returns its path; on any failure it
+// removes the file. os.CreateTemp picks a random name and creates it with
+// O_EXCL and mode 0600: a file or symlink planted at a predictable name is
+// never opened, and two backups at once never write into one file.
+func (c *backupCmd) copyInto(ctx context.Context, cn *conn) (string, int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(c.File), filepath.Base(c.File)+".tmp-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("backup: %w", err)
+	}
+	tmp := f.Name()
+	n, err := c.download(ctx, cn, f)
+	if err == nil {
+		if err = checkBolt(tmp); err != nil {
+			err = fmt.Errorf("the backup does not open as a bbolt file: %w", err)
+		}
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", n, err
+	}
+	return tmp, n, nil
+}
+
+// place puts the checked copy tmp in place as FILE, durably. Without
+// --force it links rather than renames, so that a FILE that appeared
+// since the check (another backup's) is never replaced; a file system
+// without hard links gets the rename.
+func (c *backupCmd) place(tmp string) error {
+	if !c.Force {
+		err := os.Link(tmp, c.File)
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s exists: pass --force to replace it", c.File)
+		}
+		if err == nil {
+			_ = os.Remove(tmp) // FILE is in place; the extra name goes
+			return syncDir(c.File)
+		}
+	}
+	if err := os.Rename(tmp, c.File); err != nil {
+		return err
+	}
+	return syncDir(c.File)
+}
+
+// download streams GET /backup into f, fsyncs it and closes it.
+func (c *backupCmd) download(ctx context.Context, cn *conn, f *os.File) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cn.base+server.BackupPath, nil)
 	if err != nil {
+		_ = f.Close()
 		return 0, err
 	}
 	if cn.token != "" {
@@ -78,6 +133,7 @@ func (c *backupCmd) download(ctx context.Context, cn *conn, path string) (int64,
 	}
 	res, err := cn.http.Do(req)
 	if err != nil {
+		_ = f.Close()
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
@@ -85,11 +141,11 @@ func (c *backupCmd) download(ctx context.Context, cn *conn, path string) (int64,
 	}
 	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
+		_ = f.Close()
 		return 0, httpError(res)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return 0, err
+	if beforeBackupCopy != nil {
+		beforeBackupCopy()
 	}
 	// The server cuts the body short when its copy fails, so a transfer
 	// that ends without error is the whole file.

@@ -26,8 +26,8 @@ func TestBackupAndRestore(t *testing.T) {
 	if !strings.HasPrefix(out, "wrote "+file+": ") {
 		t.Errorf("backup printed %q", out)
 	}
-	if _, err := os.Stat(file + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf("the temporary file is left: %v", err)
+	if left := tempFiles(t, file); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 
 	// Without the token: exit 4, and no file.
@@ -35,10 +35,11 @@ func TestBackupAndRestore(t *testing.T) {
 	if _, err := runCLI(t, "", "backup", addr, "--token=", missing); exitCode(err) != exitAuth || !strings.Contains(err.Error(), "401") {
 		t.Errorf("backup without the token: %v (exit %d)", err, exitCode(err))
 	}
-	for _, p := range []string{missing, missing + ".tmp"} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("%s exists after a refused backup", p)
-		}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a refused backup", missing)
+	}
+	if left := tempFiles(t, missing); len(left) != 0 {
+		t.Errorf("a refused backup left %v", left)
 	}
 
 	// An existing file stays unless --force.
@@ -76,6 +77,17 @@ func TestBackupAndRestore(t *testing.T) {
 	if ids := listIDs(t, mustRun(t, "task", "ls", "--addr", r.URL(), "--queue", "q", "--json")); len(ids) != 2 {
 		t.Errorf("the restored queue holds %d tasks, want 2", len(ids))
 	}
+}
+
+// tempFiles is what backups to file left beside it: its temporary files
+// (FILE.tmp-*).
+func tempFiles(t *testing.T, file string) []string {
+	t.Helper()
+	left, err := filepath.Glob(file + ".tmp-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
 }
 
 func copyFile(t *testing.T, from, to string) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"connectrpc.com/connect"
 	"github.com/alecthomas/kong"
 
@@ -33,6 +31,5 @@ func (c *cronDeleteCmd) Run(k *kong.Context) error {
 			Deleted bool   `json:"deleted"`
 		}{c.ID, true})
 	}
-	_, err = fmt.Fprintf(k.Stdout, "deleted cron entry %s\n", c.ID)
-	return err
+	return writef(k.Stdout, "deleted cron entry %s\n", c.ID)
 }

@@ -73,7 +73,13 @@ func main() {
 	ctx, err := parser.Parse(os.Args[1:])
 	parser.FatalIfErrorf(err) // exits with exitUsage
 	if err := ctx.Run(); err != nil {
-		ctx.Errorf("%v", err)
+		reportError(ctx, err)
 		ctx.Exit(exitCode(err))
 	}
+}
+
+// reportError prints a command's error on standard error, made safe for a
+// terminal: its message may quote the server, or what the server stored.
+func reportError(ctx *kong.Context, err error) {
+	ctx.Errorf("%s", safeText(err.Error()))
 }

@@ -75,7 +75,7 @@ func (a *jsonArray) add(m proto.Message) error {
 		return fmt.Errorf("indent JSON: %w", err)
 	}
 	a.n++
-	_, err = a.w.Write(out.Bytes())
+	_, err = a.w.Write(jsonSafe(out.Bytes()))
 	return err
 }
 
@@ -106,7 +106,7 @@ func writeIndented(w io.Writer, b []byte) error {
 		return fmt.Errorf("indent JSON: %w", err)
 	}
 	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
+	_, err := w.Write(jsonSafe(out.Bytes()))
 	return err
 }
 
@@ -121,16 +121,12 @@ func newTable(w io.Writer, headers ...string) *table {
 	return t
 }
 
-// row adds one row; tabs and line breaks in a cell would break the
-// alignment, so they become spaces.
+// row adds one row. Every cell is made safe for a terminal (safeText):
+// a tab or line break in a cell is shown escaped, so it cannot break the
+// alignment, and the widths are those of the escaped text.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
-		cells[i] = strings.Map(func(r rune) rune {
-			if r == '\t' || r == '\n' || r == '\r' {
-				return ' '
-			}
-			return r
-		}, c)
+		cells[i] = safeText(c)
 	}
 	// A tabwriter buffers; a write error shows at flush.
 	_, _ = fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
@@ -139,16 +135,40 @@ func (t *table) row(cells ...string) {
 func (t *table) flush() error { return t.tw.Flush() }
 
 // listing is a key/value listing with the values aligned in one column.
-type listing struct{ keys, values []string }
+// A value is one line; a block (a payload, a result, an error) may have
+// several, each laid out under the first. Every line is made safe for a
+// terminal (safeText) as it is written: a value's own line break shows as
+// "\n", and a block's line breaks become the listing's continuation
+// lines, indented, so that no value can start a line of its own.
+type listing struct {
+	keys   []string
+	values [][]string // each value's lines
+}
 
 func (l *listing) add(k, v string) {
 	l.keys = append(l.keys, k)
-	l.values = append(l.values, v)
+	l.values = append(l.values, []string{v})
 }
 
 func (l *listing) addIf(k, v string) {
 	if v != "" {
 		l.add(k, v)
+	}
+}
+
+// addBlock adds text shown line by line; a line break is "\n" or "\r\n".
+func (l *listing) addBlock(k, text string) {
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		lines[i] = strings.TrimSuffix(line, "\r")
+	}
+	l.keys = append(l.keys, k)
+	l.values = append(l.values, lines)
+}
+
+func (l *listing) addBlockIf(k, text string) {
+	if text != "" {
+		l.addBlock(k, text)
 	}
 }
 
@@ -159,20 +179,34 @@ func (l *listing) addTime(k string, t *timestamppb.Timestamp) {
 }
 
 func (l *listing) write(w io.Writer) error {
+	keys := make([]string, len(l.keys))
 	width := 0
-	for _, k := range l.keys {
-		width = max(width, len(k))
+	for i, k := range l.keys {
+		keys[i] = safeText(k) // a map's keys (info's task counts) come from the server
+		width = max(width, utf8.RuneCountInString(keys[i]))
 	}
 	var b strings.Builder
-	for i, k := range l.keys {
-		// A multi-line value continues under its first line.
-		lines := strings.Split(l.values[i], "\n")
-		fmt.Fprintf(&b, "%-*s  %s\n", width, k, lines[0])
+	for i, k := range keys {
+		lines := l.values[i]
+		fmt.Fprintf(&b, "%-*s  %s\n", width, k, safeText(lines[0]))
 		for _, line := range lines[1:] {
-			fmt.Fprintf(&b, "%*s  %s\n", width, "", line)
+			fmt.Fprintf(&b, "%*s  %s\n", width, "", safeText(line))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writef is fmt.Fprintf for a line of plain text, with every string
+// argument made safe for a terminal (safeText): the format is the CLI's,
+// the arguments may come from the server.
+func writef(w io.Writer, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = safeText(s)
+		}
+	}
+	_, err := fmt.Fprintf(w, format, args...)
 	return err
 }
 

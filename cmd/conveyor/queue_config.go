@@ -33,6 +33,7 @@ type queueConfigCmd struct {
 	GroupMaxSize     *int32         `name:"group-max-size" placeholder:"N" help:"A group fires once it holds this many tasks (0: the server's default)."`
 	GroupMaxDelay    *time.Duration `name:"group-max-delay" placeholder:"DURATION" help:"A group fires this long after its first task (0: the server's default)."`
 	GroupGracePeriod *time.Duration `name:"group-grace-period" placeholder:"DURATION" help:"A group fires this long after its latest task (0: the server's default)."`
+	MaxWaiting       *int64         `name:"max-waiting" placeholder:"N" help:"Tasks the queue may hold waiting to run (scheduled, pending, retry, aggregating, blocked); a producer past it waits for room, up to 5s, then is refused (0: no bound)."`
 }
 
 // Run shows or updates the configuration and prints the result.
@@ -79,6 +80,10 @@ func (c *queueConfigCmd) update() (*conveyorv1.QueueConfig, *fieldmaskpb.FieldMa
 	set("group_policy.max_size", &cfg.GroupPolicy.MaxSize, c.GroupMaxSize)
 	setDuration("group_policy.max_delay", &cfg.GroupPolicy.MaxDelay, c.GroupMaxDelay)
 	setDuration("group_policy.grace_period", &cfg.GroupPolicy.GracePeriod, c.GroupGracePeriod)
+	if c.MaxWaiting != nil {
+		cfg.MaxWaiting = *c.MaxWaiting
+		mask.Paths = append(mask.Paths, "max_waiting")
+	}
 	return cfg, mask
 }
 
@@ -90,6 +95,7 @@ func (c *queueConfigCmd) printConfig(w io.Writer, cfg *conveyorv1.QueueConfig) e
 	l.add("queue", cfg.GetQueue())
 	l.add("concurrency_limit", fmt.Sprint(cfg.GetConcurrencyLimit()))
 	l.add("max_active", limit(cfg.GetMaxActive()))
+	l.add("max_waiting", limit(cfg.GetMaxWaiting()))
 	if r := cfg.GetRateLimit(); r.GetPerSecond() > 0 {
 		l.add("rate_limit", fmt.Sprintf("%d/s, burst %d", r.GetPerSecond(), r.GetBurst()))
 	} else {
@@ -106,7 +112,7 @@ func (c *queueConfigCmd) printConfig(w io.Writer, cfg *conveyorv1.QueueConfig) e
 }
 
 // limit is a cap for people: 0 means none.
-func limit(n int32) string {
+func limit[N int32 | int64](n N) string {
 	if n == 0 {
 		return "none"
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"connectrpc.com/connect"
 	"github.com/alecthomas/kong"
 
@@ -35,6 +33,5 @@ func (c *queueDeleteCmd) Run(k *kong.Context) error {
 			Deleted bool   `json:"deleted"`
 		}{c.Queue, true})
 	}
-	_, err = fmt.Fprintf(k.Stdout, "deleted queue %s\n", c.Queue)
-	return err
+	return writef(k.Stdout, "deleted queue %s\n", c.Queue)
 }

@@ -80,14 +80,14 @@ func TestQueueConfig(t *testing.T) {
 	golden(t, "queue_config_defaults", mustRun(t, "queue", "config", addr, "alpha"))
 	golden(t, "queue_config_set", mustRun(t, "queue", "config", addr, "alpha",
 		"--concurrency-limit", "3", "--max-active", "10", "--rate", "5", "--group-max-size", "7",
-		"--group-max-delay", "1m", "--group-grace-period", "2s"))
+		"--group-max-delay", "1m", "--group-grace-period", "2s", "--max-waiting", "1000"))
 
 	// Unspecified flags keep their values; a burst that was the default
 	// follows a new rate.
 	kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--rate", "8"))
 	for k, want := range map[string]string{
 		"concurrency_limit": "3", "max_active": "10", "rate_limit": "8/s, burst 8",
-		"group_max_size": "7", "group_max_delay": "1m0s", "group_grace_period": "2s",
+		"group_max_size": "7", "group_max_delay": "1m0s", "group_grace_period": "2s", "max_waiting": "1000",
 	} {
 		if kv[k] != want {
 			t.Errorf("after --rate 8: %s = %q, want %q", k, kv[k], want)
@@ -99,7 +99,7 @@ func TestQueueConfig(t *testing.T) {
 		t.Errorf("an explicit burst did not stay: %q", kv["rate_limit"])
 	}
 	// 0 restores a default.
-	if kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--max-active", "0", "--rate", "0", "--burst", "0")); kv["max_active"] != "none" || kv["rate_limit"] != "none" {
+	if kv := parseListing(t, mustRun(t, "queue", "config", addr, "alpha", "--max-active", "0", "--rate", "0", "--burst", "0", "--max-waiting", "0")); kv["max_active"] != "none" || kv["rate_limit"] != "none" || kv["max_waiting"] != "none" {
 		t.Errorf("0 did not restore the defaults: %v", kv)
 	}
 	golden(t, "queue_config_json", mustRun(t, "queue", "config", addr, "--json", "alpha"))
@@ -124,6 +124,7 @@ func TestQueueConfig(t *testing.T) {
 		code int
 	}{
 		{"negative", []string{"queue", "config", addr, "alpha", "--max-active=-1"}, "config.max_active must be", exitRefused},
+		{"negative bound", []string{"queue", "config", addr, "alpha", "--max-waiting=-1"}, "config.max_waiting must be", exitRefused},
 		{"bad name", []string{"queue", "config", addr, "no/slash"}, "is invalid", exitRefused},
 		{"bad pause", []string{"queue", "pause", addr, "no/slash"}, "is invalid", exitRefused},
 		{"not a number", []string{"queue", "config", addr, "alpha", "--rate", "fast"}, "--rate", exitUsage},

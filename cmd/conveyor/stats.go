@@ -82,14 +82,14 @@ func (c *statsCmd) frame(w io.Writer, tty bool, addr string, prev, cur *statsSam
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+		_, err = fmt.Fprintf(w, "%s\n", jsonSafe(b))
 		return err
 	}
 	var b strings.Builder
 	if tty {
 		b.WriteString("\x1b[H\x1b[2J") // home the cursor, clear the screen
 	}
-	fmt.Fprintf(&b, "conveyor stats  %s  %s", addr, cur.at.Local().Format(time.RFC3339))
+	_ = writef(&b, "conveyor stats  %s  %s", addr, cur.at.Local().Format(time.RFC3339))
 	if c.Count != 1 {
 		fmt.Fprintf(&b, "  (every %s; Ctrl-C to stop)", c.Interval)
 	}

@@ -48,9 +48,9 @@ func (f *clientFlags) printTask(w io.Writer, t *conveyorv1.TaskInfo) error {
 	l.add("state", stateName(t.GetState()))
 	l.add("priority", fmt.Sprint(t.GetPriority()))
 	l.add("retried", fmt.Sprintf("%d/%d", t.GetRetried(), t.GetMaxRetry()))
-	l.addIf("last_error", t.GetLastError())
+	l.addBlockIf("last_error", t.GetLastError())
 	l.add("content_type", t.GetContentType())
-	l.add("payload", showBytes(t.GetPayload()))
+	l.addBlock("payload", showBytes(t.GetPayload()))
 	l.addIf("metadata", showMap(t.GetMetadata()))
 	l.addTime("enqueued_at", t.GetEnqueuedAt())
 	l.addTime("next_process_at", t.GetNextProcessAt())
@@ -69,7 +69,7 @@ func (f *clientFlags) printTask(w io.Writer, t *conveyorv1.TaskInfo) error {
 		l.add("progress", strings.TrimSpace(fmt.Sprintf("%d%% %s", t.GetProgressPercent(), t.GetProgressMessage())))
 	}
 	if len(t.GetResult()) > 0 {
-		l.add("result", showBytes(t.GetResult()))
+		l.addBlock("result", showBytes(t.GetResult()))
 	}
 	return l.write(w)
 }

@@ -222,8 +222,7 @@ func bulkSummary(w io.Writer, a taskAction, p *conveyorv1.BulkTasksProgress) err
 	if p.GetFirstError() != "" {
 		s += " (first error: " + p.GetFirstError() + ")"
 	}
-	_, err := fmt.Fprintln(w, s)
-	return err
+	return writef(w, "%s\n", s)
 }
 
 // partial is the error of an action that failed for some tasks: exit code

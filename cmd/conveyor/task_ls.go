@@ -69,7 +69,7 @@ func (c *taskLsCmd) Run(k *kong.Context) error {
 		return err
 	}
 	if req.PageToken != "" {
-		_, err = fmt.Fprintf(k.Stderr, "more tasks: continue with --page-token %s\n", req.PageToken)
+		err = writef(k.Stderr, "more tasks: continue with --page-token %s\n", req.PageToken)
 	}
 	return err
 }

@@ -238,10 +238,31 @@ func (b *enqueueBatcher) leaveLocked() {
 		return // every caller gave up: nothing to send
 	}
 	g.waiting = len(calls)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := batchContext(calls)
 	g.cancel = cancel
 	b.inFlight++
 	go b.send(ctx, cancel, calls)
+}
+
+// batchContext is the context of a batch's RPC: canceled once every
+// caller has given up, and with the latest of their deadlines when each
+// has one, which the RPC could not outlive anyway. The server learns from
+// it how long the call may wait for room in a full queue (a quarter of
+// it), so that the callers get their queue's refusal (ErrQueueFull)
+// rather than wait on past their deadlines; with a caller that has no
+// deadline, the server waits its longest (5 s).
+func batchContext(calls []*enqueueCall) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range calls {
+		dl, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
 }
 
 // send makes the RPC of one batch and hands each caller its outcome.

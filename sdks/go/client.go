@@ -52,11 +52,17 @@ func NewClient(addr string, opts ...Option) (*Client, error) {
 // the defaults of each option not given (queue "default", content type
 // application/json, priority 4, max retry 25).
 //
+// A queue at its max_waiting holds the call until it has room, for at
+// most a quarter of ctx's remaining deadline and 5 s, then fails it with
+// ErrQueueFull: nothing was stored.
+//
 // Concurrent calls may share one EnqueueBatch RPC (see
 // WithEnqueueBatching); each still gets its own task or error, the same as
-// from an RPC of its own. If ctx ends before the call's RPC leaves, the
-// task is not sent; if it ends after, the task may or may not be stored,
-// as with any RPC cut short: enqueue with a TaskID to retry safely.
+// from an RPC of its own. (A shared RPC waits for room as long as its
+// callers' latest deadline allows.) If ctx ends before the call's RPC
+// leaves, the task is not sent; if it ends after, the task may or may not
+// be stored, as with any RPC cut short: enqueue with a TaskID to retry
+// safely.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload []byte, opts ...TaskOption) (*TaskInfo, error) {
 	return c.enqueue(ctx, NewTask(taskType, payload, opts...))
 }
@@ -90,7 +96,8 @@ type BatchResult struct {
 	// Err says why the task was not enqueued: an *Error with the server's
 	// code and message for the item, which errors.Is matches as for
 	// Enqueue (ErrAlreadyExists for a duplicate task id or unique key,
-	// ErrInvalidArgument for an invalid task), or ErrInvalidArgument for
+	// ErrInvalidArgument for an invalid task, ErrQueueFull for a task its
+	// queue had no room for after the call's wait), or ErrInvalidArgument for
 	// a problem the SDK found itself (a nil task or an option's programmer
 	// error). A server older than per-item codes sends none: its items'
 	// errors then have code unknown and match no sentinel.
@@ -206,7 +213,9 @@ func itemError(r *conveyorv1.EnqueueBatchResult) error {
 // EnqueueTx stores 1..1000 tasks atomically: all of them or none. If any
 // task fails (a validation error, a unique key already held or shared by
 // two of the tasks), the call fails with that error (ErrInvalidArgument or
-// ErrAlreadyExists) and nothing is stored. A task whose TaskID already
+// ErrAlreadyExists) and nothing is stored. Tasks that would take a queue
+// past its max_waiting wait for room as Enqueue does, then fail the call
+// with ErrQueueFull. A task whose TaskID already
 // exists is not an error: its existing TaskInfo is returned in its place.
 // On success the committed tasks are returned in the order given.
 func (c *Client) EnqueueTx(ctx context.Context, tasks []*Task) ([]*TaskInfo, error) {

@@ -3,6 +3,7 @@ package conveyor
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -31,7 +32,20 @@ var (
 	// serve the call right now (it is down or shutting down); the call may
 	// be retried.
 	ErrUnavailable = errors.New("conveyor: unavailable")
+	// ErrQueueFull means an enqueue found its queue at its max_waiting (the
+	// most tasks it may hold waiting to run) and still no room after
+	// waiting for some, up to a quarter of the call's remaining deadline
+	// and 5 s. Nothing was stored (for EnqueueTx, none of the tasks). It
+	// is backpressure: slow down, or try again later. It matches an error
+	// of code resource_exhausted whose message begins "queue full: ", the
+	// protocol's mark of this refusal; the code alone is also what an
+	// oversized request gets.
+	ErrQueueFull = errors.New("conveyor: queue full")
 )
+
+// queueFullPrefix begins the message of every refusal by a full queue
+// (docs/protocol.md).
+const queueFullPrefix = "queue full: "
 
 // sentinels maps connect codes to the sentinel errors they match.
 var sentinels = map[connect.Code]error{
@@ -63,8 +77,12 @@ func (e *Error) Message() string { return e.err.Message() }
 // Unwrap returns the underlying *connect.Error.
 func (e *Error) Unwrap() error { return e.err }
 
-// Is reports whether target is the sentinel error of e's code.
+// Is reports whether target is the sentinel error of e's code, or
+// ErrQueueFull for a full queue's refusal.
 func (e *Error) Is(target error) bool {
+	if target == ErrQueueFull {
+		return e.err.Code() == connect.CodeResourceExhausted && strings.HasPrefix(e.err.Message(), queueFullPrefix)
+	}
 	s, ok := sentinels[e.err.Code()]
 	return ok && s == target
 }

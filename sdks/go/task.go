@@ -72,7 +72,9 @@ type taskOptionFunc func(*Task)
 func (f taskOptionFunc) applyToTask(t *Task) { f(t) }
 
 // Queue sets the queue the task is enqueued on. Defaults to "default"; a
-// name must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
+// name must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ and be at most 1,024 bytes
+// (the server checks it: a bad name fails the enqueue with
+// ErrInvalidArgument).
 func Queue(name string) TaskOption {
 	return taskOptionFunc(func(t *Task) { t.req.Queue = name })
 }

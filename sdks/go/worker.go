@@ -115,8 +115,9 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		cfg.queues = map[string]int32{workerDefaultQueue: 1}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.queues)) {
-		if !validWorkerQueueName(name) {
-			cfg.errorf("queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$", name)
+		if !validQueueName(name) {
+			cfg.errorf("queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)",
+				truncateName(name), maxNameBytes)
 		}
 		if w := cfg.queues[name]; w <= 0 {
 			cfg.errorf("queue %q: weight must be > 0, got %d", name, w)
@@ -152,21 +153,6 @@ func closedChan() chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch
-}
-
-// validWorkerQueueName reports whether name matches ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
-func validWorkerQueueName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '-' && c != '_' && c != '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // Handle registers h for tasks of taskType. It panics if taskType is empty,

@@ -37,8 +37,10 @@ func (c *workerConfig) errorf(format string, args ...any) {
 
 // WithQueue adds a queue for the Worker to serve, with its weight: under
 // backlog the server dispatches from each queue in proportion to its weight
-// (3 and 1 give a 3:1 mix). Weights must be > 0. A Worker serves the queue
-// "default" with weight 1 unless WithQueue or WithQueues names others.
+// (3 and 1 give a 3:1 mix). A name must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$
+// and be at most 1,024 bytes; weights must be > 0 (NewWorker checks both,
+// by the server's rules). A Worker serves the queue "default" with weight
+// 1 unless WithQueue or WithQueues names others.
 func WithQueue(name string, weight int32) WorkerOption {
 	return workerOptionFunc(func(c *workerConfig) {
 		if c.queues == nil {

@@ -272,7 +272,12 @@ type QueueConfig struct {
 	// rate_limit is a token bucket on the queue's dispatches.
 	RateLimit *RateLimit `protobuf:"bytes,4,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
 	// group_policy says when the queue's aggregation groups fire.
-	GroupPolicy   *GroupPolicy `protobuf:"bytes,5,opt,name=group_policy,json=groupPolicy,proto3" json:"group_policy,omitempty"`
+	GroupPolicy *GroupPolicy `protobuf:"bytes,5,opt,name=group_policy,json=groupPolicy,proto3" json:"group_policy,omitempty"`
+	// max_waiting bounds the tasks the queue may hold in SCHEDULED, PENDING,
+	// RETRY, AGGREGATING and BLOCKED together. An enqueue that would take it
+	// past the bound waits for room (at most a quarter of its remaining
+	// deadline, and 5 s), then fails with resource_exhausted. 0 means no bound.
+	MaxWaiting    int64 `protobuf:"varint,6,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -340,6 +345,13 @@ func (x *QueueConfig) GetGroupPolicy() *GroupPolicy {
 		return x.GroupPolicy
 	}
 	return nil
+}
+
+func (x *QueueConfig) GetMaxWaiting() int64 {
+	if x != nil {
+		return x.MaxWaiting
+	}
+	return 0
 }
 
 // RateLimit is a token bucket on a queue's dispatches.
@@ -532,7 +544,7 @@ type UpdateQueueConfigRequest struct {
 	// names in QueueConfig: concurrency_limit, max_active, rate_limit (or
 	// rate_limit.per_second, rate_limit.burst), group_policy (or
 	// group_policy.max_size, group_policy.max_delay,
-	// group_policy.grace_period). The others keep their stored values: the
+	// group_policy.grace_period), max_waiting. The others keep their stored values: the
 	// server reads and writes the configuration in one step, so two clients
 	// changing different settings at once both keep their change. Empty:
 	// config replaces the whole configuration.
@@ -1906,7 +1918,10 @@ type CronEntry struct {
 	// metadata is copied to every fired task.
 	Metadata map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// last_task_id is the task the latest fire enqueued.
-	LastTaskId    string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	LastTaskId string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	// last_error says why the latest fire enqueued no task (its queue was at
+	// its max_waiting, its unique key was held); empty when it enqueued one.
+	LastError     string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2021,6 +2036,13 @@ func (x *CronEntry) GetMetadata() map[string]string {
 func (x *CronEntry) GetLastTaskId() string {
 	if x != nil {
 		return x.LastTaskId
+	}
+	return ""
+}
+
+func (x *CronEntry) GetLastError() string {
+	if x != nil {
+		return x.LastError
 	}
 	return ""
 }
@@ -2974,7 +2996,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x03R\tprocessed\x12\x16\n" +
 	"\x06failed\x18\r \x01(\x03R\x06failed\x120\n" +
 	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\x12\x1a\n" +
-	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\xe3\x01\n" +
+	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\x84\x02\n" +
 	"\vQueueConfig\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12+\n" +
 	"\x11concurrency_limit\x18\x02 \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +
@@ -2982,7 +3004,9 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"max_active\x18\x03 \x01(\x05R\tmaxActive\x125\n" +
 	"\n" +
 	"rate_limit\x18\x04 \x01(\v2\x16.conveyor.v1.RateLimitR\trateLimit\x12;\n" +
-	"\fgroup_policy\x18\x05 \x01(\v2\x18.conveyor.v1.GroupPolicyR\vgroupPolicy\"@\n" +
+	"\fgroup_policy\x18\x05 \x01(\v2\x18.conveyor.v1.GroupPolicyR\vgroupPolicy\x12\x1f\n" +
+	"\vmax_waiting\x18\x06 \x01(\x03R\n" +
+	"maxWaiting\"@\n" +
 	"\tRateLimit\x12\x1d\n" +
 	"\n" +
 	"per_second\x18\x01 \x01(\x05R\tperSecond\x12\x14\n" +
@@ -3067,7 +3091,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x06failed\x18\x03 \x01(\x03R\x06failed\x12\x12\n" +
 	"\x04done\x18\x04 \x01(\bR\x04done\x12\x1f\n" +
 	"\vfirst_error\x18\x05 \x01(\tR\n" +
-	"firstError\"\xfb\x03\n" +
+	"firstError\"\x9a\x04\n" +
 	"\tCronEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +
@@ -3082,7 +3106,9 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tlastRunAt\x12@\n" +
 	"\bmetadata\x18\v \x03(\v2$.conveyor.v1.CronEntry.MetadataEntryR\bmetadata\x12 \n" +
 	"\flast_task_id\x18\f \x01(\tR\n" +
-	"lastTaskId\x1a;\n" +
+	"lastTaskId\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +

@@ -110,6 +110,7 @@ function CronRow({ c, act }: { c: CronEntry; act: (what: string, call: () => Pro
             </Link>
           </>
         )}
+        {c.lastError && <div class="error-inline cron-error">No task: {c.lastError}</div>}
       </td>
       <td data-label="Status">{c.paused ? <span class="badge paused">Paused</span> : <span class="badge running">Active</span>}</td>
       <td class="actions">

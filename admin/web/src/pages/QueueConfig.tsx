@@ -9,7 +9,7 @@ import { refreshQueues } from "../lib/live";
 import { ErrorBox, Loading, Notice } from "../components/Status";
 
 /**
- * QueueConfigPanel shows a queue's limits, rate and group policy, and
+ * QueueConfigPanel shows a queue's limits, rate, bound and group policy, and
  * edits them. It reads the configuration twice: effective (the defaults
  * filled in) to show, and as stored (a zero where the queue follows the
  * default) to edit, because a form filled from the effective one would
@@ -85,6 +85,10 @@ function ConfigView({ config: c, stored: s }: { config: QueueConfig; stored: Que
         <dd>{c.maxActive === 0 ? "no limit" : String(c.maxActive)}</dd>
       </div>
       <div>
+        <dt>Max waiting</dt>
+        <dd>{c.maxWaiting === 0n ? "no bound" : String(c.maxWaiting)}</dd>
+      </div>
+      <div>
         <dt>Rate limit</dt>
         <dd>
           {c.rateLimit && c.rateLimit.perSecond > 0
@@ -115,6 +119,7 @@ function shownDuration(ms: number, ownMs: number, byDefault: (own: number) => st
 interface Draft {
   concurrencyLimit: string;
   maxActive: string;
+  maxWaiting: string;
   perSecond: string;
   burst: string;
   maxSize: string;
@@ -127,6 +132,7 @@ function draftOf(c: QueueConfig): Draft {
   return {
     concurrencyLimit: c.concurrencyLimit ? String(c.concurrencyLimit) : "",
     maxActive: c.maxActive ? String(c.maxActive) : "",
+    maxWaiting: c.maxWaiting ? String(c.maxWaiting) : "",
     perSecond: c.rateLimit?.perSecond ? String(c.rateLimit.perSecond) : "",
     burst: c.rateLimit?.burst ? String(c.rateLimit.burst) : "",
     maxSize: c.groupPolicy?.maxSize ? String(c.groupPolicy.maxSize) : "",
@@ -138,11 +144,11 @@ function draftOf(c: QueueConfig): Draft {
 // parse turns the form into a QueueConfig, or names the fields that are wrong.
 function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Partial<Record<keyof Draft, string>> } {
   const problems: Partial<Record<keyof Draft, string>> = {};
-  const n = (k: keyof Draft): number => {
+  const n = (k: keyof Draft, max = 2_147_483_647): number => {
     const s = d[k].trim();
     if (s === "") return 0;
-    if (!/^\d+$/.test(s) || Number(s) > 2_147_483_647) {
-      problems[k] = "a whole number, 0 or more";
+    if (!/^\d+$/.test(s) || Number(s) > max) {
+      problems[k] = `a whole number from 0 to ${max}`;
       return 0;
     }
     return Number(s);
@@ -159,6 +165,8 @@ function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Parti
     queue,
     concurrencyLimit: n("concurrencyLimit"),
     maxActive: n("maxActive"),
+    // The server's bound on max_waiting (server/limits.go MaxQueueWaiting).
+    maxWaiting: BigInt(n("maxWaiting", 1_000_000_000)),
     rateLimit: { perSecond: n("perSecond"), burst: n("burst") },
     groupPolicy: {
       maxSize: n("maxSize"),
@@ -173,6 +181,7 @@ function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Parti
 const maskPaths: Record<keyof Draft, string> = {
   concurrencyLimit: "concurrency_limit",
   maxActive: "max_active",
+  maxWaiting: "max_waiting",
   perSecond: "rate_limit.per_second",
   burst: "rate_limit.burst",
   maxSize: "group_policy.max_size",
@@ -183,6 +192,12 @@ const maskPaths: Record<keyof Draft, string> = {
 const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "dur" }[] = [
   { key: "concurrencyLimit", label: "Concurrency per key", help: "Tasks sharing one concurrency key that may run at once. Empty or 0: 1.", kind: "int" },
   { key: "maxActive", label: "Max active", help: "Tasks of the queue that may run at once. Empty or 0: no limit.", kind: "int" },
+  {
+    key: "maxWaiting",
+    label: "Max waiting",
+    help: "Tasks the queue may hold waiting to run. A producer past it waits up to 5 s for room, then is refused. Empty or 0: no bound.",
+    kind: "int",
+  },
   { key: "perSecond", label: "Rate (per second)", help: "Dispatches per second. Empty or 0: no limit.", kind: "int" },
   { key: "burst", label: "Burst", help: "Dispatches allowed at once above the rate. Empty or 0: the rate.", kind: "int" },
   { key: "maxSize", label: "Group max size", help: "A group fires once it holds this many tasks. Empty: the server default.", kind: "int" },

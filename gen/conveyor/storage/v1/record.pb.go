@@ -658,7 +658,9 @@ type QueueRecord struct {
 	GroupGracePeriod int64 `protobuf:"varint,14,opt,name=group_grace_period,json=groupGracePeriod,proto3" json:"group_grace_period,omitempty"`
 	// expired counts tasks archived unrun because their expiry or deadline
 	// passed while they waited.
-	Expired       int64 `protobuf:"varint,15,opt,name=expired,proto3" json:"expired,omitempty"`
+	Expired int64 `protobuf:"varint,15,opt,name=expired,proto3" json:"expired,omitempty"`
+	// max_waiting bounds the queue's tasks in the waiting states (0: none).
+	MaxWaiting    int64 `protobuf:"varint,16,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -798,6 +800,13 @@ func (x *QueueRecord) GetExpired() int64 {
 	return 0
 }
 
+func (x *QueueRecord) GetMaxWaiting() int64 {
+	if x != nil {
+		return x.MaxWaiting
+	}
+	return 0
+}
+
 // CronRecord is a stored cron entry (bucket "cron", keyed by its id).
 type CronRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -824,7 +833,9 @@ type CronRecord struct {
 	// last_fire (Unix ns) is the scheduled time of the latest fire.
 	LastFire int64 `protobuf:"varint,11,opt,name=last_fire,json=lastFire,proto3" json:"last_fire,omitempty"`
 	// last_task_id is the task the latest fire enqueued.
-	LastTaskId    string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	LastTaskId string `protobuf:"bytes,12,opt,name=last_task_id,json=lastTaskId,proto3" json:"last_task_id,omitempty"`
+	// last_error says why the latest fire enqueued no task (empty: it did).
+	LastError     string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -939,6 +950,13 @@ func (x *CronRecord) GetLastFire() int64 {
 func (x *CronRecord) GetLastTaskId() string {
 	if x != nil {
 		return x.LastTaskId
+	}
+	return ""
+}
+
+func (x *CronRecord) GetLastError() string {
+	if x != nil {
+		return x.LastError
 	}
 	return ""
 }
@@ -1223,7 +1241,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x0e\n" +
-	"\x02at\x18\x03 \x01(\x03R\x02at\"\xf6\x03\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\x97\x04\n" +
 	"\vQueueRecord\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
@@ -1242,7 +1260,9 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x0egroup_max_size\x18\f \x01(\x05R\fgroupMaxSize\x12&\n" +
 	"\x0fgroup_max_delay\x18\r \x01(\x03R\rgroupMaxDelay\x12,\n" +
 	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\x12\x18\n" +
-	"\aexpired\x18\x0f \x01(\x03R\aexpired\"\xb6\x03\n" +
+	"\aexpired\x18\x0f \x01(\x03R\aexpired\x12\x1f\n" +
+	"\vmax_waiting\x18\x10 \x01(\x03R\n" +
+	"maxWaiting\"\xd5\x03\n" +
 	"\n" +
 	"CronRecord\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12\x14\n" +
@@ -1258,7 +1278,9 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	" \x01(\x03R\alastRun\x12\x1b\n" +
 	"\tlast_fire\x18\v \x01(\x03R\blastFire\x12 \n" +
 	"\flast_task_id\x18\f \x01(\tR\n" +
-	"lastTaskId\x1a;\n" +
+	"lastTaskId\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +

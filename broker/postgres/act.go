@@ -92,12 +92,12 @@ func (t *txn) run(ctx context.Context, lt *liveTask, now int64) (broker.ActResul
 			if err := t.queryRow(ctx, `SELECT unique_until FROM conveyor_tasks WHERE id = $1`, lt.id).Scan(&until); err != nil {
 				return broker.ActResult{}, err
 			}
-			held, err := t.claimUnique(ctx, lt.unique, lt.id, until, now)
+			holder, err := t.claimUnique(ctx, lt.unique, lt.id, until, now)
 			if err != nil {
 				return broker.ActResult{}, err
 			}
-			if held {
-				return broker.ActResult{Err: fmt.Errorf("task %s: its unique key %q is held by another task: %w", lt.id, lt.unique, broker.ErrAlreadyExists)}, nil
+			if holder != "" {
+				return broker.ActResult{Err: fmt.Errorf("unique_key %q is held by task %s: %w", lt.unique, holder, broker.ErrAlreadyExists)}, nil
 			}
 		}
 		lt.expiresAt, lt.expireAt = 0, lt.deadline

@@ -19,14 +19,14 @@ import (
 // fire a second time.
 
 const cronColumns = `id, spec, queue, type, payload, content_type, metadata, options, paused, next_run, last_run,
-	last_fire, last_task_id`
+	last_fire, last_task_id, last_error`
 
 func scanCron(row pgx.Row) (broker.CronEntry, error) {
 	var c broker.CronEntry
 	var meta []byte
 	var next, lastRun, lastFire int64
 	err := row.Scan(&c.ID, &c.Spec, &c.Queue, &c.Type, &c.Payload, &c.ContentType, &meta, &c.Options, &c.Paused,
-		&next, &lastRun, &lastFire, &c.LastTaskID)
+		&next, &lastRun, &lastFire, &c.LastTaskID, &c.LastError)
 	if err != nil {
 		return c, err
 	}
@@ -168,7 +168,7 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 			f.Entry != nil && !cronTemplateIs(&old, f.Entry):
 			return fmt.Errorf("cron entry %q at %s: %w", f.ID, f.FireAt.UTC().Format(time.RFC3339), broker.ErrAlreadyFired)
 		}
-		lastFire, lastRun, lastTask := max(nanos(old.LastFire), nanos(f.FireAt)), nanos(old.LastRun), old.LastTaskID
+		lastFire, lastRun, lastTask, lastErr := max(nanos(old.LastFire), nanos(f.FireAt)), nanos(old.LastRun), old.LastTaskID, old.LastError
 		if !f.Skip {
 			now := nanos(f.Now)
 			items := t.e.prepare([]broker.NewTask{f.Task}, now)
@@ -185,9 +185,13 @@ func (e *Engine) FireCron(ctx context.Context, f broker.CronFire) (*broker.Task,
 			default:
 				task, lastTask = it.view(now), it.id
 			}
+			lastErr = ""
+			if taskErr != nil {
+				lastErr = taskErr.Error()
+			}
 		}
-		_, err = t.exec(ctx, `UPDATE conveyor_crons SET last_fire = $2, next_run = $3, last_run = $4, last_task_id = $5
-			WHERE id = $1`, f.ID, lastFire, nanos(f.Next), lastRun, lastTask)
+		_, err = t.exec(ctx, `UPDATE conveyor_crons SET last_fire = $2, next_run = $3, last_run = $4, last_task_id = $5,
+			last_error = $6 WHERE id = $1`, f.ID, lastFire, nanos(f.Next), lastRun, lastTask, lastErr)
 		return err
 	})
 	if err != nil {

@@ -197,6 +197,9 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 		} else {
 			_ = t.tx.Rollback(context.WithoutCancel(ctx))
 		}
+		if err != nil {
+			e.unenter(t)
+		}
 		if err != nil && retryable(err) && attempt < maxTxAttempts {
 			continue
 		}

@@ -202,21 +202,28 @@ func (t *txn) insertItems(ctx context.Context, items []newItem, now int64, tx bo
 		if !it.stored || it.nt.UniqueKey == "" || it.state.Terminal() {
 			continue
 		}
-		held, err := t.claimUnique(ctx, it.nt.UniqueKey, it.id, nanos(it.nt.UniqueUntil), now)
+		holder, err := t.claimUnique(ctx, it.nt.UniqueKey, it.id, nanos(it.nt.UniqueUntil), now)
 		if err != nil {
 			return err
 		}
-		if !held {
+		if holder == "" {
 			continue
 		}
+		held := fmt.Errorf("unique_key %q is held by task %s: %w", it.nt.UniqueKey, holder, broker.ErrAlreadyExists)
 		if tx {
-			return fmt.Errorf("unique key %q: %w", it.nt.UniqueKey, broker.ErrAlreadyExists)
+			return held
 		}
-		it.err = fmt.Errorf("unique key %q: %w", it.nt.UniqueKey, broker.ErrAlreadyExists)
+		it.err = held
 		if _, err := t.exec(ctx, `DELETE FROM conveyor_tasks WHERE id = $1`, it.id); err != nil {
 			return err
 		}
 		it.stored = false
+	}
+	if err := t.admitNew(ctx, items, tx); err != nil {
+		return err
+	}
+	if err := t.ensureQueues(ctx, items); err != nil {
+		return err
 	}
 	for i := range items {
 		if it := &items[i]; it.stored {
@@ -339,7 +346,7 @@ func (t *txn) insertRows(ctx context.Context, items []newItem, now int64) error 
 			it.existed = true
 		}
 	}
-	return t.ensureQueues(ctx, items)
+	return nil
 }
 
 // ensureQueues records the queues of the stored items (a queue exists

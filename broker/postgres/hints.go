@@ -40,7 +40,9 @@ type hints struct {
 	// opened (PromoteDue's): rate buckets start empty then (see
 	// refillLocked).
 	clockStart int64
-	timers     map[*time.Timer]struct{}
+	// bounded counts the queues with a MaxWaiting bound.
+	bounded int
+	timers  map[*time.Timer]struct{}
 }
 
 func (h *hints) init() {
@@ -74,7 +76,12 @@ type queueHint struct {
 	fired map[int64]firedGroup
 	// leasing counts the tasks Lease calls in progress may take (reserved
 	// under the caps before their statements run).
-	leasing                              int64
+	leasing int64
+	// entering counts the new tasks enqueue calls in progress admitted
+	// under the queue's bound (bound.go); refused is set once the bound
+	// refused a task, until the notifier answers that nobody waits.
+	entering                             int64
+	refused                              bool
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }
@@ -94,7 +101,7 @@ func (e *Engine) loadHints(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rows, err := e.pool.Query(ctx, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
-		group_max_size, group_max_delay, group_grace FROM conveyor_queues`)
+		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`)
 	if err != nil {
 		return err
 	}
@@ -104,13 +111,16 @@ func (e *Engine) loadHints(ctx context.Context) error {
 		var paused bool
 		var delay, grace int64
 		if err := rows.Scan(&name, &paused, &cfg.ConcurrencyLimit, &cfg.MaxActive, &cfg.RatePerSecond, &cfg.RateBurst,
-			&cfg.Group.MaxSize, &delay, &grace); err != nil {
+			&cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting); err != nil {
 			rows.Close()
 			return err
 		}
 		cfg.Group.MaxDelay, cfg.Group.GracePeriod = time.Duration(delay), time.Duration(grace)
 		q := e.queueLocked(name)
 		q.paused, q.cfg = paused, cfg
+		if cfg.MaxWaiting > 0 {
+			e.hints.bounded++
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -182,6 +192,10 @@ func (e *Engine) applyCommitted(t *txn) {
 		before := q.counts[broker.StateActive]
 		for s, n := range d.counts {
 			q.counts[s] += n
+		}
+		q.entering -= t.entering[name]
+		if d.counts.Waiting() < 0 {
+			e.roomChangedLocked(q)
 		}
 		q.ready += d.ready
 		for gid, g := range d.groups {

@@ -78,17 +78,18 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 		}
 		var delay, grace int64
 		if err := t.queryRow(ctx, `SELECT concurrency_limit, max_active, rate_per_second, rate_burst, group_max_size,
-			group_max_delay, group_grace FROM conveyor_queues WHERE name = $1 FOR UPDATE`, name).Scan(
-			&old.ConcurrencyLimit, &old.MaxActive, &old.RatePerSecond, &old.RateBurst, &old.Group.MaxSize, &delay, &grace); err != nil {
+			group_max_delay, group_grace, max_waiting FROM conveyor_queues WHERE name = $1 FOR UPDATE`, name).Scan(
+			&old.ConcurrencyLimit, &old.MaxActive, &old.RatePerSecond, &old.RateBurst, &old.Group.MaxSize, &delay, &grace,
+			&old.MaxWaiting); err != nil {
 			return err
 		}
 		old.Group.MaxDelay, old.Group.GracePeriod = durationOf(delay), durationOf(grace)
 		cfg = old
 		update(&cfg)
 		if _, err := t.exec(ctx, `UPDATE conveyor_queues SET concurrency_limit = $2, max_active = $3, rate_per_second = $4,
-			rate_burst = $5, group_max_size = $6, group_max_delay = $7, group_grace = $8 WHERE name = $1`,
+			rate_burst = $5, group_max_size = $6, group_max_delay = $7, group_grace = $8, max_waiting = $9 WHERE name = $1`,
 			name, cfg.ConcurrencyLimit, cfg.MaxActive, cfg.RatePerSecond, cfg.RateBurst, cfg.Group.MaxSize,
-			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod)); err != nil {
+			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting); err != nil {
 			return err
 		}
 		if keyLimit(cfg) > keyLimit(old) {
@@ -119,6 +120,7 @@ func (e *Engine) configChanged(name string, old, cfg broker.QueueConfig) {
 	before := e.dispatchableLocked(q, now)
 	q.cfg = cfg
 	e.rateChangedLocked(q, now, old)
+	e.boundChangedLocked(q, old.MaxWaiting)
 	if !q.paused && before == 0 && (e.dispatchableLocked(q, now) > 0 || len(q.fired) > 0) {
 		e.note.TasksReady(name)
 	}
@@ -153,6 +155,9 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	e.mu.Lock()
+	if q := e.hints.queues[name]; q != nil && q.cfg.MaxWaiting > 0 {
+		e.hints.bounded--
+	}
 	delete(e.hints.queues, name)
 	e.mu.Unlock()
 	return nil

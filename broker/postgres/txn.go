@@ -28,6 +28,9 @@ type txn struct {
 	lapsed                         []broker.LapsedLease
 	// after runs once the transaction committed, under no lock.
 	after []func()
+	// entering counts, per queue, the new tasks admitted under its bound
+	// (bound.go), given back once the transaction ends.
+	entering map[string]int64
 }
 
 // queueDelta is what a transaction changed of one queue.

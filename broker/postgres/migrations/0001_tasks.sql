@@ -13,7 +13,8 @@ CREATE TABLE conveyor_queues (
     rate_burst        integer NOT NULL DEFAULT 0,
     group_max_size    integer NOT NULL DEFAULT 0,
     group_max_delay   bigint  NOT NULL DEFAULT 0,
-    group_grace       bigint  NOT NULL DEFAULT 0
+    group_grace       bigint  NOT NULL DEFAULT 0,
+    max_waiting       bigint  NOT NULL DEFAULT 0
 );
 
 -- Queue totals, spread over a few rows per queue so that concurrent
@@ -187,7 +188,8 @@ CREATE TABLE conveyor_crons (
     next_run     bigint  NOT NULL DEFAULT 0,
     last_run     bigint  NOT NULL DEFAULT 0,
     last_fire    bigint  NOT NULL DEFAULT 0,
-    last_task_id text    NOT NULL DEFAULT ''
+    last_task_id text    NOT NULL DEFAULT '',
+    last_error   text    NOT NULL DEFAULT ''
 );
 
 -- push_error appends a failed attempt to a task's error history, keeping

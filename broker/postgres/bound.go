@@ -114,9 +114,10 @@ func (e *Engine) enterLocked(t *txn, name string, n int) {
 	t.entering[name] += int64(n)
 }
 
-// unenter gives back what a transaction that did not commit admitted.
-func (e *Engine) unenter(t *txn) {
-	if len(t.entering) == 0 {
+// giveBack gives back what a transaction that did not commit reserved:
+// the new tasks it admitted under bounds, the tasks it leased under caps.
+func (e *Engine) giveBack(t *txn) {
+	if len(t.entering) == 0 && len(t.leasing) == 0 {
 		return
 	}
 	e.mu.Lock()
@@ -127,7 +128,12 @@ func (e *Engine) unenter(t *txn) {
 			e.roomChangedLocked(q)
 		}
 	}
-	t.entering = nil
+	for name, n := range t.leasing {
+		if q := e.hints.queues[name]; q != nil {
+			q.leasing -= n
+		}
+	}
+	t.entering, t.leasing = nil, nil
 }
 
 // roomChangedLocked tells the notifier of the room q has, if q refused a

@@ -198,7 +198,7 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 			_ = t.tx.Rollback(context.WithoutCancel(ctx))
 		}
 		if err != nil {
-			e.unenter(t)
+			e.giveBack(t)
 		}
 		if err != nil && retryable(err) && attempt < maxTxAttempts {
 			continue

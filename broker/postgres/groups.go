@@ -353,7 +353,7 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 			break
 		}
 		leases, err := t.leaseMembers(ctx, g.gid, n, p, now, expiry)
-		e.unreserve(p.Queue, n, len(leases))
+		e.unreserve(t, p.Queue, n, len(leases))
 		if err != nil {
 			return nil, err
 		}

@@ -194,6 +194,7 @@ func (e *Engine) applyCommitted(t *txn) {
 			q.counts[s] += n
 		}
 		q.entering -= t.entering[name]
+		q.leasing -= t.leasing[name]
 		if d.counts.Waiting() < 0 {
 			e.roomChangedLocked(q)
 		}

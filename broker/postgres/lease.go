@@ -29,7 +29,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 				continue
 			}
 			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, now, expiry)
-			e.unreserve(pick.Queue, n, len(ls))
+			e.unreserve(t, pick.Queue, n, len(ls))
 			if err != nil {
 				return err
 			}
@@ -189,17 +189,24 @@ func (e *Engine) reserve(queue string, n int, now time.Time) int {
 }
 
 // unreserve gives back what a Lease call reserved and did not take (its
-// rate tokens too).
-func (e *Engine) unreserve(queue string, reserved, took int) {
+// rate tokens too); what it took stays reserved until t ends, when the
+// queue's ACTIVE count has them (or they are given back).
+func (e *Engine) unreserve(t *txn, queue string, reserved, took int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
 	if q == nil {
 		return
 	}
-	q.leasing -= int64(reserved)
+	q.leasing -= int64(reserved - took)
 	if q.cfg.RatePerSecond > 0 {
 		q.bucket.Tokens += float64(reserved - took)
+	}
+	if took > 0 {
+		if t.leasing == nil {
+			t.leasing = map[string]int64{}
+		}
+		t.leasing[queue] += int64(took)
 	}
 }
 

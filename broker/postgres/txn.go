@@ -29,8 +29,9 @@ type txn struct {
 	// after runs once the transaction committed, under no lock.
 	after []func()
 	// entering counts, per queue, the new tasks admitted under its bound
-	// (bound.go), given back once the transaction ends.
-	entering map[string]int64
+	// (bound.go), and leasing the tasks leased under its caps (lease.go):
+	// the queue's hints count them as reserved until the transaction ends.
+	entering, leasing map[string]int64
 }
 
 // queueDelta is what a transaction changed of one queue.

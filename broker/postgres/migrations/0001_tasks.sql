@@ -130,7 +130,8 @@ CREATE TABLE conveyor_unique (
     until   bigint NOT NULL DEFAULT 0
 );
 
--- Dependencies: task_id waits for dep_id.
+-- Dependencies: task_id waits for dep_id (its ord-th dependency: a task
+-- may name one twice, with two policies).
 CREATE TABLE conveyor_deps (
     task_id    text COLLATE "C" NOT NULL,
     dep_id     text COLLATE "C" NOT NULL,
@@ -139,7 +140,7 @@ CREATE TABLE conveyor_deps (
     -- resolved is set once dep_id's end was applied to task_id (or it had
     -- ended when task_id was enqueued): an edge is applied once.
     resolved   boolean  NOT NULL DEFAULT false,
-    PRIMARY KEY (task_id, dep_id)
+    PRIMARY KEY (task_id, ord)
 );
 CREATE INDEX conveyor_deps_dep ON conveyor_deps (dep_id);
 

@@ -30,6 +30,7 @@ import (
 	"github.com/conveyor-dev/conveyor/admin"
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/browserguard"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
@@ -303,7 +304,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 		return mux
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Listen)
-	return browserGuard(mux, s.cfg.TLSCertFile != "", isLoopback(host))
+	return browserguard.Handler(mux, s.cfg.TLSCertFile != "", isLoopback(host))
 }
 
 // newHTTPServer serves HTTP/1.1 and HTTP/2: cleartext HTTP/2 (h2c, prior

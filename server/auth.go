@@ -59,6 +59,7 @@ func (g *tokenGate) rpc(h http.Handler) http.Handler {
 		err := g.check(r.Header)
 		switch {
 		case err == nil:
+			proveConn(r)
 			h.ServeHTTP(w, r)
 		case g.rpcErrors.IsSupported(r):
 			_ = g.rpcErrors.Write(w, r, err)
@@ -78,8 +79,17 @@ func (g *tokenGate) plain(h http.Handler) http.Handler {
 			refusePlain(w, err)
 			return
 		}
+		proveConn(r)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// proveConn records that r's connection carried the valid token: it no
+// longer counts among the unproven connections (connGuard).
+func proveConn(r *http.Request) {
+	if c := connOf(r.Context()); c != nil {
+		c.prove()
+	}
 }
 
 func refusePlain(w http.ResponseWriter, err error) {

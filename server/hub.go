@@ -34,7 +34,10 @@ type hub struct {
 	sessions map[string]*session
 	byQueue  map[string][]*session
 	closing  bool
-	wg       sync.WaitGroup
+	// closed is closed with closing set: a stream still waiting for its
+	// Hello ends then too.
+	closed chan struct{}
+	wg     sync.WaitGroup
 
 	// lateResults counts Results dropped because their lease had lapsed or
 	// been reassigned; unknownResults counts Results for tasks the session
@@ -44,7 +47,7 @@ type hub struct {
 
 func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, m *metrics, log *slog.Logger, now func() time.Time) *hub {
 	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, metrics: m, boot: bootID(),
-		sessions: map[string]*session{}, byQueue: map[string][]*session{}}
+		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{})}
 }
 
 // limit is the lease limit rule for attempts dispatched at now
@@ -164,10 +167,14 @@ func (h *hub) cancelRunning(l broker.LapsedLease) {
 	}
 }
 
-// closeAll ends every session and refuses new ones.
+// closeAll ends every session, and every stream still waiting for its
+// Hello, and refuses new ones.
 func (h *hub) closeAll() {
 	h.mu.Lock()
-	h.closing = true
+	if !h.closing {
+		h.closing = true
+		close(h.closed)
+	}
 	list := make([]*session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		list = append(list, s)

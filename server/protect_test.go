@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,5 +92,62 @@ func TestBrowserProtection(t *testing.T) {
 	}
 	if got := open.Stats(); got.Sessions != 0 {
 		t.Fatalf("sessions %d", got.Sessions)
+	}
+}
+
+// TestBrowserProtectionBySecFetchSite: without a token, a request the
+// browser marks as made by a page of another site (Sec-Fetch-Site:
+// cross-site), or of another origin on this site (same-site: another port
+// of localhost), is refused with 403, saying why, before any handler: an
+// <img src=".../backup"> sends no Origin header, and must not stream a
+// backup. The dashboard's own requests (same-origin), an address typed in
+// the browser (none) and clients that are not browsers (no header) pass.
+func TestBrowserProtectionBySecFetchSite(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	get := func(path string) func() *http.Request {
+		return func() *http.Request {
+			req, _ := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+			return req
+		}
+	}
+	enqueue := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/conveyor.v1.TaskService/Enqueue", strings.NewReader(`{"type":"t"}`))
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	}
+	requests := map[string]func() *http.Request{
+		"backup":    get(server.BackupPath),
+		"metrics":   get(server.MetricsPath),
+		"enqueue":   enqueue,
+		"dashboard": get("/ui/"),
+	}
+	for name, req := range requests {
+		for site, want := range map[string]int{
+			"cross-site":  http.StatusForbidden,
+			"same-site":   http.StatusForbidden,
+			"Cross-Site":  http.StatusForbidden,
+			"same-origin": http.StatusOK,
+			"none":        http.StatusOK,
+			"":            http.StatusOK,
+		} {
+			r := req()
+			if site != "" {
+				r.Header.Set("Sec-Fetch-Site", site)
+			}
+			res, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatalf("%s, Sec-Fetch-Site %q: %v", name, site, err)
+			}
+			body := make([]byte, 512)
+			n, _ := io.ReadFull(res.Body, body)
+			_ = res.Body.Close()
+			if res.StatusCode != want {
+				t.Errorf("%s, Sec-Fetch-Site %q: HTTP %d, want %d", name, site, res.StatusCode, want)
+			}
+			if want == http.StatusForbidden && !strings.Contains(string(body[:n]), "Sec-Fetch-Site: "+strings.ToLower(site)) {
+				t.Errorf("%s, Sec-Fetch-Site %q: the refusal does not say why: %.80q", name, site, body[:n])
+			}
+		}
 	}
 }

@@ -5,11 +5,16 @@
 // # Shutdown order
 //
 // Stop runs these steps once, in this order:
-//  1. Health reports NOT_SERVING, so load balancers stop routing here, and
-//     enqueues waiting for room in a full queue stop waiting (refused).
+//  1. Health reports NOT_SERVING, so load balancers stop routing here.
+//     Each health Watch stream is sent that status and ends (one still
+//     open a second later is cut). Enqueues waiting for room in a full
+//     queue stop waiting (refused).
 //  2. Worker sessions end: each stream is closed and its leases released
-//     for immediate redelivery, with no retry increment.
-//  3. The HTTP server stops accepting and waits for in-flight RPCs.
+//     for immediate redelivery, with no retry increment. A stream that has
+//     not sent its Hello yet ends too, with unavailable, and so do gRPC
+//     reflection streams.
+//  3. The HTTP server stops accepting and waits for in-flight RPCs. No
+//     stream is left to wait for: the only long-lived ones ended above.
 //  4. The timer loops (promoter, purger, lease reaper, cron) stop.
 //  5. The broker flushes its last group commit and closes the file.
 package server
@@ -25,12 +30,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
 	"github.com/conveyor-dev/conveyor/admin"
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/browserguard"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
@@ -47,9 +52,12 @@ type Server struct {
 	hub     *hub
 	metrics *metrics
 	loops   []service // timer loops, in start order
-	health  *grpchealth.StaticChecker
+	health  *health
 	gate    *tokenGate // nil without a token
+	conns   *connGuard
 	httpSrv *http.Server
+	// endStreams ends the reflection streams (endAtShutdown).
+	endStreams context.CancelFunc
 
 	listener net.Listener
 	serveErr chan error
@@ -142,7 +150,8 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	s.listener = bufferedListener{ln}
+	s.conns = &connGuard{requireProof: s.cfg.Token != ""}
+	s.listener = listener{Listener: ln, guard: s.conns}
 	return nil
 }
 
@@ -210,10 +219,7 @@ func (s *Server) stop(ctx context.Context) error {
 		s.rooms.close()
 	}
 	if s.health != nil {
-		// "" is the server-wide status most probes ask for.
-		for _, name := range append([]string{""}, servedServices...) {
-			s.health.SetStatus(name, grpchealth.StatusNotServing)
-		}
+		s.health.end()
 	}
 	var errs []error
 	if s.hub != nil {
@@ -221,11 +227,17 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("end worker sessions: %w", err))
 		}
 	}
+	if s.endStreams != nil {
+		s.endStreams()
+	}
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			_ = s.httpSrv.Close()
 		}
+	}
+	if s.health != nil {
+		s.health.close()
 	}
 	st := s.Stats()
 	// The loops and the store are stopped even when ctx ran out while the
@@ -286,19 +298,23 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 		connect.WithInterceptors(boundErrors{})}, jsonCodecs...)
 	mux := http.NewServeMux()
 	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
-	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
+	// The unary services' requests must arrive within RequestBodyTimeout;
+	// the session's stream is long-lived by design.
+	unary := func(path string, h http.Handler) { rpc(path, bodyTimeout(RequestBodyTimeout, h)) }
+	unary(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
 	rpc(workerPath, withFlushGate(workerHandler))
-	rpc(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
+	unary(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(servedServices...)
-	rpc(grpcreflect.NewHandlerV1(reflector, opts...))
-	rpc(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	streamsDone, endStreams := context.WithCancel(context.Background())
+	s.endStreams = endStreams
+	reflection := func(path string, h http.Handler) { rpc(path, endAtShutdown(streamsDone, h)) }
+	reflection(grpcreflect.NewHandlerV1(reflector, opts...))
+	reflection(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 
-	s.health = grpchealth.NewStaticChecker(servedServices...)
-	// Health is not authenticated: probes from orchestrators carry no
-	// secrets, and the answer reveals nothing. So that anyone can ask
-	// costs nothing, a request is at most a service name.
-	mux.Handle(grpchealth.NewHandler(s.health, connect.WithReadMaxBytes(healthMaxBytes)))
+	// Health needs no token, and bounds what anyone may hold (health.go).
+	s.health = newHealth(servedServices...)
+	mux.Handle(s.health.handler())
 
 	// The dashboard. It calls AdminService with the token the user gives
 	// it, like any other client, so its files need none.
@@ -308,10 +324,10 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	mux.Handle("GET "+MetricsPath, s.metricsHandler())
 
 	if s.cfg.Token != "" {
-		return mux
+		return s.conns.trackRequests(mux)
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Listen)
-	return browserGuard(mux, s.cfg.TLSCertFile != "", isLoopback(host))
+	return s.conns.trackRequests(browserguard.Handler(mux, s.cfg.TLSCertFile != "", isLoopback(host)))
 }
 
 // newHTTPServer serves HTTP/1.1 and HTTP/2: cleartext HTTP/2 (h2c, prior
@@ -330,6 +346,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: 1000,

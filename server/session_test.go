@@ -27,7 +27,14 @@ type rawWorker struct {
 
 func openSession(t *testing.T, s *servertest.Server, p servertest.Protocol, hello *conveyorv1.Hello) (*rawWorker, *conveyorv1.Welcome, error) {
 	t.Helper()
-	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), p.ClientOption())
+	return openSessionWith(t, s, hello, p.ClientOption())
+}
+
+// openSessionWith opens a session with the client options given (a
+// protocol, a token).
+func openSessionWith(t *testing.T, s *servertest.Server, hello *conveyorv1.Hello, opts ...connect.ClientOption) (*rawWorker, *conveyorv1.Welcome, error) {
+	t.Helper()
+	client := conveyorv1connect.NewWorkerServiceClient(servertest.HTTPClient(), s.URL(), opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream := client.Session(ctx)

@@ -11,7 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // A shutdown whose HTTP drain runs out of time still stops the timer
@@ -64,4 +71,58 @@ func callInProgress(t *testing.T, addr string) net.Conn {
 		t.Fatalf("the server answered the half-sent call with %q, %v; want a 100 Continue", status, err)
 	}
 	return conn
+}
+
+// TestStopEndsEveryStream: a graceful Stop ends the streams that would
+// otherwise hold the HTTP drain until the shutdown timeout: a health Watch
+// stream (it needs no token) is sent NOT_SERVING and then ends cleanly, a
+// worker stream that has not sent its Hello ends with unavailable, and a
+// reflection stream left open ends. Stop returns nil, well inside a
+// shutdown timeout that would otherwise run out.
+func TestStopEndsEveryStream(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret", ShutdownTimeout: 8 * time.Second})
+	hc := servertest.HTTPClient() // one connection for every stream and call
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	watch := grpchealth.NewClient(hc, s.URL(), connect.WithGRPC()).Watch(ctx, &grpchealth.CheckRequest{})
+	if ev := <-watch; ev.Err != nil || ev.Response.Status != grpchealth.StatusServing {
+		t.Fatalf("the Watch stream's first status: %+v, want SERVING", ev)
+	}
+	session := conveyorv1connect.NewWorkerServiceClient(hc, s.URL(), connect.WithGRPC(), servertest.BearerToken("s3cret")).Session(ctx)
+	defer func() { _ = session.CloseResponse() }()
+	if err := session.Send(nil); err != nil { // the stream opens; no Hello follows
+		t.Fatal(err)
+	}
+	reflection := grpcreflect.NewClient(hc, s.URL(), connect.WithGRPC(), servertest.BearerToken("s3cret")).NewStream(ctx)
+	defer func() { _, _ = reflection.Close() }()
+	if _, err := reflection.ListServices(); err != nil {
+		t.Fatal(err)
+	}
+	// A call after it on the same connection: once it is answered, the
+	// server has taken in the session stream's opening.
+	tasks := conveyorv1connect.NewTaskServiceClient(hc, s.URL(), connect.WithGRPC(), servertest.BearerToken("s3cret"))
+	if _, err := tasks.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }()
+	ev, ok := <-watch
+	if !ok || ev.Err != nil || ev.Response.Status != grpchealth.StatusNotServing {
+		t.Fatalf("the Watch stream at shutdown: %+v (open %v), want NOT_SERVING", ev, ok)
+	}
+	if ev, ok := <-watch; ok {
+		t.Fatalf("the Watch stream after NOT_SERVING: %+v, want its clean end", ev)
+	}
+	if _, err := session.Receive(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the session without a Hello at shutdown: %v, want unavailable", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop = %v, want nil: no stream may hold the HTTP drain", err)
+	}
+	if _, err := reflection.ListServices(); err == nil {
+		t.Fatal("the reflection stream still answers after Stop")
+	}
 }

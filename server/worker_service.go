@@ -36,7 +36,7 @@ func protocolError(format string, args ...any) error {
 // ends, every lease the session still holds is released.
 func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
 	h := w.hub
-	hello, err := receiveHello(ctx, stream)
+	hello, err := receiveHello(ctx, stream, h.closed)
 	if err != nil {
 		return err
 	}
@@ -95,8 +95,10 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	return err
 }
 
-// receiveHello waits for the first frame, which must be a Hello.
-func receiveHello(ctx context.Context, stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) (*conveyorv1.Hello, error) {
+// receiveHello waits for the first frame, which must be a Hello. It gives
+// up with errShuttingDown when closed is closed: the server is stopping.
+func receiveHello(ctx context.Context, stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage],
+	closed <-chan struct{}) (*conveyorv1.Hello, error) {
 	type result struct {
 		msg *conveyorv1.WorkerMessage
 		err error
@@ -124,6 +126,8 @@ func receiveHello(ctx context.Context, stream *connect.BidiStream[conveyorv1.Wor
 	case <-timer.C:
 		return nil, connect.NewError(connect.CodeDeadlineExceeded,
 			fmt.Errorf("no Hello frame within %s of opening the stream", helloTimeout))
+	case <-closed:
+		return nil, errShuttingDown
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

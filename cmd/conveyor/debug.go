@@ -10,7 +10,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/conveyor-dev/conveyor/internal/browserguard"
 	"github.com/conveyor-dev/conveyor/server"
 )
 
@@ -18,6 +20,12 @@ import (
 // expvar JSON (/debug/vars, key "conveyor"), on addr: a listener of its own,
 // so that neither is ever exposed on the API port. It returns the listener
 // (closing it stops the serving).
+//
+// The listener has no authentication, so web pages are kept out as on the
+// API port of a server without a token (browserguard: no cross-site or
+// same-site request, no request from another origin and, on loopback, no
+// Host but a loopback name, which stops DNS rebinding from reading the
+// counters and goroutine dumps or starting profiles).
 //
 // Both /debug/vars ("cmdline") and /debug/pprof/cmdline print os.Args,
 // with no authentication, so a token given with --token is masked there
@@ -36,8 +44,23 @@ func serveDebug(addr string, srv *server.Server, token string, log *slog.Logger)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	publishStats(srv)
 	mux.Handle("/debug/vars", expvar.Handler())
+	loopback := false
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		loopback = a.IP.IsLoopback()
+	}
+	hs := &http.Server{
+		Handler:           browserguard.Handler(mux, false, loopback),
+		ReadHeaderTimeout: 10 * time.Second,
+		// A request is a GET, or a short POST to /debug/pprof/symbol.
+		ReadTimeout: time.Minute,
+		// No WriteTimeout: a profile or a trace takes as long as its
+		// "seconds" asks, and pprof refuses one longer than a WriteTimeout.
+		IdleTimeout:    time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	log.Info("serving pprof", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
-	go func() { _ = http.Serve(ln, mux) }() //nolint:gosec // loopback debug listener chosen by the operator
+	go func() { _ = hs.Serve(ln) }()
 	return ln, nil
 }
 

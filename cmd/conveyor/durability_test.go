@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -61,9 +62,11 @@ type childServer struct {
 	url string
 }
 
-func startChild(t *testing.T, dataDir string) *childServer {
+// startChild starts `conveyor server` on dataDir, with flags added, and
+// waits until it serves.
+func startChild(t *testing.T, dataDir string, flags ...string) *childServer {
 	t.Helper()
-	cmd := exec.Command(conveyorBinary(t), "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd := exec.Command(conveyorBinary(t), append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -218,5 +221,46 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	}
 	if got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || got.Msg.GetRetried() != 0 {
 		t.Fatalf("after a graceful shutdown: state %v retried %d, want PENDING with 0", got.Msg.GetState(), got.Msg.GetRetried())
+	}
+}
+
+// TestSIGTERMEndsEveryStream: a server with a health Watch stream open
+// (it needs no token) and a worker stream that never sends its Hello
+// exits with status 0 promptly on SIGTERM, well inside its shutdown
+// timeout: both streams end at shutdown rather than holding the HTTP
+// drain until the timeout runs out (status 1).
+func TestSIGTERMEndsEveryStream(t *testing.T) {
+	child := startChild(t, t.TempDir(), "--shutdown-timeout", "10s")
+	hc := servertest.HTTPClient() // one connection for both streams and the call
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := grpchealth.NewClient(hc, child.url, connect.WithGRPC()).Watch(ctx, &grpchealth.CheckRequest{})
+	if ev := <-watch; ev.Err != nil || ev.Response.Status != grpchealth.StatusServing {
+		t.Fatalf("the Watch stream's first status: %+v, want SERVING", ev)
+	}
+	session := conveyorv1connect.NewWorkerServiceClient(hc, child.url, connect.WithGRPC()).Session(ctx)
+	defer func() { _ = session.CloseResponse() }()
+	if err := session.Send(nil); err != nil { // the stream opens; no Hello follows
+		t.Fatal(err)
+	}
+	tasks := conveyorv1connect.NewTaskServiceClient(hc, child.url, connect.WithGRPC())
+	if _, err := tasks.Enqueue(ctx, connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
+		t.Fatal(err) // answered: the server has taken in the session's opening
+	}
+	if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("server exit after SIGTERM: %v, want status 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("server still running 30s after SIGTERM")
+	}
+	if _, err := session.Receive(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the session without a Hello at shutdown: %v, want unavailable", err)
 	}
 }

@@ -332,6 +332,11 @@ func (s *session) complete(m *member, r *conveyorv1.Result) {
 	now := s.hub.now()
 	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, now)
 	to, err := s.hub.broker.Complete(s.ctx, d)
+	// The store down, the Result is kept and applied once it answers: a
+	// worker's outcome is not dropped for an outage.
+	for outage := (storageOutage{}); errors.Is(err, broker.ErrUnavailable) && outage.wait(s.ctx) == nil; {
+		to, err = s.hub.broker.Complete(s.ctx, d)
+	}
 	switch {
 	case err == nil:
 		s.hub.metrics.attemptEnded(m.queue, m.typ, d.Kind, to, now.Sub(m.sentAt))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,7 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	hints  hints
+	health storageHealth
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).
@@ -206,6 +208,7 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 		if err != nil {
 			return e.storageError(err)
 		}
+		e.health.ok()
 		e.applyCommitted(t)
 		return nil
 	}
@@ -246,18 +249,30 @@ func (e *Engine) storageError(err error) error {
 		return nil
 	case e.isClosed():
 		return errClosed
-	case errors.As(err, &pe), pgconn.SafeToRetry(err), pgconn.Timeout(err), isConnError(err):
+	case isConnError(err) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &pe) && unavailableClass(pe.Code):
+		e.health.failed(err)
+		return fmt.Errorf("postgres: %w: %w", broker.ErrUnavailable, err)
+	case errors.As(err, &pe):
 		return fmt.Errorf("postgres: %w", err)
 	}
 	return err
+}
+
+// unavailableClass reports whether a PostgreSQL error code says the
+// database cannot serve now (shutting down, starting, out of connections)
+// rather than that the statement was wrong: class 08 (connection
+// exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect
+// now), 53300 (too many connections).
+func unavailableClass(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 }
 
 // isConnError reports whether err is the connection to the database
 // failing.
 func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 func (e *Engine) isClosed() bool {

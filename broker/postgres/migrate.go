@@ -31,9 +31,9 @@ type Migration struct {
 	sql     string
 }
 
-// migrationLock is the advisory lock key the migrations are applied under
-// ("conveyor" in ASCII, as a number).
-const migrationLock = 0x636f6e766579
+// migrationLock is the advisory lock the migrations of the connection's
+// schema are applied under: schemas of one database migrate apart.
+const migrationLock = `hashtextextended('conveyor migrations ' || current_schema(), 0)`
 
 // Migrations lists the schema's steps, in order.
 func Migrations() ([]Migration, error) {
@@ -164,10 +164,10 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 		return nil, err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock("+migrationLock+")"); err != nil {
 		return nil, fmt.Errorf("take the migration lock: %w", err)
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLock) }()
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock("+migrationLock+")") }()
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS conveyor_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, fmt.Errorf("create conveyor_migrations: %w", err)

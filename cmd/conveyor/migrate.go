@@ -51,11 +51,12 @@ func (c *migrateCmd) Run(k *kong.Context) error {
 		return err
 	}
 	if len(done) == 0 {
-		fmt.Fprintf(k.Stdout, "the database is at schema version %d: nothing to apply\n", postgres.SchemaVersion())
-		return nil
+		return writef(k.Stdout, "the database is at schema version %d: nothing to apply\n", postgres.SchemaVersion())
 	}
 	for _, m := range done {
-		fmt.Fprintf(k.Stdout, "applied %04d_%s\n", m.Version, m.Name)
+		if err := writef(k.Stdout, "applied %04d_%s\n", m.Version, m.Name); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -195,7 +195,10 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 			err = t.flush(ctx)
 		}
 		if err == nil {
-			err = t.tx.Commit(ctx)
+			// The commit runs to its end even when the caller gives up
+			// meanwhile: a commit cut short leaves its outcome unknown (a
+			// lease granted that nobody learns of, and nobody releases).
+			err = t.tx.Commit(context.WithoutCancel(ctx))
 		} else {
 			_ = t.tx.Rollback(context.WithoutCancel(ctx))
 		}

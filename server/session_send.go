@@ -205,7 +205,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	}
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
+		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
@@ -296,7 +296,7 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 		}
 		now := s.hub.now()
 		gls, err := s.hub.broker.LeaseGroups(s.ctx, broker.GroupLeaseParams{SessionID: s.id, Queue: s.queues[i],
-			Types: s.batchTypes, N: n, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
+			Types: s.batchTypes, N: n, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace})
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return sent, context.Cause(s.ctx)

@@ -284,4 +284,8 @@ func (e *Engine) isClosed() bool {
 	return e.closed
 }
 
-var _ broker.Broker = (*Engine)(nil)
+var (
+	_ broker.Broker         = (*Engine)(nil)
+	_ broker.StorageHealth  = (*Engine)(nil)
+	_ broker.DatabaseStater = (*Engine)(nil)
+)

@@ -414,11 +414,13 @@ func (t *txn) leaseMembers(ctx context.Context, gid int64, n int, p broker.Group
 	rows, err := t.query(ctx, `WITH picked AS (
 			SELECT id FROM conveyor_tasks WHERE group_gid = $1 AND state = 8 ORDER BY ready_seq LIMIT $2 FOR UPDATE)
 		UPDATE conveyor_tasks t SET state = 3, started_at = $3, lease_session = $4,
-			lease_token = nextval('conveyor_lease_token'), lease_expiry = $5, lease_limit = NULL, canceled = false,
-			group_gid = NULL
+			lease_token = nextval('conveyor_lease_token'), canceled = false, group_gid = NULL,
+			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
+			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM (SELECT f.id, g.fires_at FROM picked f, conveyor_groups g WHERE g.gid = $1) picked
 		WHERE t.id = picked.id
-		RETURNING `+taskColumns+`, t.lease_token, picked.fires_at, t.ready_seq`, gid, n, now, p.SessionID, expiry)
+		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, picked.fires_at, t.ready_seq`,
+		gid, n, now, p.SessionID, expiry, int64(p.LimitGrace))
 	if err != nil {
 		return nil, err
 	}
@@ -429,13 +431,13 @@ func (t *txn) leaseMembers(ctx context.Context, gid int64, n int, p broker.Group
 	var ms []member
 	for rows.Next() {
 		var m member
-		var token int64
-		task, err := scanTaskWith(rows, &token, &m.fired, &m.seq)
+		var token, leaseExpiry int64
+		task, err := scanTaskWith(rows, &token, &leaseExpiry, &m.fired, &m.seq)
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
-		m.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(expiry)}
+		m.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(leaseExpiry)}
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -454,7 +456,7 @@ func (t *txn) leaseMembers(ctx context.Context, gid int64, n int, p broker.Group
 		// gathering is the aggregation's, asked for.
 		task.NextProcessAt = fromNanos(max(nanos(task.NextProcessAt), firedAt[i]))
 		task.StartedAt = fromNanos(now)
+		t.leaseTimer(nanos(out[i].Expiry))
 	}
-	t.leaseTimer(expiry)
-	return out, t.applyLimits(ctx, out, p.Limit)
+	return out, nil
 }

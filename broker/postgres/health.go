@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
 )
 
 // storageHealth is whether the database answers: a call that could not
@@ -56,3 +58,19 @@ func (e *Engine) StorageError() error {
 
 // healthProbeTimeout bounds one ping of the database.
 const healthProbeTimeout = 2 * time.Second
+
+// DatabaseStats reports what the engine's tables take and the database's
+// estimates of their live and dead rows; see broker.DatabaseStater.
+func (e *Engine) DatabaseStats(ctx context.Context) (broker.DatabaseStats, error) {
+	if err := e.checkOpen(); err != nil {
+		return broker.DatabaseStats{}, err
+	}
+	var st broker.DatabaseStats
+	err := e.pool.QueryRow(ctx, `SELECT
+			coalesce((SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'conveyor\_%'), 0)::bigint,
+			coalesce(sum(n_live_tup), 0)::bigint, coalesce(sum(n_dead_tup), 0)::bigint
+		FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname LIKE 'conveyor\_%'`).Scan(
+		&st.SizeBytes, &st.LiveTuples, &st.DeadTuples)
+	return st, e.storageError(err)
+}

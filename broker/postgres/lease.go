@@ -28,14 +28,14 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			if n == 0 {
 				continue
 			}
-			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, now, expiry)
+			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, now, expiry, p.LimitGrace)
 			e.unreserve(t, pick.Queue, n, len(ls))
 			if err != nil {
 				return err
 			}
 			out = append(out, ls...)
 		}
-		return t.applyLimits(ctx, out, p.Limit)
+		return nil
 	})
 	if err != nil || len(out) == 0 {
 		return nil, err
@@ -44,18 +44,21 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 }
 
 // leaseQueue leases up to n ready tasks of queue, highest priority first
-// and FIFO within a priority. A task whose expiry or deadline passed is
-// archived instead; a keyed one whose key is at its limit (lowered since
-// it was admitted) goes back to its key's line.
-func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64) ([]broker.Lease, error) {
+// and FIFO within a priority, each lease capped at its task's
+// broker.LeaseLimit. A task whose expiry or deadline passed is archived
+// instead; a keyed one whose key is at its limit (lowered since it was
+// admitted) goes back to its key's line.
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration) ([]broker.Lease, error) {
 	rows, err := t.query(ctx, `WITH picked AS (
 			SELECT id, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
 			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4,
-			lease_token = nextval('conveyor_lease_token'), lease_expiry = $5, lease_limit = NULL, canceled = false
+			lease_token = nextval('conveyor_lease_token'), canceled = false,
+			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
+			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.id = picked.id
-		RETURNING `+taskColumns+`, t.lease_token, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		queue, n, now, session, expiry)
+		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
+		queue, n, now, session, expiry, int64(grace))
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +71,13 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session strin
 	var got []leased
 	for rows.Next() {
 		var x leased
-		var token int64
-		task, err := scanTaskWith(rows, &token, &x.seq, &x.expireAt, &x.started)
+		var token, leaseExpiry int64
+		task, err := scanTaskWith(rows, &token, &leaseExpiry, &x.seq, &x.expireAt, &x.started)
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
-		x.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(expiry)}
+		x.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(leaseExpiry)}
 		got = append(got, x)
 	}
 	if err := rows.Err(); err != nil {
@@ -111,10 +114,8 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session strin
 			}
 		}
 		t.moved(queue, broker.StatePending, broker.StateActive, true, false)
+		t.leaseTimer(nanos(x.l.Expiry))
 		out = append(out, x.l)
-	}
-	if len(out) > 0 {
-		t.leaseTimer(expiry)
 	}
 	return out, nil
 }
@@ -128,34 +129,6 @@ func (t *txn) expireUnleased(ctx context.Context, id string, now int64) error {
 	}
 	lt.state = broker.StatePending // as it was: it never ran
 	return t.expire(ctx, lt, now)
-}
-
-// applyLimits caps each new lease's expiry, and every renewal of it, at
-// the limit the caller's rule gives its task (zero: none).
-func (t *txn) applyLimits(ctx context.Context, ls []broker.Lease, limit func(*broker.Task) time.Time) error {
-	if limit == nil {
-		return nil
-	}
-	var ids []string
-	var limits []int64
-	for i := range ls {
-		at := limit(ls[i].Task)
-		if at.IsZero() {
-			continue
-		}
-		lim := nanos(at)
-		ids, limits = append(ids, ls[i].Task.ID), append(limits, lim)
-		if lim < nanos(ls[i].Expiry) {
-			ls[i].Expiry = fromNanos(lim)
-			t.leaseTimer(lim)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err := t.exec(ctx, `UPDATE conveyor_tasks t SET lease_limit = u.lim, lease_expiry = least(t.lease_expiry, u.lim)
-		FROM unnest($1::text[], $2::int8[]) AS u(id, lim) WHERE t.id = u.id`, ids, limits)
-	return err
 }
 
 // scanTaskWith reads a row of taskColumns followed by more columns.

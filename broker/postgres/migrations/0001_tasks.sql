@@ -205,3 +205,21 @@ LANGUAGE sql IMMUTABLE AS $$
         ORDER BY n DESC LIMIT 10
     ) last
 $$;
+
+-- conveyor_sat_add is a + b, clamped to bigint's span instead of failing.
+CREATE FUNCTION conveyor_sat_add(a bigint, b bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN b > 0 AND a > 9223372036854775807 - b THEN 9223372036854775807
+        WHEN b < 0 AND a < -9223372036854775807 - b THEN -9223372036854775807
+        ELSE a + b END
+$$;
+
+-- conveyor_lease_limit is broker.LeaseLimit: the latest expiry a lease of
+-- an attempt started at start may have (NULL: none), for a task with
+-- deadline and timeout (0: none).
+CREATE FUNCTION conveyor_lease_limit(deadline bigint, timeout bigint, start bigint, grace bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT conveyor_sat_add(least(nullif(deadline, 0),
+        CASE WHEN timeout > 0 THEN conveyor_sat_add(start, timeout) END), grace)
+$$;

@@ -37,13 +37,14 @@ func OpenBolt(path string) func(BrokerOptions) (broker.Broker, error) {
 
 // OpenPostgres returns a Config.OpenBroker that opens the PostgreSQL
 // engine on the database at url (in schema, when not empty), migrating
-// its schema first.
-func OpenPostgres(url, schema string) func(BrokerOptions) (broker.Broker, error) {
+// its schema first, with a pool of at most maxConns connections (0: the
+// engine's default).
+func OpenPostgres(url, schema string, maxConns int32) func(BrokerOptions) (broker.Broker, error) {
 	return func(o BrokerOptions) (broker.Broker, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 		defer cancel()
-		return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, Notifier: o.Notifier, Logger: o.Logger,
-			GroupDefaults: o.GroupDefaults})
+		return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, MaxConns: maxConns, Notifier: o.Notifier,
+			Logger: o.Logger, GroupDefaults: o.GroupDefaults})
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewCluster(t)
-	s := servertest.Start(t, server.Config{OpenBroker: server.OpenPostgres(db.URL, "")})
+	s := servertest.Start(t, server.Config{OpenBroker: server.OpenPostgres(db.URL, "", 0)})
 	tasks := taskClient(t, s, servertest.GRPC)
 	health := grpchealth.NewClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	ctx := context.Background()

@@ -63,12 +63,12 @@ func (t *txn) decide(ctx context.Context, d broker.Decision, lapsedBy int64) (br
 	case broker.DecideComplete:
 		err = t.finish(ctx, lt, broker.StateCompleted, now, finishFields{completed: true, result: nonNil(d.Result)})
 	case broker.DecideArchive:
-		msg := d.Error
+		msg := noNUL(d.Error)
 		err = t.finish(ctx, lt, broker.StateArchived, now, finishFields{lastError: &msg, failure: true})
 	case broker.DecideCancel:
 		err = t.finish(ctx, lt, broker.StateCanceled, now, finishFields{})
 	case broker.DecideRetry:
-		err = t.toRetry(ctx, lt, nanos(d.Due), now, d.Error)
+		err = t.toRetry(ctx, lt, nanos(d.Due), now, noNUL(d.Error))
 	default: // DecideRelease
 		err = t.toPending(ctx, lt, now, pendingFields{})
 	}
@@ -128,7 +128,7 @@ func (e *Engine) Progress(ctx context.Context, p broker.ProgressParams) error {
 	return e.inTx(ctx, func(t *txn) error {
 		tag, err := t.exec(ctx, `UPDATE conveyor_tasks SET progress_percent = $4, progress_message = $5
 			WHERE id = $1 AND lease_token = $2 AND lease_session = $3 AND state = 3`,
-			p.Lease.TaskID, int64(p.Lease.Token), p.SessionID, p.Percent, p.Message)
+			p.Lease.TaskID, int64(p.Lease.Token), p.SessionID, p.Percent, noNUL(p.Message))
 		if err != nil {
 			return err
 		}

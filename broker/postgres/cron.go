@@ -53,6 +53,9 @@ func cronMetadata(c broker.CronEntry) *string {
 
 // CreateCron stores a new entry; see broker.Broker.
 func (e *Engine) CreateCron(ctx context.Context, c broker.CronEntry) (broker.CronEntry, error) {
+	if err := storable(c.Type, c.ContentType, "", "", "", c.Metadata); err != nil {
+		return broker.CronEntry{}, err
+	}
 	var out broker.CronEntry
 	err := e.inTx(ctx, func(t *txn) error {
 		row := t.queryRow(ctx, `INSERT INTO conveyor_crons (id, spec, queue, type, payload, content_type, metadata, options,
@@ -83,6 +86,9 @@ func (e *Engine) UpdateCron(ctx context.Context, id string, update func(broker.C
 		}
 		c, err := update(old)
 		if err != nil {
+			return err
+		}
+		if err := storable(c.Type, c.ContentType, "", "", "", c.Metadata); err != nil {
 			return err
 		}
 		out, err = scanCron(t.queryRow(ctx, `UPDATE conveyor_crons SET spec = $2, queue = $3, type = $4, payload = $5,

@@ -46,6 +46,10 @@ func (e *Engine) prepare(tasks []broker.NewTask, now int64) []newItem {
 			it.err = err
 			continue
 		}
+		if err := storable(nt.Type, nt.ContentType, nt.UniqueKey, nt.Group, nt.ConcurrencyKey, nt.Metadata); err != nil {
+			it.err = err
+			continue
+		}
 		if nt.ID == "" {
 			it.id = e.ids.next(fromNanos(now))
 		} else if _, err := ulid.ParseStrict(nt.ID); err != nil {

@@ -24,11 +24,11 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	err := e.inTx(ctx, func(t *txn) error {
 		out = out[:0]
 		for _, pick := range p.Picks {
-			n := e.reserve(pick.Queue, pick.N, p.Now)
+			n, at := e.reserve(pick.Queue, pick.N, p.Now)
 			if n == 0 {
 				continue
 			}
-			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, now, expiry, p.LimitGrace)
+			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, nanos(at), expiry, p.LimitGrace)
 			e.unreserve(t, pick.Queue, n, len(ls))
 			if err != nil {
 				return err
@@ -145,20 +145,28 @@ type extraScanner struct {
 func (s extraScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more...)...) }
 
 // reserve takes, under the queue's caps, up to n of its dispatchable
-// tasks for a Lease call in progress, and returns how many.
-func (e *Engine) reserve(queue string, n int, now time.Time) int {
+// tasks for a Lease call in progress, and returns how many, and the time
+// to stamp their start with: now, or for a queue with a rate limit the
+// time its bucket counted the tokens at, if later (a call that read the
+// clock before another one, and reserves after it, is counted at the
+// other's time: its leases are stamped so, never before the tokens they
+// took).
+func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
 	if q == nil || e.closed || n <= 0 {
-		return 0
+		return 0, now
 	}
 	n = min(n, e.dispatchableLocked(q, now))
 	if n > 0 {
 		q.leasing += int64(n)
 		e.tookLocked(q, n, now)
 	}
-	return n
+	if q.cfg.RatePerSecond > 0 && q.bucket.Last > nanos(now) {
+		now = fromNanos(q.bucket.Last)
+	}
+	return n, now
 }
 
 // unreserve gives back what a Lease call reserved and did not take (its

@@ -26,6 +26,7 @@ type serverCmd struct {
 	Listen           string        `default:"${listen}" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
 	Broker           string        `default:"bolt" enum:"bolt,postgres" env:"CONVEYOR_BROKER" help:"Storage engine: bolt, the embedded file in --data-dir; or postgres, the database --database-url names."`
 	DatabaseURL      string        `name:"database-url" env:"CONVEYOR_DATABASE_URL" help:"PostgreSQL URL (postgres://user:password@host:port/db), for --broker postgres."`
+	DatabaseMaxConns int32         `name:"database-max-conns" default:"16" env:"CONVEYOR_DATABASE_MAX_CONNS" help:"Most connections to the database the server holds open, for --broker postgres."`
 	DataDir          string        `default:"${data_dir}" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
 	Token            string        `env:"CONVEYOR_TOKEN" help:"Bearer token every RPC must carry (empty: no authentication, loopback only)."`
 	TokenFile        string        `env:"CONVEYOR_TOKEN_FILE" help:"Read the bearer token from this file."`
@@ -58,7 +59,10 @@ func (c *serverCmd) openBroker() (func(server.BrokerOptions) (broker.Broker, err
 		return nil, errors.New("--broker postgres needs --database-url (or CONVEYOR_DATABASE_URL): " +
 			"postgres://user:password@host:port/database")
 	case c.Broker == "postgres":
-		return server.OpenPostgres(c.DatabaseURL, ""), nil
+		if c.DatabaseMaxConns < 1 {
+			return nil, fmt.Errorf("--database-max-conns must be at least 1, got %d", c.DatabaseMaxConns)
+		}
+		return server.OpenPostgres(c.DatabaseURL, "", c.DatabaseMaxConns), nil
 	case c.DatabaseURL != "":
 		return nil, errors.New("--database-url applies to --broker postgres only; --broker bolt keeps its data in --data-dir")
 	}

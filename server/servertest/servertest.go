@@ -83,7 +83,7 @@ func Start(t testing.TB, cfg server.Config) *Server {
 		cfg.DataDir = t.TempDir()
 	}
 	if cfg.OpenBroker == nil && Engine() == EnginePostgres {
-		cfg.OpenBroker = server.OpenPostgres(pgtest.URL(t), pgtest.Schema(t, cfg.DataDir))
+		cfg.OpenBroker = server.OpenPostgres(pgtest.URL(t), pgtest.Schema(t, cfg.DataDir), 0)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

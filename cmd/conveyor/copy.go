@@ -69,9 +69,9 @@ func (c *copyCmd) Run(k *kong.Context) error {
 	bar.end()
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("copy interrupted: %s is left as it was", to)
+			return fmt.Errorf("copy interrupted: nothing was copied into %s", to)
 		}
-		return fmt.Errorf("copy from %s to %s: %w; %s is left as it was", from, to, err, to)
+		return fmt.Errorf("copy from %s to %s: %w; nothing was copied into %s", from, to, err, to)
 	}
 	return copySummary(k.Stdout, from, to, st)
 }

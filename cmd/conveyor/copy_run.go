@@ -67,6 +67,9 @@ func runCopy(ctx context.Context, src broker.CopySource, dst broker.CopyTarget, 
 	if err := verifyCopy(ctx, queues, read, crons, dst); err != nil {
 		return st, err
 	}
+	if err := ctx.Err(); err != nil { // interrupted: nothing is committed
+		return st, err
+	}
 	if err := dst.Commit(ctx); err != nil {
 		return st, err
 	}

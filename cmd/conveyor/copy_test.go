@@ -258,3 +258,44 @@ func TestCopyFailsLoudlyOnAMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyInterrupted: a copy interrupted once its tasks are loaded (the
+// signal's context ends) commits nothing: the destination of either engine
+// holds nothing, and a copy into it afterwards runs.
+func TestCopyInterrupted(t *testing.T) {
+	t.Parallel()
+	src := populated(t, copyEngines[0], "src")
+	for _, engine := range copyEngines {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			dst := engine.newStore(t, "dst")
+			from, to := storeOf(src.arg), storeOf(dst.arg)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			s, err := from.openSource(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := to.openTarget(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = runCopy(ctx, s, d, func(int64, int64) { cancel() })
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("an interrupted copy: %v, want context.Canceled", err)
+			}
+			if err := errors.Join(s.Close(), d.Close()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dst.arg, server.DataFile)); engine.name == "Bolt" && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("an interrupted copy left a data file (%v)", err)
+			}
+			if _, err := runCLI(t, "", "copy", "--from", src.arg, "--to", dst.arg); err != nil {
+				t.Fatalf("a copy after the interrupted one: %v", err)
+			}
+			if q := bt.Queue(t, dst.open(t), "q"); q.Counts[broker.StatePending] != 1 || q.Enqueued != 1 {
+				t.Fatalf("the copy after the interrupted one holds %+v", q)
+			}
+		})
+	}
+}

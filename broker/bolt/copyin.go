@@ -10,6 +10,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bbolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
@@ -54,7 +55,15 @@ func (s *CopyStore) LoadTasks(_ context.Context, tasks []*broker.CopyTask) error
 			if err != nil {
 				return fmt.Errorf("task %s: %w", t.ID, err)
 			}
-			if err := w.tasks.Put(k[:], marshal(spec)); err != nil {
+			sb, err := encode(spec)
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			stb, err := encode(st)
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			if err := w.tasks.Put(k[:], sb); err != nil {
 				return err
 			}
 			s.named[t.Queue] = struct{}{}
@@ -63,12 +72,12 @@ func (s *CopyStore) LoadTasks(_ context.Context, tasks []*broker.CopyTask) error
 				dependents = append(dependents, append(bytes.Clone(d.GetTaskId()), k[:]...))
 			}
 			if !t.State.Terminal() {
-				if err := w.live.Put(k[:], marshal(st)); err != nil {
+				if err := w.live.Put(k[:], stb); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := w.done.Put(k[:], marshal(st)); err != nil {
+			if err := w.done.Put(k[:], stb); err != nil {
 				return err
 			}
 			s.countTerminal(t.Queue, t.State)
@@ -173,6 +182,16 @@ func recordsOf(t *broker.CopyTask) (*storagev1.TaskSpec, *storagev1.TaskStatus, 
 	return spec, st, nil
 }
 
+// encode is m's encoding, or why it has none: a string of the source
+// that is not UTF-8 (the records' strings must be).
+func encode(m proto.Message) ([]byte, error) {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be stored: %w", err)
+	}
+	return b, nil
+}
+
 // depRecords is a list of dependencies as stored.
 func depRecords(deps []broker.Dependency) ([]*storagev1.DependencyRecord, error) {
 	var out []*storagev1.DependencyRecord
@@ -199,7 +218,11 @@ func (s *CopyStore) LoadCrons(_ context.Context, crons []broker.CronEntry) error
 			}
 			rec := cronRecord(c)
 			rec.LastRun, rec.LastFire, rec.LastTaskId, rec.LastError = nanos(c.LastRun), nanos(c.LastFire), c.LastTaskID, c.LastError
-			if err := b.Put([]byte(c.ID), marshal(rec)); err != nil {
+			v, err := encode(rec)
+			if err != nil {
+				return fmt.Errorf("cron entry %q: %w", c.ID, err)
+			}
+			if err := b.Put([]byte(c.ID), v); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -76,12 +78,12 @@ func (s *CopyStore) LoadTasks(ctx context.Context, tasks []*broker.CopyTask) err
 		}
 	}
 	if _, err := s.tx.CopyFrom(ctx, pgx.Identifier{"conveyor_tasks"}, taskCopyColumns, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("load tasks: %w", err)
+		return fmt.Errorf("COPY conveyor_tasks: %w", err)
 	}
 	if len(deps) > 0 {
 		if _, err := s.tx.CopyFrom(ctx, pgx.Identifier{"conveyor_deps"}, []string{"task_id", "dep_id", "ord", "on_failure", "resolved"},
 			pgx.CopyFromRows(deps)); err != nil {
-			return fmt.Errorf("load dependencies: %w", err)
+			return fmt.Errorf("COPY conveyor_deps: %w", err)
 		}
 	}
 	if len(fired) > 0 {
@@ -89,7 +91,7 @@ func (s *CopyStore) LoadTasks(ctx context.Context, tasks []*broker.CopyTask) err
 			return err
 		}
 		if _, err := s.tx.CopyFrom(ctx, pgx.Identifier{"conveyor_copy_fired"}, []string{"id", "fired_at"}, pgx.CopyFromRows(fired)); err != nil {
-			return fmt.Errorf("load fired groups' members: %w", err)
+			return fmt.Errorf("COPY conveyor_copy_fired: %w", err)
 		}
 	}
 	return nil
@@ -114,6 +116,9 @@ func (s *CopyStore) taskRow(t *broker.CopyTask) ([]any, [][]any, error) {
 		return nil, nil, errors.New("no queue")
 	case t.State == broker.StateAggregating && t.Group == "":
 		return nil, nil, errors.New("AGGREGATING with no group")
+	}
+	if err := storableText(t); err != nil {
+		return nil, nil, err
 	}
 	var metadata, errs []byte
 	if len(t.Metadata) > 0 {
@@ -197,6 +202,37 @@ func depEdges(t *broker.CopyTask) ([][]any, error) {
 	return edges, nil
 }
 
+// storableText refuses a task whose text PostgreSQL cannot store: a NUL
+// character (text and jsonb refuse it), or bytes that are not UTF-8. The
+// copy then fails naming the task and the field, rather than the database
+// refusing a whole batch.
+func storableText(t *broker.CopyTask) error {
+	fields := [][2]string{{"id", t.ID}, {"queue", t.Queue}, {"type", t.Type}, {"content type", t.ContentType},
+		{"unique key", t.UniqueKey}, {"group", t.Group}, {"concurrency key", t.ConcurrencyKey},
+		{"last error", t.LastError}, {"progress message", t.ProgressMessage}}
+	for k, v := range t.Metadata {
+		fields = append(fields, [2]string{"metadata", k}, [2]string{"metadata", v})
+	}
+	for _, e := range t.Errors {
+		fields = append(fields, [2]string{"error history", e.Message})
+	}
+	for _, d := range t.DependsOn {
+		fields = append(fields, [2]string{"dependency", d.TaskID})
+	}
+	return unstorable(fields)
+}
+
+// unstorable says which of the (name, text) fields PostgreSQL cannot
+// store, if any.
+func unstorable(fields [][2]string) error {
+	for _, f := range fields {
+		if strings.IndexByte(f[1], 0) >= 0 || !utf8.ValidString(f[1]) {
+			return fmt.Errorf("its %s %q holds a NUL character or bytes that are not UTF-8, which PostgreSQL does not store", f[0], f[1])
+		}
+	}
+	return nil
+}
+
 // jsonOrNull is b for a jsonb column, NULL when empty.
 func jsonOrNull(b []byte) any {
 	if len(b) == 0 {
@@ -215,6 +251,14 @@ func (s *CopyStore) LoadCrons(ctx context.Context, crons []broker.CronEntry) err
 		if c.ID == "" {
 			return errors.New("a cron entry without an id")
 		}
+		fields := [][2]string{{"id", c.ID}, {"spec", c.Spec}, {"queue", c.Queue}, {"type", c.Type},
+			{"content type", c.ContentType}, {"last task id", c.LastTaskID}, {"last error", c.LastError}}
+		for k, v := range c.Metadata {
+			fields = append(fields, [2]string{"metadata", k}, [2]string{"metadata", v})
+		}
+		if err := unstorable(fields); err != nil {
+			return fmt.Errorf("cron entry %q: %w", c.ID, err)
+		}
 		var meta any
 		if m := cronMetadata(c); m != nil {
 			meta = []byte(*m)
@@ -226,7 +270,7 @@ func (s *CopyStore) LoadCrons(ctx context.Context, crons []broker.CronEntry) err
 		"content_type", "metadata", "options", "paused", "next_run", "last_run", "last_fire", "last_task_id", "last_error"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
-		return fmt.Errorf("load cron entries: %w", err)
+		return fmt.Errorf("COPY conveyor_crons: %w", err)
 	}
 	return nil
 }

@@ -299,3 +299,32 @@ func TestCopyInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyNamesTextPostgresCannotStore: a task whose metadata holds a NUL
+// character (the embedded engine stores it; PostgreSQL's text does not)
+// fails a copy into PostgreSQL, naming the task and its field, and nothing
+// is copied; a copy into bbolt keeps it.
+func TestCopyNamesTextPostgresCannotStore(t *testing.T) {
+	t.Parallel()
+	src := copyEngines[0].newStore(t, "src")
+	b := src.open(t)
+	nt := bt.NewTask("q")
+	nt.Metadata = map[string]string{"k": "a\x00b"}
+	id := bt.EnqueueOne(t, b, bt.T0, nt).ID
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := copyEngines[1].newStore(t, "dst")
+	_, err := runCLI(t, "", "copy", "--from", src.arg, "--to", dst.arg)
+	if err == nil || !strings.Contains(err.Error(), "task "+id+": its metadata") || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("copy of a task with a NUL in its metadata into PostgreSQL: %v, want the task and field named", err)
+	}
+	if qs, err := dst.open(t).Queues(t.Context()); err != nil || len(qs) != 0 {
+		t.Errorf("the failed copy left %+v (%v)", qs, err)
+	}
+	dst = copyEngines[0].newStore(t, "dst")
+	mustRun(t, "copy", "--from", src.arg, "--to", dst.arg)
+	if got := bt.GetTask(t, dst.open(t), id); got.Metadata["k"] != "a\x00b" {
+		t.Errorf("the copy into bbolt has metadata %q", got.Metadata)
+	}
+}

@@ -328,3 +328,25 @@ func TestCopyNamesTextPostgresCannotStore(t *testing.T) {
 		t.Errorf("the copy into bbolt has metadata %q", got.Metadata)
 	}
 }
+
+// TestCopyEmptyStore: the store of a server that never stored anything
+// copies into either engine, as nothing.
+func TestCopyEmptyStore(t *testing.T) {
+	t.Parallel()
+	for _, from := range copyEngines {
+		src := from.newStore(t, "src")
+		if err := src.open(t).Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range copyEngines {
+			dst := to.newStore(t, "dst-"+from.name)
+			out := mustRun(t, "copy", "--from", src.arg, "--to", dst.arg)
+			if !strings.Contains(out, "copied 0 tasks, 0 queues and 0 cron entries") {
+				t.Errorf("copy of an empty %s store into %s:\n%s", from.name, to.name, out)
+			}
+			if qs, err := dst.open(t).Queues(t.Context()); err != nil || len(qs) != 0 {
+				t.Errorf("the copy of an empty store holds %+v (%v)", qs, err)
+			}
+		}
+	}
+}

@@ -45,46 +45,10 @@ func (s *CopyStore) LoadTasks(_ context.Context, tasks []*broker.CopyTask) error
 		w := newTxw(tx)
 		// Specs and statuses come in id order: pack their pages.
 		w.tasks.FillPercent, w.done.FillPercent = 0.95, 0.95
-		var index, purge, ended, dependents [][]byte
+		var ks indexKeys
 		for _, t := range tasks {
-			k, err := s.nextKey(t.ID)
-			if err != nil {
+			if err := s.putTask(w, t, &ks); err != nil {
 				return err
-			}
-			spec, st, err := recordsOf(t)
-			if err != nil {
-				return fmt.Errorf("task %s: %w", t.ID, err)
-			}
-			sb, err := encode(spec)
-			if err != nil {
-				return fmt.Errorf("task %s: %w", t.ID, err)
-			}
-			stb, err := encode(st)
-			if err != nil {
-				return fmt.Errorf("task %s: %w", t.ID, err)
-			}
-			if err := w.tasks.Put(k[:], sb); err != nil {
-				return err
-			}
-			s.named[t.Queue] = struct{}{}
-			index = append(index, indexKey(t.Queue, t.State, t.Type, k))
-			for _, d := range spec.GetDependsOn() {
-				dependents = append(dependents, append(bytes.Clone(d.GetTaskId()), k[:]...))
-			}
-			if !t.State.Terminal() {
-				if err := w.live.Put(k[:], stb); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := w.done.Put(k[:], stb); err != nil {
-				return err
-			}
-			s.countTerminal(t.Queue, t.State)
-			if st.GetPurgeAt() != 0 {
-				purge = append(purge, purgeKey(st.GetPurgeAt(), k))
-			} else {
-				ended = append(ended, endedKey(classOf(t.State), st.GetCompletedAt(), k))
 			}
 		}
 		// Each index in key order: bbolt puts a run of rising keys into
@@ -92,7 +56,7 @@ func (s *CopyStore) LoadTasks(_ context.Context, tasks []*broker.CopyTask) error
 		for _, set := range []struct {
 			b    *bbolt.Bucket
 			keys [][]byte
-		}{{w.index, index}, {w.purge, purge}, {w.ended, ended}, {w.dependents, dependents}} {
+		}{{w.index, ks.index}, {w.purge, ks.purge}, {w.ended, ks.ended}, {w.dependents, ks.dependents}} {
 			slices.SortFunc(set.keys, bytes.Compare)
 			for _, kb := range set.keys {
 				if err := set.b.Put(kb, nil); err != nil {
@@ -102,6 +66,56 @@ func (s *CopyStore) LoadTasks(_ context.Context, tasks []*broker.CopyTask) error
 		}
 		return nil
 	})
+}
+
+// indexKeys are the index entries of a batch of tasks, put once sorted.
+type indexKeys struct{ index, purge, ended, dependents [][]byte }
+
+// putTask writes a task's spec and status (live or terminal), and adds its
+// entries to ks: the listing index, the purge index of a terminal task
+// (by its own purge time, or by its class and end), who it depends on.
+func (s *CopyStore) putTask(w *txw, t *broker.CopyTask, ks *indexKeys) error {
+	k, err := s.nextKey(t.ID)
+	if err != nil {
+		return err
+	}
+	spec, st, err := recordsOf(t)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	sb, err := encode(spec)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	stb, err := encode(st)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	statuses := w.live
+	if t.State.Terminal() {
+		statuses = w.done
+	}
+	if err := w.tasks.Put(k[:], sb); err != nil {
+		return err
+	}
+	if err := statuses.Put(k[:], stb); err != nil {
+		return err
+	}
+	s.named[t.Queue] = struct{}{}
+	ks.index = append(ks.index, indexKey(t.Queue, t.State, t.Type, k))
+	for _, d := range spec.GetDependsOn() {
+		ks.dependents = append(ks.dependents, append(bytes.Clone(d.GetTaskId()), k[:]...))
+	}
+	switch {
+	case !t.State.Terminal():
+	case st.GetPurgeAt() != 0:
+		s.countTerminal(t.Queue, t.State)
+		ks.purge = append(ks.purge, purgeKey(st.GetPurgeAt(), k))
+	default:
+		s.countTerminal(t.Queue, t.State)
+		ks.ended = append(ks.ended, endedKey(classOf(t.State), st.GetCompletedAt(), k))
+	}
+	return nil
 }
 
 // nextKey is a task's key, which must follow the previous one's: tasks

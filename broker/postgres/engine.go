@@ -40,6 +40,11 @@ type Config struct {
 	// Now is used where the engine needs the time on its own (generating
 	// ids, Ready's rate buckets). Defaults to time.Now.
 	Now func() time.Time
+	// ApplicationName names the engine's connections (pg_stat_activity
+	// shows it): conveyor copy refuses a database a server is connected
+	// to by it. Defaults to ServerApplicationName, followed by the schema
+	// when Schema is set.
+	ApplicationName string
 }
 
 func (c *Config) setDefaults() {
@@ -54,6 +59,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.ApplicationName == "" {
+		c.ApplicationName = serverApplicationName(c.Schema)
 	}
 }
 
@@ -96,6 +104,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("database URL %s: %w", RedactURL(cfg.URL), err)
 	}
 	pcfg.MaxConns = cfg.MaxConns
+	pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.ApplicationName
 	if cfg.Schema != "" {
 		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -279,7 +280,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	mux := http.NewServeMux()
 	rpc := func(path string, h http.Handler) { mux.Handle(path, s.gate.rpc(h)) }
 	rpc(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics}, opts...))
-	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
+	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, slices.Concat(opts, workerCodecs)...)
 	rpc(workerPath, withFlushGate(workerHandler))
 	rpc(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(servedServices...)

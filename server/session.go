@@ -42,11 +42,11 @@ var errEndOfRequests = errors.New("the worker closed the stream")
 // and cuts the send side, so a worker that stops reading cannot keep its
 // tasks by leaving the server blocked in a write.
 type session struct {
-	id          string
-	hub         *hub
-	log         *slog.Logger
-	queues      []string
-	weights     []int
+	id      string
+	hub     *hub
+	log     *slog.Logger
+	queues  []string
+	weights []int
 	// concurrency is what the Hello declared: a Credit's n is checked
 	// against it (protocol §5.5). window is how many deliveries the session
 	// is sent at most: concurrency, capped at Config.MaxSessionConcurrency
@@ -256,6 +256,9 @@ func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
 	case *conveyorv1.WorkerMessage_Result:
 		s.results([]*conveyorv1.Result{f.Result}, false)
 	case *conveyorv1.WorkerMessage_BatchResult:
+		if err := (frameCounts{results: len(f.BatchResult.GetResults())}).check(); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
 		s.results(f.BatchResult.GetResults(), true)
 	case *conveyorv1.WorkerMessage_Heartbeat:
 		return s.heartbeat(f.Heartbeat)
@@ -376,8 +379,8 @@ func resultTooLarge(n int) string {
 }
 
 func (s *session) heartbeat(hb *conveyorv1.Heartbeat) error {
-	if n := len(hb.GetActiveTaskIds()) + len(hb.GetActiveAttemptIds()); n > MaxHeartbeatIDs {
-		return protocolError("heartbeat lists %d ids; the limit is %d", n, MaxHeartbeatIDs)
+	if err := (frameCounts{heartbeatIDs: len(hb.GetActiveTaskIds()) + len(hb.GetActiveAttemptIds())}).check(); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	s.mu.Lock()
 	s.lastHeartbeat = s.hub.now()

@@ -207,14 +207,14 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 const maxEchoBytes = 64
 
 // checkHelloBounds enforces the size limits on a Hello's maps and strings.
+// (The session's codec checked the counts on the encoded frame already;
+// they are checked again here on what it decoded, by the same rule.)
 func checkHelloBounds(h *conveyorv1.Hello) error {
+	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes())}
+	if err := counts.check(); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	switch {
-	case len(h.GetQueues()) > MaxHelloQueues:
-		return protocolError("hello.queues lists %d queues; the limit is %d", len(h.GetQueues()), MaxHelloQueues)
-	case len(h.GetLabels()) > MaxHelloLabels:
-		return protocolError("hello.labels has %d entries; the limit is %d", len(h.GetLabels()), MaxHelloLabels)
-	case len(h.GetBatchTypes()) > MaxHelloBatchTypes:
-		return protocolError("hello.batch_types lists %d types; the limit is %d", len(h.GetBatchTypes()), MaxHelloBatchTypes)
 	case len(h.GetSdkVersion()) > MaxLabelBytes || len(h.GetMinServerVersion()) > MaxLabelBytes:
 		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", MaxLabelBytes)
 	}

@@ -64,8 +64,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported to clients. Defaults to Version.
 	Version string
-	// MaxSessionConcurrency bounds Hello.concurrency: a session that
-	// declares more fails with invalid_argument. Defaults to
+	// MaxSessionConcurrency bounds how many deliveries one session is sent
+	// at once. A session that declares a larger Hello.concurrency is
+	// admitted and sent at most this many (the protocol bounds concurrency
+	// only from below, and lets a server send fewer than a worker can run);
+	// the server logs it when the session opens. A Credit's n is still
+	// checked against the declared concurrency. Defaults to
 	// DefaultMaxSessionConcurrency.
 	MaxSessionConcurrency int
 	// MaxSessionBytes bounds the task bytes (payloads and metadata) one

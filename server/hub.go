@@ -188,14 +188,15 @@ func (h *hub) count() int {
 // hubLoad is what the live sessions hold, in all.
 type hubLoad struct{ sessions, slots, inFlight int }
 
-// load sums the live sessions' concurrency and taken slots.
+// load sums the live sessions' windows (their concurrency, capped at
+// MaxSessionConcurrency: the slots the server may fill) and taken slots.
 func (h *hub) load() hubLoad {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	l := hubLoad{sessions: len(h.sessions)}
 	for _, s := range h.sessions {
 		s.mu.Lock()
-		l.slots += int(s.hello.GetConcurrency())
+		l.slots += s.window
 		l.inFlight += s.flight.slots
 		s.mu.Unlock()
 	}

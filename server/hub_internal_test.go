@@ -20,8 +20,8 @@ import (
 func TestReadyWorkWakesOnlySessionsWithRoom(t *testing.T) {
 	h := newHub(nil, Config{}, scheduler.Retrier{}, nil, slog.New(slog.DiscardHandler), time.Now)
 	hello := &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1}
-	full := newSession(context.Background(), h, "full", hello)
-	room := newSession(context.Background(), h, "room", hello)
+	full := newSession(context.Background(), h, "full", hello, DefaultMaxSessionConcurrency)
+	room := newSession(context.Background(), h, "room", hello, DefaultMaxSessionConcurrency)
 	t.Cleanup(func() { full.cancel(nil); room.cancel(nil) })
 	deliver(full.flight, "t", "t-1", 1)
 	if !h.register(full) || !h.register(room) {

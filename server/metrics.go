@@ -340,7 +340,7 @@ func newStateCollector(s *Server) *stateCollector {
 		queueFailed:    d("queue_failed_total", "Attempts that a worker failed: RETRY or SKIP_RETRY (persisted).", "queue"),
 		queueExpired:   d("queue_expired_total", "Tasks archived unrun because their expiry or deadline passed while they waited (persisted).", "queue"),
 		sessions:       d("sessions", "Live worker sessions."),
-		slots:          d("session_slots", "Concurrency the live sessions advertised, in all."),
+		slots:          d("session_slots", "Slots of the live sessions, in all: each one's declared concurrency, capped at the server's per-session limit."),
 		inFlight:       d("tasks_in_flight", "Deliveries holding a session slot."),
 		resultsDropped: d("results_dropped_total", "Results dropped: late (their lease had lapsed or been reassigned) or unknown (a task the session does not hold: never held, or its Result already applied).", "reason"),
 		fileBytes:      d("storage_file_bytes", "Size of the store's file."),

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -310,7 +311,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	// the session's stream is long-lived by design.
 	unary := func(path string, h http.Handler) { rpc(path, bodyTimeout(RequestBodyTimeout, h)) }
 	unary(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
-	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, opts...)
+	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, slices.Concat(opts, workerCodecs)...)
 	rpc(workerPath, withFlushGate(workerHandler))
 	unary(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(servedServices...)

@@ -29,8 +29,9 @@ var errEndOfRequests = errors.New("the worker closed the stream")
 // the send loop (session_send.go: Dispatch, BatchDispatch and Cancel),
 // which is the only writer of the stream.
 //
-// Flow control: the session holds at most concurrency deliveries at once,
-// and at most Config.MaxSessionBytes of their envelopes (see inflight for
+// Flow control: the session holds at most window deliveries at once (its
+// declared concurrency, capped at Config.MaxSessionConcurrency), and at
+// most Config.MaxSessionBytes of their envelopes (see inflight for
 // when a slot is taken and given back). The send loop leases exactly as
 // many tasks as there are free slots, so the window is always full and a
 // Credit frame (validated, then answered by refilling the window) never
@@ -41,12 +42,17 @@ var errEndOfRequests = errors.New("the worker closed the stream")
 // and cuts the send side, so a worker that stops reading cannot keep its
 // tasks by leaving the server blocked in a write.
 type session struct {
-	id          string
-	hub         *hub
-	log         *slog.Logger
-	queues      []string
-	weights     []int
+	id      string
+	hub     *hub
+	log     *slog.Logger
+	queues  []string
+	weights []int
+	// concurrency is what the Hello declared: a Credit's n is checked
+	// against it (protocol §5.5). window is how many deliveries the session
+	// is sent at most: concurrency, capped at Config.MaxSessionConcurrency
+	// (the protocol lets a server send fewer than a worker can run).
 	concurrency int
+	window      int
 	batchTypes  []string
 	hello       *conveyorv1.Hello
 	connectedAt time.Time
@@ -73,12 +79,13 @@ type sessionInfo struct {
 	lastHeartbeat time.Time
 }
 
-func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello) *session {
+func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello, maxWindow int) *session {
 	s := &session{
 		id:          id,
 		hub:         h,
 		log:         h.log.With("session", id),
 		concurrency: int(hello.GetConcurrency()),
+		window:      min(int(hello.GetConcurrency()), maxWindow),
 		hello:       hello,
 		connectedAt: h.now(),
 		wakeCh:      make(chan struct{}, 1),
@@ -108,7 +115,7 @@ func (s *session) wake() {
 func (s *session) hasRoom() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended && s.flight.slots < s.concurrency
+	return !s.ended && s.flight.slots < s.window
 }
 
 // shutdown ends the session from the server side.
@@ -249,6 +256,9 @@ func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
 	case *conveyorv1.WorkerMessage_Result:
 		s.results([]*conveyorv1.Result{f.Result}, false)
 	case *conveyorv1.WorkerMessage_BatchResult:
+		if err := (frameCounts{results: len(f.BatchResult.GetResults())}).check(); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
 		s.results(f.BatchResult.GetResults(), true)
 	case *conveyorv1.WorkerMessage_Heartbeat:
 		return s.heartbeat(f.Heartbeat)
@@ -377,8 +387,8 @@ func resultTooLarge(n int) string {
 }
 
 func (s *session) heartbeat(hb *conveyorv1.Heartbeat) error {
-	if n := len(hb.GetActiveTaskIds()) + len(hb.GetActiveAttemptIds()); n > MaxHeartbeatIDs {
-		return protocolError("heartbeat lists %d ids; the limit is %d", n, MaxHeartbeatIDs)
+	if err := (frameCounts{heartbeatIDs: len(hb.GetActiveTaskIds()) + len(hb.GetActiveAttemptIds())}).check(); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	s.mu.Lock()
 	s.lastHeartbeat = s.hub.now()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -103,20 +104,103 @@ func TestLongMessagesAreTruncated(t *testing.T) {
 	})
 }
 
-// TestConcurrencyIsBounded: a Hello declaring more than the server's
-// MaxSessionConcurrency is refused, naming the limit.
-func TestConcurrencyIsBounded(t *testing.T) {
+// TestConcurrencyAboveTheLimitIsThrottled: a Hello declaring more than the
+// server's MaxSessionConcurrency is admitted (the protocol bounds
+// concurrency only from below) and sent at most the limit, which the log
+// says with both numbers; ListWorkers shows what the worker declared, and
+// a Credit is still checked against it.
+func TestConcurrencyAboveTheLimitIsThrottled(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{MaxSessionConcurrency: 8})
-	_, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 1 << 30})
-	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "at most 8") {
-		t.Fatalf("concurrency 2^30: %v, want invalid_argument naming the limit 8", err)
+	const limit, declared = 8, 1_000_000
+	throttled := make(chan slog.Record, 1)
+	s := servertest.Start(t, server.Config{MaxSessionConcurrency: limit,
+		Logger: slog.New(onRecord{"worker session throttled: it is sent at most max_session_concurrency tasks at once, fewer than it declared": throttled})})
+	tasks := taskClient(t, s, servertest.GRPC)
+	for range 20 {
+		if _, err := tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{Type: "t"})); err != nil {
+			t.Fatal(err)
+		}
 	}
-	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"a": 1}, Concurrency: 8})
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"default": 1}, Concurrency: declared})
 	if err != nil {
-		t.Fatalf("concurrency at the limit: %v", err)
+		t.Fatalf("concurrency %d against a limit of %d: %v, want the session admitted", declared, limit, err)
 	}
-	_ = w.stream.CloseRequest()
+	select {
+	case r := <-throttled:
+		if got := recordAttrs(r); got["concurrency"] != "1000000" || got["max_session_concurrency"] != "8" {
+			t.Errorf("throttle log attributes %v, want concurrency=1000000 max_session_concurrency=8", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no log line about the throttled session")
+	}
+	var got []*conveyorv1.Dispatch
+	for range limit {
+		got = append(got, w.next(10*time.Second).GetDispatch())
+	}
+	// One Lease sent them, sized by the free slots: had it been sized by
+	// the declared concurrency, all 20 tasks would be active already.
+	if a := queueCounts(t, s, "default").GetActive(); a != limit {
+		t.Fatalf("%d tasks active on the session, want exactly %d", a, limit)
+	}
+	workers, err := adminClient(t, s).ListWorkers(context.Background(), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := workers.Msg.GetWorkers(); len(ws) != 1 || ws[0].GetConcurrency() != declared || ws[0].GetInFlight() != limit {
+		t.Fatalf("ListWorkers: %v, want one worker declaring %d with %d in flight", ws, declared, limit)
+	}
+	// A Credit above the limit but within the declared concurrency is
+	// valid (protocol §5.5), and adds nothing.
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{Credit: &conveyorv1.Credit{N: 1000}}})
+	if n := len(w.frames); n != 0 {
+		t.Fatalf("%d more frames before any Result, want none", n)
+	}
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
+		TaskId: got[0].GetTask().GetId(), AttemptId: got[0].GetAttemptId(), Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS}}})
+	if d := w.next(10 * time.Second).GetDispatch(); d == nil {
+		t.Fatal("the freed slot brought no Dispatch")
+	}
+	servertest.Eventually(t, 10*time.Second, "one completed", func() bool { return queueCounts(t, s, "default").GetCompleted() == 1 })
+	if q := queueCounts(t, s, "default"); q.GetActive() != limit || q.GetPending() != 20-limit-1 {
+		t.Fatalf("after one Result: %d active, %d pending; want %d and %d", q.GetActive(), q.GetPending(), limit, 20-limit-1)
+	}
+	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Credit{Credit: &conveyorv1.Credit{N: declared + 1}}})
+	var end error
+	select {
+	case end = <-w.end:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Credit above the declared concurrency did not end the stream")
+	}
+	if err := end; connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "1..1000000") {
+		t.Fatalf("credit above the declared concurrency: %v, want invalid_argument naming 1..1000000", err)
+	}
+}
+
+// onRecord hands the records of the named messages to their channels,
+// dropping them when a channel is full.
+type onRecord map[string]chan slog.Record
+
+func (h onRecord) Enabled(context.Context, slog.Level) bool { return true }
+func (h onRecord) Handle(_ context.Context, r slog.Record) error {
+	if ch := h[r.Message]; ch != nil {
+		select {
+		case ch <- r.Clone():
+		default:
+		}
+	}
+	return nil
+}
+func (h onRecord) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onRecord) WithGroup(string) slog.Handler      { return h }
+
+// recordAttrs is a record's own attributes, as strings.
+func recordAttrs(r slog.Record) map[string]string {
+	out := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		out[a.Key] = a.Value.String()
+		return true
+	})
+	return out
 }
 
 // TestSessionBytesAreBounded: a session with a huge concurrency that

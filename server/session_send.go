@@ -78,7 +78,7 @@ func (s *session) budget() sendBudget {
 	if s.ended {
 		return sendBudget{}
 	}
-	b := sendBudget{slots: s.concurrency - s.flight.slots, singles: s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)}
+	b := sendBudget{slots: s.window - s.flight.slots, singles: s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)}
 	if len(s.batchTypes) > 0 {
 		// A batch's worst case (maxBatchBytes, about 22 MiB) is far above
 		// what most batches hold, and a batch is charged what it really
@@ -105,7 +105,7 @@ func (s *session) freeLocked(unit int64, atLeastOne bool) int {
 	if s.ended {
 		return 0
 	}
-	n := s.concurrency - s.flight.slots
+	n := s.window - s.flight.slots
 	budget := int((s.hub.cfg.MaxSessionBytes - s.flight.bytes) / unit)
 	if atLeastOne {
 		budget = max(budget, 1)

@@ -40,10 +40,10 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	if err != nil {
 		return err
 	}
-	if err := checkHello(hello, h.cfg.Version, h.cfg.MaxSessionConcurrency); err != nil {
+	if err := checkHello(hello, h.cfg.Version); err != nil {
 		return err
 	}
-	s := newSession(ctx, h, ulid.Make().String(), hello)
+	s := newSession(ctx, h, ulid.Make().String(), hello, h.cfg.MaxSessionConcurrency)
 	if !h.register(s) {
 		return errShuttingDown
 	}
@@ -60,6 +60,10 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	}
 	s.log.Info("worker session opened", "queues", hello.GetQueues(), "concurrency", hello.GetConcurrency(),
 		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
+	if s.window < s.concurrency {
+		s.log.Info("worker session throttled: it is sent at most max_session_concurrency tasks at once, fewer than it declared",
+			"concurrency", s.concurrency, "max_session_concurrency", s.window)
+	}
 
 	h.wg.Add(2)
 	sendDone := make(chan struct{})
@@ -143,8 +147,10 @@ func frameName(m *conveyorv1.WorkerMessage) string {
 }
 
 // checkHello enforces every MUST of the protocol's Hello (§5.2), the
-// version handshake (§8) and the server's bounds on a Hello.
-func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) error {
+// version handshake (§8) and the server's bounds on a Hello. A concurrency
+// above the server's per-session limit is not one of them: the protocol
+// bounds it only from below, and lets a server send less (see newSession).
+func checkHello(h *conveyorv1.Hello, serverVersion string) error {
 	if len(h.GetQueues()) == 0 {
 		return protocolError("hello.queues must contain at least one queue")
 	}
@@ -162,10 +168,6 @@ func checkHello(h *conveyorv1.Hello, serverVersion string, maxConcurrency int) e
 	}
 	if h.GetConcurrency() <= 0 {
 		return protocolError("hello.concurrency must be > 0, got %d", h.GetConcurrency())
-	}
-	if int(h.GetConcurrency()) > maxConcurrency {
-		return protocolError("hello.concurrency is %d; this server admits at most %d per session (its MaxSessionConcurrency)",
-			h.GetConcurrency(), maxConcurrency)
 	}
 	if v, err := semver.NewVersion(h.GetSdkVersion()); err == nil {
 		if v.LessThan(semver.MustParse(MinSDKVersion)) {
@@ -209,14 +211,14 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 const maxEchoBytes = 64
 
 // checkHelloBounds enforces the size limits on a Hello's maps and strings.
+// (The session's codec checked the counts on the encoded frame already;
+// they are checked again here on what it decoded, by the same rule.)
 func checkHelloBounds(h *conveyorv1.Hello) error {
+	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes())}
+	if err := counts.check(); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	switch {
-	case len(h.GetQueues()) > MaxHelloQueues:
-		return protocolError("hello.queues lists %d queues; the limit is %d", len(h.GetQueues()), MaxHelloQueues)
-	case len(h.GetLabels()) > MaxHelloLabels:
-		return protocolError("hello.labels has %d entries; the limit is %d", len(h.GetLabels()), MaxHelloLabels)
-	case len(h.GetBatchTypes()) > MaxHelloBatchTypes:
-		return protocolError("hello.batch_types lists %d types; the limit is %d", len(h.GetBatchTypes()), MaxHelloBatchTypes)
 	case len(h.GetSdkVersion()) > MaxLabelBytes || len(h.GetMinServerVersion()) > MaxLabelBytes:
 		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", MaxLabelBytes)
 	}

@@ -42,7 +42,7 @@ type serverCmd struct {
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" env:"CONVEYOR_LOG_LEVEL" help:"Log level."`
 	DebugAddr        string        `env:"CONVEYOR_DEBUG_ADDR" help:"Serve Go's pprof profiles (/debug/pprof/) and the server's counters (/debug/vars) on this address (e.g. 127.0.0.1:6060); off when empty."`
 
-	MaxSessionConcurrency int           `default:"${max_session_concurrency}" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Largest Hello.concurrency a worker session may declare."`
+	MaxSessionConcurrency int           `default:"${max_session_concurrency}" env:"CONVEYOR_MAX_SESSION_CONCURRENCY" help:"Most tasks one worker session is sent at once; a session declaring more concurrency is admitted and throttled to this."`
 	MaxSessionBytes       int64         `default:"${max_session_bytes}" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
 	ReclaimWindow         time.Duration `default:"${reclaim_window}" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -133,4 +134,48 @@ func TestWorkerBoundsMessages(t *testing.T) {
 	check("progress_message", info.GetProgressMessage(), "€üü", conveyor.MaxProgressMessageBytes)
 	close(release)
 	e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 20*time.Second)
+}
+
+// TestWorkerConcurrencyAboveTheServerLimit: a Worker declaring far more
+// concurrency than the server sends one session (a million against 8) is
+// admitted, runs what it is sent, at most 8 at once, and gets the rest as
+// slots free.
+func TestWorkerConcurrencyAboveTheServerLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 8
+	e := wtSetup(t, server.Config{MaxSessionConcurrency: limit})
+	var running, most atomic.Int32
+	gate := make(chan struct{})
+	w := e.newWorker(conveyor.WithQueue("wide", 1), conveyor.WithConcurrency(1_000_000))
+	w.HandleFunc("t", func(ctx context.Context, _ *conveyor.Delivery) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m; m = most.Load() {
+			if most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	wtRun(t, w)
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = e.enqueue(wtReq("wide", "t", "", nil))
+	}
+	servertest.Eventually(t, 20*time.Second, "8 handlers running", func() bool { return running.Load() == limit })
+	if a := e.queue("wide").GetActive(); a != limit {
+		t.Fatalf("%d tasks active, want %d (the server's limit)", a, limit)
+	}
+	close(gate)
+	for _, id := range ids {
+		e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 20*time.Second)
+	}
+	if m := most.Load(); m > limit {
+		t.Fatalf("%d handlers ran at once, want at most %d", m, limit)
+	}
 }

@@ -24,8 +24,24 @@ build: ## Build the conveyor binary into ./bin.
 	go build -o $(BIN)/conveyor ./cmd/conveyor
 
 .PHONY: test
-test: ## Run the whole test suite with the race detector.
+test: ## Run the whole test suite with the race detector, on both engines (starts a throwaway PostgreSQL unless CONVEYOR_TEST_DATABASE_URL names one).
+	./scripts/with-pg.sh $(MAKE) --no-print-directory test-go
+
+# The suite runs once on the embedded engine (with the PostgreSQL engine's
+# own conformance tests), then the server-level tests again with every test
+# server on PostgreSQL.
+.PHONY: test-go
+test-go:
 	go test -race -count=1 -timeout 20m ./...
+	CONVEYOR_TEST_BROKER=postgres go test -race -count=1 -timeout 20m ./server/... ./sdks/go/...
+
+.PHONY: pg
+pg: ## Start a throwaway PostgreSQL on loopback for local work: eval "$$(make -s pg)" sets CONVEYOR_TEST_DATABASE_URL.
+	@./scripts/with-pg.sh env
+
+.PHONY: pg-stop
+pg-stop: ## Stop the PostgreSQL `make pg` started, and remove its files.
+	@./scripts/with-pg.sh stop
 
 # Fuzz targets, as package:Target:budget. The budgets are execution counts
 # (a few seconds each here), not durations: Go 1.26's fuzz coordinator can

@@ -241,3 +241,34 @@ type StorageHealth interface {
 type Backuper interface {
 	Backup(ctx context.Context, w io.Writer) (int64, error)
 }
+
+// FileStater is an engine that keeps its data in a file of its own (the
+// bbolt engine), and can say what the file holds.
+type FileStater interface {
+	FileStats() (FileStats, error)
+}
+
+// FileStats are figures of an engine's data file.
+type FileStats struct {
+	// SizeBytes is the file's size.
+	SizeBytes int64
+	// FreePages counts the pages the file holds free for reuse.
+	FreePages int64
+}
+
+// DatabaseStater is an engine on a database server (PostgreSQL), and can
+// say what its tables hold.
+type DatabaseStater interface {
+	DatabaseStats(ctx context.Context) (DatabaseStats, error)
+}
+
+// DatabaseStats are figures of an engine's tables, as the database counts
+// them.
+type DatabaseStats struct {
+	// SizeBytes is what the engine's tables and their indexes take.
+	SizeBytes int64
+	// LiveTuples and DeadTuples are the database's estimates of the rows
+	// of the engine's tables that are live and dead (deleted or updated,
+	// not vacuumed yet: bloat).
+	LiveTuples, DeadTuples int64
+}

@@ -73,4 +73,32 @@
 // whole call (ErrQueueFull, a *QueueFullError). Tasks coming back to the
 // waiting states (retries, releases, lapses, RunTask, dependents released,
 // group members) are never refused, even past the bound.
+//
+// # Rules
+//
+// A rule that decides what may run is a pure function of the contract,
+// time passed in, which every engine applies (or mirrors, in SQL, with the
+// function as its tests' oracle): Action.Applies, Decision.Canceled,
+// GroupPolicy.FiresAt, QueueConfig.Admits and Room, RateBucket (the rate
+// limit, which also says when to wake a queue's sessions) and LeaseLimit.
+// An engine keeps the state the rules read and applies their answers.
+//
+// # Concurrency
+//
+// Every method is atomic: a change is all applied or not at all, and two
+// calls never see each other half done. What an engine serializes is its
+// own business, with one guarantee: the calls that change one task are
+// applied in one order, and each reads the task as the one before left it
+// (a lease's token fences the rest). The bbolt engine decides every change
+// under one mutex; the PostgreSQL engine under row locks (a task's row, a
+// concurrency key's, a group's, a queue's), in transactions.
+//
+// The signals are hints, never commands: a session woken by TasksReady may
+// find the work gone (another session took it), and one not woken finds
+// it at its next round. Ready and ReadyGroups are hints of the same kind.
+// A signal may be sent while the engine holds its own locks, so a Notifier
+// must return at once and must not call back into the broker; the one
+// signal whose timing the contract promises is LeaseLapsed, sent before
+// the reclaimed task can be leased again. Signals are node-local: an
+// engine tells its own server of the changes it makes.
 package broker

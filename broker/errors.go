@@ -31,6 +31,11 @@ var (
 	// the waiting states (Notifier.QueueRoom). Engines return it as a
 	// *QueueFullError.
 	ErrQueueFull = errors.New("queue full")
+	// ErrUnavailable means the engine cannot reach its store right now (a
+	// database that is down or cut off): nothing was changed, and the same
+	// call may succeed once the store is back. Callers retry; a worker's
+	// session stays up meanwhile.
+	ErrUnavailable = errors.New("storage unavailable")
 	// ErrClosed means the broker has been closed.
 	ErrClosed = errors.New("broker closed")
 

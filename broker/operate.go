@@ -211,8 +211,8 @@ type GroupLeaseParams struct {
 	N   int
 	Now time.Time
 	TTL time.Duration
-	// Limit is LeaseParams.Limit, for each member.
-	Limit func(t *Task) time.Time
+	// LimitGrace is LeaseParams.LimitGrace, for each member.
+	LimitGrace time.Duration
 }
 
 // GroupLease is one fired group, leased: every member has its own lease,

@@ -29,11 +29,11 @@ type LeaseParams struct {
 	Now   time.Time
 	// TTL is the lease duration.
 	TTL time.Duration
-	// Limit, when set, returns the latest expiry any renewal may give the
-	// lease of t (zero: none): the dispatcher's rule for attempts with a
-	// deadline or timeout (lease.Limit). The engine calls it for every
-	// task it leases, without holding its locks.
-	Limit func(t *Task) time.Time
+	// LimitGrace is how long past its AttemptBound an attempt may keep
+	// its lease: the engine caps every lease it grants, and every renewal
+	// of it, at LeaseLimit(task's deadline, its timeout, Now, LimitGrace),
+	// for the tasks that have a deadline or a timeout.
+	LimitGrace time.Duration
 }
 
 // Lease is one leased task.
@@ -139,12 +139,11 @@ type QueueInfo struct {
 
 // Info describes an engine.
 type Info struct {
-	// Engine names the engine ("bbolt").
+	// Engine names the engine ("bbolt", "postgres").
 	Engine string
-	// DataPath is the engine's file or address.
-	DataPath      string
-	FileSizeBytes int64
-	FreePages     int64
+	// DataPath is the engine's file or address (a database URL without
+	// its password).
+	DataPath string
 	// Counts holds the number of tasks per state over all queues.
 	Counts Counts
 }

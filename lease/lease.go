@@ -20,31 +20,11 @@ const DefaultLimitGrace = 5 * time.Second
 // ttl: a third of it, so two heartbeats can be lost before a lease lapses.
 func HeartbeatInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// Bound is the latest time an attempt of t that starts at now may run:
-// the earlier of the task's deadline and now plus its timeout, or zero
-// when it has neither. (The lease expiry bounds the attempt too, but
-// heartbeats move it.)
+// Bound is the latest time an attempt of t that starts at now may run
+// (broker.AttemptBound): the earlier of the task's deadline and now plus
+// its timeout, or zero when it has neither.
 func Bound(t *broker.Task, now time.Time) time.Time {
-	bound := t.Deadline
-	if t.Timeout > 0 {
-		if b := addSat(now, t.Timeout); bound.IsZero() || b.Before(bound) {
-			bound = b
-		}
-	}
-	return bound
-}
-
-// Limit is the latest expiry any renewal may give the lease of an attempt
-// of t that starts at now: its Bound plus grace, zero when unbounded.
-// Heartbeats cannot keep such an attempt alive past it, so a worker that
-// ignores its deadline loses the task to the reaper (a failed attempt, and
-// a Cancel) instead of holding it forever.
-func Limit(t *broker.Task, now time.Time, grace time.Duration) time.Time {
-	b := Bound(t, now)
-	if b.IsZero() {
-		return b
-	}
-	return addSat(b, grace)
+	return broker.AttemptBound(t.Deadline, t.Timeout, now)
 }
 
 // DispatchDeadline is the deadline a Dispatch carries: the earlier of the
@@ -81,12 +61,4 @@ func NewReaper(b broker.Broker, r scheduler.Retrier, now func() time.Time, log *
 	// No SetMaxSleep: after a wall clock stepped forward, an early round
 	// would see every lease as lapsed before its worker's next heartbeat.
 	return scheduler.NewLoop("lease reaper", job, now, log)
-}
-
-// addSat is t + d, saturating instead of overflowing time.Time.
-func addSat(t time.Time, d time.Duration) time.Time {
-	if u := t.Add(d); !u.Before(t) {
-		return u
-	}
-	return t.Add(1<<63 - 1)
 }

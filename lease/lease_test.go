@@ -38,18 +38,3 @@ func TestDispatchDeadline(t *testing.T) {
 		t.Errorf("HeartbeatInterval(1m) = %v, want 20s", got)
 	}
 }
-
-func TestLimit(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	if got := lease.Limit(&broker.Task{}, now, lease.DefaultLimitGrace); !got.IsZero() {
-		t.Errorf("an unbounded task has limit %v", got)
-	}
-	if got := lease.Limit(&broker.Task{Timeout: 2 * time.Second}, now, time.Second); !got.Equal(now.Add(3 * time.Second)) {
-		t.Errorf("timeout 2s, grace 1s: limit %v, want now+3s", got)
-	}
-	far := &broker.Task{Timeout: 1<<63 - 1, Deadline: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
-	if got := lease.Limit(far, now, lease.DefaultLimitGrace); got.Before(now.Add(100 * 365 * 24 * time.Hour)) {
-		t.Errorf("a far bound gives limit %v: it must saturate, not wrap", got)
-	}
-}

@@ -69,8 +69,18 @@ func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[con
 			counts[st.String()] = n
 		}
 	}
-	return connect.NewResponse(&conveyorv1.GetBrokerInfoResponse{
-		Engine: info.Engine, DataPath: info.DataPath, FileSizeBytes: info.FileSizeBytes,
-		FreePages: info.FreePages, TaskCounts: counts,
-	}), nil
+	res := &conveyorv1.GetBrokerInfoResponse{Engine: info.Engine, DataPath: info.DataPath, TaskCounts: counts}
+	if fs, ok := a.broker.(broker.FileStater); ok {
+		if st, err := fs.FileStats(); err == nil {
+			res.FileSizeBytes, res.FreePages = st.SizeBytes, st.FreePages
+		}
+	}
+	if ds, ok := a.broker.(broker.DatabaseStater); ok {
+		st, err := ds.DatabaseStats(ctx)
+		if err != nil {
+			return nil, toConnectError(a.server.log, err)
+		}
+		res.DatabaseSizeBytes, res.LiveTuples, res.DeadTuples = st.SizeBytes, st.LiveTuples, st.DeadTuples
+	}
+	return connect.NewResponse(res), nil
 }

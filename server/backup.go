@@ -16,6 +16,12 @@ import (
 // BackupPath is the HTTP path of the online backup.
 const BackupPath = "/backup"
 
+// noOnlineBackup answers a backup on an engine that keeps its data
+// elsewhere than in a file of its own.
+const noOnlineBackup = "this server keeps its tasks in PostgreSQL, which Conveyor does not copy: " +
+	"back the database up with its own tools (pg_dump, or base backups and WAL archiving for " +
+	"point-in-time recovery); see docs/operations.md"
+
 // backupHandler streams a consistent copy of the store (GET /backup),
 // with the bearer token when the server has one. `conveyor backup FILE`
 // is its client; docs/operations.md says how to restore.
@@ -23,7 +29,7 @@ func (s *Server) backupHandler() http.Handler {
 	return s.gate.plain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.broker.(broker.Backuper)
 		if !ok {
-			http.Error(w, "this storage engine cannot be backed up online", http.StatusNotImplemented)
+			http.Error(w, noOnlineBackup, http.StatusNotImplemented)
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")

@@ -25,7 +25,7 @@ import (
 // restored server every task acknowledged before the backup began.
 func TestBackupUnderLoadRestores(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{Token: "tok"})
+	s := servertest.StartBolt(t, server.Config{Token: "tok"})
 	tasks := taskClient(t, s, servertest.GRPC, servertest.BearerToken("tok"))
 	enqueueN(t, tasks, "q", "seed", 2000)
 
@@ -86,7 +86,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	restored := servertest.Start(t, server.Config{DataDir: dir})
+	restored := servertest.StartBolt(t, server.Config{DataDir: dir})
 	rt := taskClient(t, restored, servertest.GRPC)
 	for _, id := range before {
 		if _, err := rt.GetTask(context.Background(), connect.NewRequest(&conveyorv1.GetTaskRequest{Id: id})); err != nil {
@@ -106,7 +106,7 @@ func TestBackupStalledClient(t *testing.T) {
 	failed := make(chan struct{})
 	var once sync.Once
 	log := slog.New(onMessages{"backup failed": func() { once.Do(func() { close(failed) }) }})
-	s := servertest.Start(t, server.Config{Logger: log, BackupStallTimeout: 200 * time.Millisecond})
+	s := servertest.StartBolt(t, server.Config{Logger: log, BackupStallTimeout: 200 * time.Millisecond})
 	tasks := fillBeyondSocketBuffers(t, s)
 	hc := servertest.HTTP1Client()
 	defer hc.CloseIdleConnections()
@@ -140,7 +140,7 @@ func TestBackupCanceledByTheClient(t *testing.T) {
 		"backup canceled by the client": func() { once.Do(func() { close(canceled) }) },
 		"backup failed":                 func() { failed.Store(true) },
 	})
-	s := servertest.Start(t, server.Config{Logger: log})
+	s := servertest.StartBolt(t, server.Config{Logger: log})
 	fillBeyondSocketBuffers(t, s)
 	hc := servertest.HTTP1Client()
 	defer hc.CloseIdleConnections()
@@ -174,7 +174,7 @@ func TestBackupHead(t *testing.T) {
 	t.Parallel()
 	var written atomic.Int32
 	log := slog.New(onMessages{"backup written": func() { written.Add(1) }})
-	s := servertest.Start(t, server.Config{Logger: log})
+	s := servertest.StartBolt(t, server.Config{Logger: log})
 	// One connection: the GET is served only once the HEAD's handler has
 	// returned, so when the GET's backup is logged, the HEAD's would be.
 	tr := &http.Transport{MaxConnsPerHost: 1}

@@ -10,6 +10,19 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 )
 
+// errStorageUnavailable is what a caller is told while the store cannot
+// be reached: the call changed nothing and may be retried. It matches
+// broker.ErrUnavailable.
+var errStorageUnavailable error = storageUnavailable{}
+
+type storageUnavailable struct{}
+
+func (storageUnavailable) Error() string {
+	return "the server cannot reach its storage right now; retry later"
+}
+
+func (storageUnavailable) Unwrap() error { return broker.ErrUnavailable }
+
 // toConnectError maps a broker error to the protocol's error code. Messages
 // of the broker's sentinel errors describe the caller's problem and are
 // passed on; anything else is an internal failure: it is logged, and the
@@ -33,6 +46,9 @@ func toConnectError(log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, broker.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	case errors.Is(err, broker.ErrUnavailable):
+		log.Warn("storage unavailable", "err", err)
+		return connect.NewError(connect.CodeUnavailable, errStorageUnavailable)
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded):

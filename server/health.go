@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ const watchCutGrace = time.Second
 // is NOT_SERVING, and the stream's loop returns after the send. A stream
 // still open watchCutGrace later is cut.
 type health struct {
+	// mu orders a change of the storage's health (setStorage) with the
+	// shutdown's NOT_SERVING (end), which is final.
+	mu      sync.Mutex
 	checker *grpchealth.StaticChecker
 	errors  *connect.ErrorWriter
 	watches atomic.Int64
@@ -118,6 +122,8 @@ func (h *health) refuse(w http.ResponseWriter, r *http.Request, msg string) {
 // cuts those still open watchCutGrace later. It is the first step of
 // shutdown.
 func (h *health) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.ending.Store(true)
 	// "" is the server-wide status most probes ask for.
 	for _, name := range append([]string{""}, servedServices...) {
@@ -132,4 +138,23 @@ func (h *health) close() {
 		h.cutAt.Stop()
 	}
 	h.cutNow()
+}
+
+// setStorage reports every service SERVING or NOT_SERVING as the storage
+// answers or not (a database that is down): a load balancer then sends
+// producers elsewhere, and the Watch streams are told. Shutdown's
+// NOT_SERVING is final.
+func (h *health) setStorage(healthy bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ending.Load() {
+		return
+	}
+	status := grpchealth.StatusServing
+	if !healthy {
+		status = grpchealth.StatusNotServing
+	}
+	for _, name := range append([]string{""}, servedServices...) {
+		h.checker.SetStatus(name, status)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
-	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
@@ -48,12 +47,6 @@ type hub struct {
 func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, m *metrics, log *slog.Logger, now func() time.Time) *hub {
 	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, metrics: m, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{})}
-}
-
-// limit is the lease limit rule for attempts dispatched at now
-// (lease.Limit with the configured grace).
-func (h *hub) limit(now time.Time) func(*broker.Task) time.Time {
-	return func(t *broker.Task) time.Time { return lease.Limit(t, now, h.cfg.LimitGrace) }
 }
 
 // bootID is a short random id of this server process, the prefix of its

@@ -324,7 +324,7 @@ type stateCollector struct {
 	queueTasks, queuePaused, queueEnqueued, queueProcessed, queueFailed *prometheus.Desc
 	queueExpired                                                        *prometheus.Desc
 	sessions, slots, inFlight, resultsDropped                           *prometheus.Desc
-	fileBytes, freePages, storageOK, buildInfo                          *prometheus.Desc
+	fileBytes, freePages, dbBytes, deadTuples, storageOK, buildInfo     *prometheus.Desc
 }
 
 func newStateCollector(s *Server) *stateCollector {
@@ -345,14 +345,16 @@ func newStateCollector(s *Server) *stateCollector {
 		resultsDropped: d("results_dropped_total", "Results dropped: late (their lease had lapsed or been reassigned) or unknown (a task the session does not hold: never held, or its Result already applied).", "reason"),
 		fileBytes:      d("storage_file_bytes", "Size of the store's file."),
 		freePages:      d("storage_free_pages", "Free pages in the store's file (reclaimed by conveyor compact)."),
-		storageOK:      d("storage_healthy", "0 while the storage refuses writes (a full disk), else 1."),
+		dbBytes:        d("storage_database_bytes", "What the engine's tables and indexes take in the database (PostgreSQL)."),
+		deadTuples:     d("storage_dead_tuples", "Dead rows of the engine's tables not vacuumed yet, as the database estimates them (PostgreSQL)."),
+		storageOK:      d("storage_healthy", "0 while the storage refuses writes (a full disk) or cannot be reached (a database down), else 1."),
 		buildInfo:      d("build_info", "Always 1; the labels name the version and the engine.", "version", "engine"),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queueTasks, c.queuePaused, c.queueEnqueued, c.queueProcessed, c.queueFailed, c.queueExpired,
-		c.sessions, c.slots, c.inFlight, c.resultsDropped, c.fileBytes, c.freePages, c.storageOK, c.buildInfo} {
+		c.sessions, c.slots, c.inFlight, c.resultsDropped, c.fileBytes, c.freePages, c.dbBytes, c.deadTuples, c.storageOK, c.buildInfo} {
 		ch <- d
 	}
 }
@@ -385,10 +387,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.inFlight, float64(load.inFlight))
 	counter(c.resultsDropped, float64(s.hub.lateResults.Load()), "late")
 	counter(c.resultsDropped, float64(s.hub.unknownResults.Load()), "unknown")
-	info, err := s.broker.Info(ctx)
-	if err == nil {
-		gauge(c.fileBytes, float64(info.FileSizeBytes))
-		gauge(c.freePages, float64(info.FreePages))
+	info, _ := s.broker.Info(ctx)
+	if fs, ok := s.broker.(broker.FileStater); ok {
+		if st, err := fs.FileStats(); err == nil {
+			gauge(c.fileBytes, float64(st.SizeBytes))
+			gauge(c.freePages, float64(st.FreePages))
+		}
+	}
+	if ds, ok := s.broker.(broker.DatabaseStater); ok {
+		if st, err := ds.DatabaseStats(ctx); err == nil {
+			gauge(c.dbBytes, float64(st.SizeBytes))
+			gauge(c.deadTuples, float64(st.DeadTuples))
+		}
 	}
 	healthy := true
 	if h, ok := s.broker.(broker.StorageHealth); ok {

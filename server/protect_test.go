@@ -104,7 +104,7 @@ func TestBrowserProtection(t *testing.T) {
 // the browser (none) and clients that are not browsers (no header) pass.
 func TestBrowserProtectionBySecFetchSite(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{}) // its /backup answers
 	get := func(path string) func() *http.Request {
 		return func() *http.Request {
 			req, _ := http.NewRequest(http.MethodGet, s.URL()+path, nil)

@@ -54,7 +54,8 @@ type Server struct {
 	metrics *metrics
 	loops   []service // timer loops, in start order
 	health  *health
-	gate    *tokenGate // nil without a token
+	storage *storageWatch // nil for an engine that reports no storage health
+	gate    *tokenGate    // nil without a token
 	conns   *connGuard
 	httpSrv *http.Server
 	// endStreams ends the reflection streams (endAtShutdown).
@@ -127,6 +128,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.httpSrv = s.newHTTPServer(s.routes(b))
+	if sh, ok := b.(broker.StorageHealth); ok {
+		s.storage = newStorageWatch(sh, s.health, s.log.With("component", "storage"))
+		_ = s.storage.Start(ctx)
+	}
 	s.serveErr = make(chan error, 1)
 	go func() {
 		var err error
@@ -218,6 +223,9 @@ func (s *Server) stop(ctx context.Context) error {
 		// Producers waiting for room would hold the HTTP shutdown up to
 		// their wait: the workers that would make room are leaving.
 		s.rooms.close()
+	}
+	if s.storage != nil {
+		_ = s.storage.Stop(ctx)
 	}
 	if s.health != nil {
 		s.health.end()

@@ -341,7 +341,15 @@ func (s *session) complete(m *member, r *conveyorv1.Result) {
 	a := scheduler.Attempt{SessionID: s.id, Lease: m.ref(), Retried: m.retried, MaxRetry: m.maxRetry, Policy: m.policy}
 	now := s.hub.now()
 	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, now)
-	to, err := s.hub.broker.Complete(s.ctx, d)
+	// The Result is applied even if the session ends meanwhile: the slot
+	// was given back as it arrived, so nothing else would release the
+	// task. The store down, it is kept and applied once the store answers:
+	// a worker's outcome is not dropped for an outage.
+	ctx := context.WithoutCancel(s.ctx)
+	to, err := s.hub.broker.Complete(ctx, d)
+	for outage := (storageOutage{}); errors.Is(err, broker.ErrUnavailable) && outage.wait(s.ctx) == nil; {
+		to, err = s.hub.broker.Complete(ctx, d)
+	}
 	switch {
 	case err == nil:
 		s.hub.metrics.attemptEnded(m.queue, m.typ, d.Kind, to, now.Sub(m.sentAt))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,17 +19,53 @@ import (
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
 	plan := newDispatchPlan(s.weights)
 	s.wake() // the queues may hold work already
+	var outage storageOutage
 	for {
 		select {
 		case <-s.ctx.Done():
 			return context.Cause(s.ctx)
 		case <-s.wakeCh:
 		}
-		if err := s.sendBurst(stream, plan); err != nil {
+		err := s.sendBurst(stream, plan)
+		if errors.Is(err, broker.ErrUnavailable) {
+			// The store is down: the session stays up, and dispatch
+			// goes on once it answers again.
+			if err := outage.wait(s.ctx); err != nil {
+				return err
+			}
+			s.wake()
+			continue
+		}
+		if err != nil {
 			return err
 		}
+		outage.reset()
 	}
 }
+
+// storageOutage paces a session's retries while the store cannot be
+// reached: waits that double from storageRetryMin to storageRetryMax.
+type storageOutage struct{ next time.Duration }
+
+const (
+	storageRetryMin = 100 * time.Millisecond
+	storageRetryMax = 2 * time.Second
+)
+
+// wait waits the next retry's delay, or until ctx ends.
+func (o *storageOutage) wait(ctx context.Context) error {
+	o.next = min(max(o.next*2, storageRetryMin), storageRetryMax)
+	t := time.NewTimer(o.next)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+func (o *storageOutage) reset() { o.next = 0 }
 
 // budget is what the session may be sent now: its free slots, of which
 // single tasks may take fewer when the bytes in flight near
@@ -168,7 +205,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	}
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now),
+		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
@@ -259,7 +296,7 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 		}
 		now := s.hub.now()
 		gls, err := s.hub.broker.LeaseGroups(s.ctx, broker.GroupLeaseParams{SessionID: s.id, Queue: s.queues[i],
-			Types: s.batchTypes, N: n, Now: now, TTL: s.hub.cfg.LeaseTTL, Limit: s.hub.limit(now)})
+			Types: s.batchTypes, N: n, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace})
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return sent, context.Cause(s.ctx)

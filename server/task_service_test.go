@@ -412,7 +412,7 @@ func (a rawAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect
 // path, while queues it knows still take tasks.
 func TestQueueLimit(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{}) // the embedded engine's own limit
 	client := taskClient(t, s, servertest.GRPC)
 	ctx := context.Background()
 	const limit = 1<<16 - 1

@@ -86,9 +86,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	if out = kept; len(out) == 0 {
 		return nil, nil
 	}
-	if p.Limit != nil {
-		e.limitLeases(out, p.Limit)
-	}
+	e.limitLeases(out, p.Now, p.LimitGrace)
 	return out, nil
 }
 
@@ -136,11 +134,14 @@ func (e *Engine) fillSpecs(out []broker.Lease) ([]broker.Lease, error) {
 }
 
 // limitLeases caps each new lease's expiry, and every renewal of it, at
-// the limit the caller's rule gives its task (zero: no cap).
-func (e *Engine) limitLeases(out []broker.Lease, limit func(*broker.Task) time.Time) {
+// broker.LeaseLimit of its task (started at now, with grace): computed
+// once the specs are read (a task's deadline and timeout are there), in
+// one more hold of the lock, taken only when a task has a limit.
+func (e *Engine) limitLeases(out []broker.Lease, now time.Time, grace time.Duration) {
 	var locked bool
 	for i := range out {
-		at := limit(out[i].Task)
+		t := out[i].Task
+		at := broker.LeaseLimit(t.Deadline, t.Timeout, now, grace)
 		if at.IsZero() {
 			continue
 		}
@@ -149,7 +150,7 @@ func (e *Engine) limitLeases(out []broker.Lease, limit func(*broker.Task) time.T
 			defer e.mu.Unlock()
 			locked = true
 		}
-		k, _ := parseKey(out[i].Task.ID)
+		k, _ := parseKey(t.ID)
 		l := e.leases[k]
 		if l == nil || l.token != out[i].Token {
 			continue

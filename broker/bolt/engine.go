@@ -310,13 +310,19 @@ func (e *Engine) Sync(ctx context.Context) error {
 	return e.commit.wait(ctx, b)
 }
 
-// Info describes the engine and its file.
+// FileStats reports the data file's size and free pages; see
+// broker.FileStater.
+func (e *Engine) FileStats() (broker.FileStats, error) {
+	fi, err := os.Stat(e.cfg.Path)
+	if err != nil {
+		return broker.FileStats{}, err
+	}
+	return broker.FileStats{SizeBytes: fi.Size(), FreePages: int64(e.db.Stats().FreePageN)}, nil
+}
+
+// Info describes the engine.
 func (e *Engine) Info(context.Context) (broker.Info, error) {
 	info := broker.Info{Engine: EngineName, DataPath: e.cfg.Path}
-	if fi, err := os.Stat(e.cfg.Path); err == nil {
-		info.FileSizeBytes = fi.Size()
-	}
-	info.FreePages = int64(e.db.Stats().FreePageN)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, q := range e.queues {
@@ -427,6 +433,7 @@ var (
 	_ broker.Syncer        = (*Engine)(nil)
 	_ broker.CommitStatser = (*Engine)(nil)
 	_ broker.StorageHealth = (*Engine)(nil)
+	_ broker.FileStater    = (*Engine)(nil)
 )
 
 // StorageError is the error of the latest group commit while the storage

@@ -379,9 +379,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 			return nil, err
 		}
 		out[i].Leases = filled
-		if p.Limit != nil {
-			e.limitLeases(out[i].Leases, p.Limit)
-		}
+		e.limitLeases(out[i].Leases, p.Now, p.LimitGrace)
 	}
 	// A batch whose every member was left out (their specs are missing)
 	// is not a batch: it would take a slot no Result can free.

@@ -98,6 +98,8 @@ type queue struct {
 	expired    int64
 	cfg        broker.QueueConfig
 	bucket     bucket
+	// rateWakeAt is when the armed refill timer fires (ratelimit.go); 0: none.
+	rateWakeAt int64
 	// fired are the queue's fired groups waiting for a session that
 	// handles their type (firedgroups.go).
 	fired firedGroups

@@ -184,10 +184,9 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	}
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		e.refillLocked(q, now, q.cfg)
-		held := q.bucket.heldAt(now.UnixNano())
-		n = max(min(n, int(q.bucket.tokens-held)), 0) // in debt after a large group: none
-		if n == 0 {
-			e.armRefillLocked(q, held+1)
+		allowed, wake := q.bucket.Alone(int64(n), now.UnixNano(), q.cfg)
+		if n = int(allowed); n == 0 {
+			e.armRefillLocked(q, wake)
 		}
 	}
 	return n

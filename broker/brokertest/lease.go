@@ -351,20 +351,16 @@ func testLeaseScheduled(t *testing.T, b broker.Broker) {
 	RequireCounts(t, b, "q", Counts{pending: 1, active: 1})
 }
 
-// testLeaseLimitFunc: the caller's Limit caps a lease's expiry and every
-// renewal, and a lapse at the limit is reported as Limited.
+// testLeaseLimitFunc: broker.LeaseLimit caps a lease's expiry and every
+// renewal (its task's timeout or deadline, plus the call's LimitGrace),
+// and a lapse at the limit is reported as Limited.
 func testLeaseLimitFunc(t *testing.T, b broker.Broker) {
-	bounded, free := NewTask("q"), NewTask("q")
+	bounded, free, late := NewTask("q"), NewTask("q"), NewTask("q")
 	bounded.Timeout = 2 * time.Second
-	Enqueue(t, b, T0, bounded, free)
-	limit := func(task *broker.Task) time.Time {
-		if task.Timeout == 0 {
-			return time.Time{}
-		}
-		return T0.Add(task.Timeout + time.Second)
-	}
+	late.Deadline = at(30 * time.Second)
+	ts := Enqueue(t, b, T0, bounded, free, late)
 	ls, err := b.Lease(t.Context(), broker.LeaseParams{SessionID: "s1", Picks: []broker.QueuePick{{Queue: "q", N: 2}},
-		Now: T0, TTL: TTL, Limit: limit})
+		Now: T0, TTL: TTL, LimitGrace: time.Second})
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Lease = %v, %v", ls, err)
 	}
@@ -381,6 +377,11 @@ func testLeaseLimitFunc(t *testing.T, b broker.Broker) {
 	lapsed, _, err := b.LapsedLeases(t.Context(), at(3*time.Second))
 	if err != nil || len(lapsed) != 1 || lapsed[0].Lease != Ref(ls[0]) || !lapsed[0].Limited {
 		t.Fatalf("LapsedLeases at the limit = %+v, %v; want the bounded lease, Limited", lapsed, err)
+	}
+	// A deadline caps the lease too.
+	l := LeaseOne(t, b, "s1", "q", T0)
+	if want := at(30 * time.Second); l.Task.ID != ts[2].ID || !l.Expiry.Equal(want) {
+		t.Fatalf("lease of %s expires %v, want its deadline %v (no grace given)", l.Task.ID, l.Expiry, want)
 	}
 }
 

@@ -34,6 +34,7 @@ type benchCmd struct {
 	Keys         int           `default:"1000" help:"Concurrency keys of --shape keys."`
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
 	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
+	DatabaseURL  string        `name:"database-url" env:"CONVEYOR_BENCH_DATABASE_URL" help:"Run each fresh server on PostgreSQL, in a schema of its own in this database (dropped after the run)."`
 }
 
 func (c *benchCmd) Run() error {
@@ -63,7 +64,7 @@ func (c *benchCmd) Run() error {
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, HTTP1: c.HTTP1, Run: run,
 			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
-			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery,
+			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery, DatabaseURL: c.DatabaseURL,
 		})
 		if err := bench.WriteJSON(os.Stdout, res); err != nil {
 			return err

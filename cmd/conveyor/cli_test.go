@@ -376,19 +376,22 @@ func TestEnqueueGroupAndConcurrencyKey(t *testing.T) {
 	}
 }
 
-// TestServerBrokerFlags: the scale-out engine's flags are refused, with
-// what to do instead, until the engine exists; nothing starts.
+// TestServerBrokerFlags: the engine flags that do not go together are
+// refused with what to do instead, and an unreachable database is named
+// (its password redacted); nothing starts.
 func TestServerBrokerFlags(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"server", "--data-dir", dir, "--broker", "postgres", "--database-url", "postgres://localhost/conveyor"}, "the PostgreSQL engine is not built"},
+		{[]string{"server", "--data-dir", dir, "--broker", "postgres"}, "--broker postgres needs --database-url"},
 		{[]string{"server", "--data-dir", dir, "--database-url", "postgres://localhost/conveyor"}, "--database-url applies to --broker postgres only"},
+		{[]string{"server", "--data-dir", dir, "--broker", "postgres", "--database-url", "postgres://u:s3cret@127.0.0.1:1/conveyor"},
+			"connect to postgres://u:xxxxx@127.0.0.1:1/conveyor"},
 	} {
 		_, err := runCLI(t, "", tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
 	}

@@ -57,8 +57,14 @@ func (c *infoCmd) Run(k *kong.Context) error {
 		l.add("node", fmt.Sprintf("%s at %s, version %s, started %s", n.GetId(), n.GetAddress(), n.GetVersion(), showTime(n.GetStartedAt())))
 	}
 	l.add("data_path", bi.GetDataPath())
-	l.add("file_size", showSize(bi.GetFileSizeBytes()))
-	l.add("free_pages", fmt.Sprint(bi.GetFreePages()))
+	if bi.GetEngine() == "postgres" {
+		l.add("database_size", showSize(bi.GetDatabaseSizeBytes()))
+		l.add("live_rows", fmt.Sprint(bi.GetLiveTuples()))
+		l.add("dead_rows", fmt.Sprint(bi.GetDeadTuples()))
+	} else {
+		l.add("file_size", showSize(bi.GetFileSizeBytes()))
+		l.add("free_pages", fmt.Sprint(bi.GetFreePages()))
+	}
 	for _, s := range stateNames { // every state, zero or not, in their order
 		l.add("tasks."+s, fmt.Sprint(bi.GetTaskCounts()[s]))
 	}

@@ -28,6 +28,8 @@ type cli struct {
 	Stats      statsCmd      `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
 	Backup     backupCmd     `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`
 	Compact    compactCmd    `cmd:"" help:"Rewrite a stopped server's data file to give free space back."`
+	Migrate    migrateCmd    `cmd:"" help:"Apply the PostgreSQL engine's schema migrations (or show them with --status)."`
+	Copy       copyCmd       `cmd:"" help:"Copy a stopped deployment's tasks, queues and cron entries into an empty store of either engine."`
 	Completion completionCmd `cmd:"" help:"Print a shell completion script: bash, zsh or fish."`
 	Complete   completeCmd   `cmd:"" name:"__complete" hidden:"" help:"Print completion candidates (for the completion scripts)."`
 	Bench      benchCmd      `cmd:"" help:"Run a benchmark workload against a fresh server (or --addr)."`

@@ -24,8 +24,9 @@ import (
 // each rule (serverDefaults below), so a default is written in one place.
 type serverCmd struct {
 	Listen           string        `default:"${listen}" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
-	Broker           string        `default:"bolt" enum:"bolt,postgres" env:"CONVEYOR_BROKER" help:"Storage engine: bolt, the embedded file in --data-dir (postgres is not built yet and is refused)."`
-	DatabaseURL      string        `name:"database-url" env:"CONVEYOR_DATABASE_URL" help:"PostgreSQL URL, for --broker postgres."`
+	Broker           string        `default:"bolt" enum:"bolt,postgres" env:"CONVEYOR_BROKER" help:"Storage engine: bolt, the embedded file in --data-dir; or postgres, the database --database-url names."`
+	DatabaseURL      string        `name:"database-url" env:"CONVEYOR_DATABASE_URL" help:"PostgreSQL URL (postgres://user:password@host:port/db), for --broker postgres."`
+	DatabaseMaxConns int32         `name:"database-max-conns" default:"16" env:"CONVEYOR_DATABASE_MAX_CONNS" help:"Most connections to the database the server holds open, for --broker postgres."`
 	DataDir          string        `default:"${data_dir}" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
 	Token            string        `env:"CONVEYOR_TOKEN" help:"Bearer token every RPC must carry (empty: no authentication, loopback only)."`
 	TokenFile        string        `env:"CONVEYOR_TOKEN_FILE" help:"Read the bearer token from this file."`
@@ -50,19 +51,22 @@ type serverCmd struct {
 	GroupGracePeriod time.Duration `default:"${group_grace_period}" env:"CONVEYOR_GROUP_GRACE_PERIOD" help:"An aggregation group fires this long after its latest task."`
 }
 
-// checkBroker refuses the scale-out engine the command line can name
-// (CONTRACT.md pins its flags) until it exists, rather than starting on
-// the embedded file while the operator believes the servers share a
-// database.
-func (c *serverCmd) checkBroker() error {
+// openBroker is how the server opens the engine the flags name: the
+// embedded file (OpenBroker nil: the server's default) or PostgreSQL.
+func (c *serverCmd) openBroker() (func(server.BrokerOptions) (broker.Broker, error), error) {
 	switch {
+	case c.Broker == "postgres" && c.DatabaseURL == "":
+		return nil, errors.New("--broker postgres needs --database-url (or CONVEYOR_DATABASE_URL): " +
+			"postgres://user:password@host:port/database")
 	case c.Broker == "postgres":
-		return errors.New("--broker postgres: the PostgreSQL engine is not built in this version; " +
-			"run on the embedded engine (--broker bolt, the default)")
+		if c.DatabaseMaxConns < 1 {
+			return nil, fmt.Errorf("--database-max-conns must be at least 1, got %d", c.DatabaseMaxConns)
+		}
+		return server.OpenPostgres(c.DatabaseURL, "", c.DatabaseMaxConns), nil
 	case c.DatabaseURL != "":
-		return errors.New("--database-url applies to --broker postgres only; --broker bolt keeps its data in --data-dir")
+		return nil, errors.New("--database-url applies to --broker postgres only; --broker bolt keeps its data in --data-dir")
 	}
-	return nil
+	return nil, nil
 }
 
 // serverDefaults fills the ${...} defaults of serverCmd's flags.
@@ -85,7 +89,8 @@ func serverDefaults() kong.Vars {
 }
 
 func (c *serverCmd) Run() error {
-	if err := c.checkBroker(); err != nil {
+	openBroker, err := c.openBroker()
+	if err != nil {
 		return err
 	}
 	for _, d := range []struct {
@@ -120,6 +125,7 @@ func (c *serverCmd) Run() error {
 		MaxSessionConcurrency: c.MaxSessionConcurrency, MaxSessionBytes: c.MaxSessionBytes,
 		ReclaimWindow: c.ReclaimWindow,
 		GroupPolicy:   broker.GroupPolicy{MaxSize: c.GroupMaxSize, MaxDelay: c.GroupMaxDelay, GracePeriod: c.GroupGracePeriod},
+		OpenBroker:    openBroker,
 	})
 	if err != nil {
 		return err

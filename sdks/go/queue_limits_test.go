@@ -113,9 +113,13 @@ func TestQueueLimitsUnderManyWorkers(t *testing.T) {
 		capped gauge
 		rated  atomic.Int64
 	)
+	// The work outlasts a lease's round trip to the store (a
+	// PostgreSQL commit is a millisecond or more), so that the capped
+	// queue's slots are all taken at some point: shorter, and a slot freed
+	// would not be taken again before the others ended.
 	work := func(ctx context.Context) error {
-		select { // a few milliseconds of work
-		case <-time.After(3 * time.Millisecond):
+		select {
+		case <-time.After(20 * time.Millisecond):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -1,6 +1,7 @@
 // Package servertest starts a real Conveyor server for tests: a bbolt file
-// in t.TempDir(), a loopback listener on a free port, h2c, and clients in
-// each wire format.
+// in t.TempDir() (or, with CONVEYOR_TEST_BROKER=postgres, a schema of the
+// database CONVEYOR_TEST_DATABASE_URL names), a loopback listener on a
+// free port, h2c, and clients in each wire format.
 package servertest
 
 import (
@@ -10,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/conveyor-dev/conveyor/internal/pgtest"
 	"github.com/conveyor-dev/conveyor/internal/testwait"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
@@ -44,6 +48,24 @@ func (p Protocol) ClientOption() connect.ClientOption {
 	return connect.WithProtoJSON()
 }
 
+// The engines a test server can run on.
+const (
+	EngineBolt     = "bolt"
+	EnginePostgres = "postgres"
+)
+
+// EnvEngine selects the engine of the test servers: bolt (the default) or
+// postgres. `make test` runs the server-level tests on each.
+const EnvEngine = "CONVEYOR_TEST_BROKER"
+
+// Engine is the engine test servers run on, as EnvEngine says.
+func Engine() string {
+	if os.Getenv(EnvEngine) == EnginePostgres {
+		return EnginePostgres
+	}
+	return EngineBolt
+}
+
 // Server is a running test server.
 type Server struct {
 	*server.Server
@@ -59,6 +81,9 @@ func Start(t testing.TB, cfg server.Config) *Server {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
+	}
+	if cfg.OpenBroker == nil && Engine() == EnginePostgres {
+		cfg.OpenBroker = server.OpenPostgres(pgtest.URL(t), pgtest.Schema(t, cfg.DataDir), 0)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -82,6 +107,18 @@ func Start(t testing.TB, cfg server.Config) *Server {
 		}
 	})
 	return ts
+}
+
+// StartBolt starts a server on the embedded bbolt engine whatever
+// EnvEngine says, for a test of what only that engine has (its file, its
+// limits, its online backup).
+func StartBolt(t testing.TB, cfg server.Config) *Server {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.OpenBroker = server.OpenBolt(filepath.Join(cfg.DataDir, server.DataFile))
+	return Start(t, cfg)
 }
 
 // Restart stops s and starts a new server on the same address and data

@@ -67,6 +67,10 @@ type Config struct {
 	Keys int
 	// GroupSize is the members per group of shape groups. Defaults to 100.
 	GroupSize int
+	// DatabaseURL, when set, runs the fresh server on PostgreSQL, in a
+	// schema of its own in this database (dropped after the run), instead
+	// of the embedded engine.
+	DatabaseURL string
 	// Run is the run index recorded in the result.
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.
@@ -356,13 +360,20 @@ func (r *runner) connect() (done func(), err error) {
 		if err != nil {
 			return done, err
 		}
-		if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+		args, dropDB, err := r.serverArgs()
+		if err != nil {
 			_ = os.RemoveAll(dir)
+			return done, err
+		}
+		if r.srv, err = startServer(r.cfg.Binary, dir, args...); err != nil {
+			_ = os.RemoveAll(dir)
+			dropDB()
 			return done, err
 		}
 		done = func() {
 			_ = r.srv.stop()
 			_ = os.RemoveAll(dir)
+			dropDB()
 		}
 		r.addr = r.srv.url
 	}

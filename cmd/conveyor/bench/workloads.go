@@ -447,7 +447,12 @@ func (r *runner) runMEM(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+	args, dropDB, err := r.serverArgs()
+	if err != nil {
+		return err
+	}
+	defer dropDB()
+	if r.srv, err = startServer(r.cfg.Binary, dir, args...); err != nil {
 		return err
 	}
 	r.addr = r.srv.url
@@ -474,7 +479,7 @@ func (r *runner) runMEM(ctx context.Context) error {
 		return fmt.Errorf("stop: %w", err)
 	}
 
-	if r.srv, err = startServer(r.cfg.Binary, dir); err != nil {
+	if r.srv, err = startServer(r.cfg.Binary, dir, args...); err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
 	defer func() { _ = r.srv.stop() }()

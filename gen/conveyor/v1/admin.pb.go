@@ -2900,12 +2900,20 @@ type GetBrokerInfoResponse struct {
 	Engine string `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
 	// data_path is the engine's data file or address.
 	DataPath string `protobuf:"bytes,2,opt,name=data_path,json=dataPath,proto3" json:"data_path,omitempty"`
-	// file_size_bytes is the data file's size.
+	// file_size_bytes is the data file's size (the embedded engine; 0 on a
+	// database).
 	FileSizeBytes int64 `protobuf:"varint,3,opt,name=file_size_bytes,json=fileSizeBytes,proto3" json:"file_size_bytes,omitempty"`
-	// free_pages counts free pages in the data file.
+	// free_pages counts free pages in the data file (the embedded engine).
 	FreePages int64 `protobuf:"varint,4,opt,name=free_pages,json=freePages,proto3" json:"free_pages,omitempty"`
 	// task_counts maps state names (e.g. "pending") to task counts over all queues.
-	TaskCounts    map[string]int64 `protobuf:"bytes,5,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	TaskCounts map[string]int64 `protobuf:"bytes,5,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// database_size_bytes is what the engine's tables and indexes take (the
+	// PostgreSQL engine; 0 on the embedded one).
+	DatabaseSizeBytes int64 `protobuf:"varint,6,opt,name=database_size_bytes,json=databaseSizeBytes,proto3" json:"database_size_bytes,omitempty"`
+	// live_tuples and dead_tuples are the database's estimates of the live
+	// and dead (not yet vacuumed) rows of the engine's tables (PostgreSQL).
+	LiveTuples    int64 `protobuf:"varint,7,opt,name=live_tuples,json=liveTuples,proto3" json:"live_tuples,omitempty"`
+	DeadTuples    int64 `protobuf:"varint,8,opt,name=dead_tuples,json=deadTuples,proto3" json:"dead_tuples,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2973,6 +2981,27 @@ func (x *GetBrokerInfoResponse) GetTaskCounts() map[string]int64 {
 		return x.TaskCounts
 	}
 	return nil
+}
+
+func (x *GetBrokerInfoResponse) GetDatabaseSizeBytes() int64 {
+	if x != nil {
+		return x.DatabaseSizeBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerInfoResponse) GetLiveTuples() int64 {
+	if x != nil {
+		return x.LiveTuples
+	}
+	return 0
+}
+
+func (x *GetBrokerInfoResponse) GetDeadTuples() int64 {
+	if x != nil {
+		return x.DeadTuples
+	}
+	return 0
 }
 
 var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
@@ -3167,7 +3196,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
 	"\x13ListWorkersResponse\x121\n" +
 	"\aworkers\x18\x01 \x03(\v2\x17.conveyor.v1.WorkerInfoR\aworkers\"\x16\n" +
-	"\x14GetBrokerInfoRequest\"\xa7\x02\n" +
+	"\x14GetBrokerInfoRequest\"\x99\x03\n" +
 	"\x15GetBrokerInfoResponse\x12\x16\n" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x1b\n" +
 	"\tdata_path\x18\x02 \x01(\tR\bdataPath\x12&\n" +
@@ -3175,7 +3204,12 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"free_pages\x18\x04 \x01(\x03R\tfreePages\x12S\n" +
 	"\vtask_counts\x18\x05 \x03(\v22.conveyor.v1.GetBrokerInfoResponse.TaskCountsEntryR\n" +
-	"taskCounts\x1a=\n" +
+	"taskCounts\x12.\n" +
+	"\x13database_size_bytes\x18\x06 \x01(\x03R\x11databaseSizeBytes\x12\x1f\n" +
+	"\vlive_tuples\x18\a \x01(\x03R\n" +
+	"liveTuples\x12\x1f\n" +
+	"\vdead_tuples\x18\b \x01(\x03R\n" +
+	"deadTuples\x1a=\n" +
 	"\x0fTaskCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x87\x01\n" +

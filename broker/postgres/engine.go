@@ -1,0 +1,300 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// Config configures an Engine. Like the embedded engine's, it holds only
+// storage settings: every policy is the caller's, passed in with each call.
+type Config struct {
+	// URL is the database, a postgres:// URL (or a libpq key=value
+	// string). Required.
+	URL string
+	// Schema, when set, is the schema the engine's tables live in, created
+	// if missing; empty uses the connection's search_path (public by
+	// default). Tests use one schema per test.
+	Schema string
+	// Notifier receives the engine's signals. Defaults to broker.NopNotifier.
+	Notifier broker.Notifier
+	// Logger receives the engine's logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// GroupDefaults is the group policy of queues that do not set their
+	// own, as for the embedded engine.
+	GroupDefaults broker.GroupPolicy
+	// MaxConns bounds the connection pool. Defaults to 16.
+	MaxConns int32
+	// Now is used where the engine needs the time on its own (generating
+	// ids, Ready's rate buckets). Defaults to time.Now.
+	Now func() time.Time
+	// ApplicationName names the engine's connections (pg_stat_activity
+	// shows it): conveyor copy refuses a database a server is connected
+	// to by it. Defaults to ServerApplicationName, followed by the schema
+	// when Schema is set.
+	ApplicationName string
+}
+
+func (c *Config) setDefaults() {
+	if c.Notifier == nil {
+		c.Notifier = broker.NopNotifier{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 16
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.ApplicationName == "" {
+		c.ApplicationName = serverApplicationName(c.Schema)
+	}
+}
+
+// Engine is the PostgreSQL broker. The database is the truth: every rule
+// that decides what may run (leases and their fencing, concurrency keys,
+// unique keys, dependencies, groups) is applied in SQL under row locks, so
+// concurrent calls need no lock of the engine's own. Besides the pool, the
+// engine keeps hints in memory (hints.go): per-queue counts that make
+// Ready, Queues and the signals cheap, and the timers' earliest times.
+type Engine struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	note broker.Notifier
+	ids  idSource
+
+	mu     sync.Mutex
+	closed bool
+	hints  hints
+	health storageHealth
+
+	// lapses orders a reclaim before a redelivery of its task: Reclaim
+	// holds it whole, with its signals, and Lease shares it (see Reclaim).
+	lapses sync.RWMutex
+}
+
+var errClosed = fmt.Errorf("postgres: %w", broker.ErrClosed)
+
+// Open connects to the database, applies the schema migrations the
+// database lacks (under an advisory lock, so nodes starting together
+// agree), refuses a schema newer than this binary, releases the tasks a
+// previous run left ACTIVE (their sessions are gone), and loads its hints.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("postgres: Config.URL is required")
+	}
+	cfg.setDefaults()
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL %s: %w", RedactURL(cfg.URL), err)
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.ApplicationName
+	if cfg.Schema != "" {
+		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", RedactURL(cfg.URL), err)
+	}
+	e := &Engine{cfg: cfg, pool: pool, log: cfg.Logger, note: cfg.Notifier}
+	e.hints.init()
+	if err := e.open(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) open(ctx context.Context) error {
+	if err := pingDatabase(ctx, e.pool); err != nil {
+		return fmt.Errorf("connect to %s: %w", RedactURL(e.cfg.URL), err)
+	}
+	if e.cfg.Schema != "" {
+		if _, err := e.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{e.cfg.Schema}.Sanitize()); err != nil {
+			return fmt.Errorf("create schema %s: %w", e.cfg.Schema, err)
+		}
+	}
+	if err := migrate(ctx, e.pool, e.log); err != nil {
+		return err
+	}
+	if err := e.releaseActive(ctx); err != nil {
+		return err
+	}
+	return e.loadHints(ctx)
+}
+
+// pingDatabase checks that the database answers, within a bound.
+func pingDatabase(ctx context.Context, pool *pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pool.Ping(ctx)
+}
+
+// Close closes the pool. It is idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.hints.stop()
+	e.mu.Unlock()
+	e.pool.Close()
+	return nil
+}
+
+// Info describes the engine; see broker.Broker.
+func (e *Engine) Info(ctx context.Context) (broker.Info, error) {
+	if err := e.checkOpen(); err != nil {
+		return broker.Info{}, err
+	}
+	info := broker.Info{Engine: "postgres", DataPath: RedactURL(e.cfg.URL)}
+	e.mu.Lock()
+	for _, q := range e.hints.queues {
+		for s, n := range q.counts {
+			info.Counts[s] += n
+		}
+	}
+	e.mu.Unlock()
+	return info, nil
+}
+
+func (e *Engine) checkOpen() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, and again from the start when the
+// database answers that it could not serialize it (a deadlock, a
+// serialization failure): fn must be safe to run twice. What fn records in
+// its txn for after the commit (hint changes, signals) is applied once it
+// committed.
+func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
+	if err := e.checkOpen(); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		t, err := e.begin(ctx)
+		if err != nil {
+			return e.storageError(err)
+		}
+		err = fn(t)
+		if err == nil {
+			err = t.flush(ctx)
+		}
+		if err == nil {
+			// The commit runs to its end even when the caller gives up
+			// meanwhile: a commit cut short leaves its outcome unknown (a
+			// lease granted that nobody learns of, and nobody releases).
+			err = t.tx.Commit(context.WithoutCancel(ctx))
+		} else {
+			_ = t.tx.Rollback(context.WithoutCancel(ctx))
+		}
+		if err != nil {
+			e.giveBack(t)
+		}
+		if err != nil && retryable(err) && attempt < maxTxAttempts {
+			continue
+		}
+		if err != nil {
+			return e.storageError(err)
+		}
+		e.health.ok()
+		e.applyCommitted(t)
+		return nil
+	}
+}
+
+// maxTxAttempts bounds how often inTx runs a transaction the database
+// could not serialize.
+const maxTxAttempts = 20
+
+func (e *Engine) begin(ctx context.Context) (*txn, error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newTxn(e, tx), nil
+}
+
+// retryable reports whether err is the database refusing a transaction it
+// could not order with another one: running it again succeeds.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01": // serialization_failure, deadlock_detected
+			return true
+		}
+	}
+	return false
+}
+
+// storageError wraps an error of the database for the caller (a closed
+// pool is ErrClosed); any other error (the contract's sentinels, a
+// caller's own, a context's) passes as it is.
+func (e *Engine) storageError(err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case e.isClosed():
+		return errClosed
+	case isConnError(err) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &pe) && unavailableClass(pe.Code):
+		e.health.failed(err)
+		return fmt.Errorf("postgres: %w: %w", broker.ErrUnavailable, err)
+	case errors.As(err, &pe):
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return err
+}
+
+// unavailableClass reports whether a PostgreSQL error code says the
+// database cannot serve now (shutting down, starting, out of connections)
+// rather than that the statement was wrong: class 08 (connection
+// exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect
+// now), 53300 (too many connections).
+func unavailableClass(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
+}
+
+// isConnError reports whether err is the connection to the database
+// failing.
+func isConnError(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+var (
+	_ broker.Broker         = (*Engine)(nil)
+	_ broker.StorageHealth  = (*Engine)(nil)
+	_ broker.DatabaseStater = (*Engine)(nil)
+)

@@ -1,0 +1,328 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// This file is what the engine keeps in memory: per-queue counts and
+// configuration (Ready, Queues and the signals read them instead of the
+// database), the rate buckets, and the earliest time each timer loop was
+// told of. The database is the truth; the hints follow it from what each
+// committed transaction says it did (txn), and are loaded from it on open.
+// On one node they are exact.
+
+// Purge classes: COMPLETED tasks, and ARCHIVED or CANCELED ones, go by
+// their own horizons.
+const (
+	classCompleted = iota
+	classFailed
+	numClasses
+)
+
+func classOf(s broker.State) int {
+	if s == broker.StateCompleted {
+		return classCompleted
+	}
+	return classFailed
+}
+
+type hints struct {
+	queues map[string]*queueHint
+	// The earliest time each timer loop was last told of (0: none), so
+	// that only an earlier one signals TimersChanged.
+	nextPromote, nextLease, purgeOwn int64
+	ended                            [numClasses]int64
+	// clockStart is the first time a caller gave the engine since it
+	// opened (PromoteDue's): rate buckets start empty then (see
+	// refillLocked).
+	clockStart int64
+	// bounded counts the queues with a MaxWaiting bound.
+	bounded int
+	timers  map[*time.Timer]struct{}
+}
+
+func (h *hints) init() {
+	h.queues = map[string]*queueHint{}
+	h.timers = map[*time.Timer]struct{}{}
+}
+
+// stop stops the refill timers.
+func (h *hints) stop() {
+	for t := range h.timers {
+		t.Stop()
+	}
+	clear(h.timers)
+}
+
+// firedGroup is a fired group waiting for a session of its type.
+type firedGroup struct {
+	typ  string
+	live int
+}
+
+// queueHint is one queue, as the engine knows it.
+type queueHint struct {
+	name   string
+	paused bool
+	cfg    broker.QueueConfig
+	counts broker.Counts
+	// ready counts the PENDING tasks not held back by their key.
+	ready int64
+	// fired holds the fired groups waiting, by gid.
+	fired map[int64]firedGroup
+	// leasing counts the tasks Lease calls in progress may take (reserved
+	// under the caps before their statements run).
+	leasing int64
+	// entering counts the new tasks enqueue calls in progress admitted
+	// under the queue's bound (bound.go); refused is set once the bound
+	// refused a task, until the notifier answers that nobody waits.
+	entering                             int64
+	refused                              bool
+	enqueued, processed, failed, expired int64
+	bucket                               bucket
+}
+
+func (e *Engine) queueLocked(name string) *queueHint {
+	q := e.hints.queues[name]
+	if q == nil {
+		q = &queueHint{name: name, fired: map[int64]firedGroup{}}
+		e.hints.queues[name] = q
+	}
+	return q
+}
+
+// loadHints reads the hints from the database: each queue's row, totals
+// and per-state counts, and its fired groups.
+func (e *Engine) loadHints(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rows, err := e.pool.Query(ctx, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
+		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var cfg broker.QueueConfig
+		var paused bool
+		var delay, grace int64
+		if err := rows.Scan(&name, &paused, &cfg.ConcurrencyLimit, &cfg.MaxActive, &cfg.RatePerSecond, &cfg.RateBurst,
+			&cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting); err != nil {
+			rows.Close()
+			return err
+		}
+		cfg.Group.MaxDelay, cfg.Group.GracePeriod = time.Duration(delay), time.Duration(grace)
+		q := e.queueLocked(name)
+		q.paused, q.cfg = paused, cfg
+		if cfg.MaxWaiting > 0 {
+			e.hints.bounded++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.pool.Query(ctx, `SELECT queue, sum(enqueued), sum(processed), sum(failed), sum(expired)
+		FROM conveyor_queue_totals GROUP BY queue`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var t [4]int64
+		if err := rows.Scan(&name, &t[0], &t[1], &t[2], &t[3]); err != nil {
+			rows.Close()
+			return err
+		}
+		q := e.queueLocked(name)
+		q.enqueued, q.processed, q.failed, q.expired = t[0], t[1], t[2], t[3]
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.pool.Query(ctx, `SELECT queue, state, held, count(*) FROM conveyor_tasks GROUP BY 1, 2, 3`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var state int16
+		var held bool
+		var n int64
+		if err := rows.Scan(&name, &state, &held, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		q := e.queueLocked(name)
+		q.counts[state] += n
+		if broker.State(state) == broker.StatePending && !held {
+			q.ready += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.pool.Query(ctx, `SELECT gid, queue, type, live FROM conveyor_groups WHERE fired AND live > 0`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var gid int64
+		var name string
+		var g firedGroup
+		if err := rows.Scan(&gid, &name, &g.typ, &g.live); err != nil {
+			rows.Close()
+			return err
+		}
+		e.queueLocked(name).fired[gid] = g
+	}
+	return rows.Err()
+}
+
+// applyCommitted applies what a committed transaction did to the hints,
+// and sends its signals.
+func (e *Engine) applyCommitted(t *txn) {
+	e.mu.Lock()
+	for name, d := range t.queues {
+		q := e.queueLocked(name)
+		wasReady := e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)
+		before := q.counts[broker.StateActive]
+		for s, n := range d.counts {
+			q.counts[s] += n
+		}
+		q.entering -= t.entering[name]
+		q.leasing -= t.leasing[name]
+		if d.counts.Waiting() < 0 {
+			e.roomChangedLocked(q)
+		}
+		q.ready += d.ready
+		for gid, g := range d.groups {
+			if g.live > 0 {
+				q.fired[gid] = g
+				continue
+			}
+			delete(q.fired, gid)
+			if q.bucket.DropHold(gid) && !q.paused && q.ready > 0 {
+				e.note.TasksReady(name)
+			}
+		}
+		q.enqueued += d.enqueued
+		q.processed += d.processed
+		q.failed += d.failed
+		q.expired += d.expired
+		if q.paused {
+			continue
+		}
+		roomGrew := q.counts[broker.StateActive] < before && q.cfg.MaxActive > 0
+		switch {
+		case roomGrew && e.groupsWaitingLocked(q):
+			// A fired group waits for room under the cap: each task that
+			// leaves ACTIVE may be the one it waited for.
+			e.note.TasksReady(name)
+		case d.ready > 0 || len(d.groups) > 0 || roomGrew:
+			if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {
+				e.note.TasksReady(name)
+			}
+		}
+	}
+	timers := false
+	if t.promoteAt != 0 && (e.hints.nextPromote == 0 || t.promoteAt < e.hints.nextPromote) {
+		e.hints.nextPromote, timers = t.promoteAt, true
+	}
+	if t.leaseAt != 0 && (e.hints.nextLease == 0 || t.leaseAt < e.hints.nextLease) {
+		e.hints.nextLease, timers = t.leaseAt, true
+	}
+	if t.purgeOwnAt != 0 && (e.hints.purgeOwn == 0 || t.purgeOwnAt < e.hints.purgeOwn) {
+		e.hints.purgeOwn, timers = t.purgeOwnAt, true
+	}
+	for c, at := range t.ended {
+		if at != 0 && e.hints.ended[c] == 0 {
+			e.hints.ended[c], timers = at, true
+		}
+	}
+	if timers {
+		e.note.TimersChanged()
+	}
+	if t.cronsChanged {
+		e.note.CronsChanged()
+	}
+	for _, l := range t.lapsed {
+		e.note.LeaseLapsed(l)
+	}
+	e.mu.Unlock()
+	for _, fn := range t.after {
+		fn()
+	}
+}
+
+// groupsWaitingLocked reports whether q has a fired group waiting that
+// fits under its cap on ACTIVE tasks now (a group larger than the cap
+// goes in parts of the cap).
+func (e *Engine) groupsWaitingLocked(q *queueHint) bool {
+	mx := int64(q.cfg.MaxActive)
+	if mx <= 0 {
+		return len(q.fired) > 0
+	}
+	room := mx - q.counts[broker.StateActive] - q.leasing
+	for _, g := range q.fired {
+		if min(int64(g.live), mx) <= room {
+			return true
+		}
+	}
+	return false
+}
+
+// dispatchableLocked is how many of q's ready tasks may be leased at now:
+// its ready count, bounded by the room under its cap on ACTIVE tasks and
+// by the tokens in its rate bucket.
+func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
+	if q.paused {
+		return 0
+	}
+	n := q.ready - q.leasing
+	if mx := int64(q.cfg.MaxActive); mx > 0 {
+		n = min(n, max(mx-q.counts[broker.StateActive]-q.leasing, 0))
+	}
+	if q.cfg.RatePerSecond > 0 && n > 0 {
+		e.refillLocked(q, now, q.cfg)
+		allowed, wake := q.bucket.Alone(n, now.UnixNano(), q.cfg)
+		if n = allowed; n == 0 {
+			e.armRefillLocked(q, wake)
+		}
+	}
+	return int(max(n, 0))
+}
+
+// Ready reports each queue's dispatchable task count; see broker.Broker.
+func (e *Engine) Ready(queues []string, counts []int) {
+	now := e.cfg.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, name := range queues {
+		counts[i] = 0
+		if q := e.hints.queues[name]; q != nil && !e.closed {
+			counts[i] = e.dispatchableLocked(q, now)
+		}
+	}
+}
+
+// ReadyGroups reports the fired groups waiting per queue; see broker.Broker.
+func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, name := range queues {
+		counts[i] = 0
+		q := e.hints.queues[name]
+		if q == nil || q.paused || e.closed {
+			continue
+		}
+		for _, g := range q.fired {
+			if slices.Contains(types, g.typ) {
+				counts[i]++
+			}
+		}
+	}
+}

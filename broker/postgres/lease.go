@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// Lease leases ready tasks to a session; see broker.Broker. Each pick is
+// one statement: the first N rows of the queue's ready line, locked with
+// SKIP LOCKED (so concurrent sessions take different tasks), made ACTIVE.
+// The queue's caps (max_active, the rate limit) are reserved in memory
+// before, so concurrent calls never pass them together.
+func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+	now := nanos(p.Now)
+	expiry := satAdd(now, p.TTL)
+	e.lapses.RLock()
+	defer e.lapses.RUnlock()
+	var out []broker.Lease
+	err := e.inTx(ctx, func(t *txn) error {
+		out = out[:0]
+		for _, pick := range p.Picks {
+			n, at := e.reserve(pick.Queue, pick.N, p.Now)
+			if n == 0 {
+				continue
+			}
+			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, nanos(at), expiry, p.LimitGrace)
+			e.unreserve(t, pick.Queue, n, len(ls))
+			if err != nil {
+				return err
+			}
+			out = append(out, ls...)
+		}
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
+}
+
+// leaseQueue leases up to n ready tasks of queue, highest priority first
+// and FIFO within a priority, each lease capped at its task's
+// broker.LeaseLimit. A task whose expiry or deadline passed is archived
+// instead; a keyed one whose key is at its limit (lowered since it was
+// admitted) goes back to its key's line.
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration) ([]broker.Lease, error) {
+	rows, err := t.query(ctx, `WITH picked AS (
+			SELECT id, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
+			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4,
+			lease_token = nextval('conveyor_lease_token'), canceled = false,
+			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
+			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
+		FROM picked WHERE t.id = picked.id
+		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
+		queue, n, now, session, expiry, int64(grace))
+	if err != nil {
+		return nil, err
+	}
+	type leased struct {
+		l        broker.Lease
+		seq      int64
+		expireAt int64
+		started  int64
+	}
+	var got []leased
+	for rows.Next() {
+		var x leased
+		var token, leaseExpiry int64
+		task, err := scanTaskWith(rows, &token, &leaseExpiry, &x.seq, &x.expireAt, &x.started)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		x.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(leaseExpiry)}
+		got = append(got, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(got, func(i, j int) bool {
+		a, b := got[i], got[j]
+		if a.l.Task.Priority != b.l.Task.Priority {
+			return a.l.Task.Priority > b.l.Task.Priority
+		}
+		return a.seq < b.seq
+	})
+	out := make([]broker.Lease, 0, len(got))
+	for _, x := range got {
+		task := x.l.Task
+		switch {
+		case x.expireAt != 0 && x.expireAt <= now:
+			if err := t.expireUnleased(ctx, task.ID, now); err != nil {
+				return nil, err
+			}
+			continue
+		case task.ConcurrencyKey != "":
+			ok, err := t.leaseKeyed(ctx, queue, task.ConcurrencyKey)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET state = 2, held = true, started_at = $2,
+					lease_session = NULL, lease_token = NULL, lease_expiry = NULL WHERE id = $1`, task.ID, x.started); err != nil {
+					return nil, err
+				}
+				t.moved(queue, broker.StatePending, broker.StatePending, true, false)
+				continue
+			}
+		}
+		t.moved(queue, broker.StatePending, broker.StateActive, true, false)
+		t.leaseTimer(nanos(x.l.Expiry))
+		out = append(out, x.l)
+	}
+	return out, nil
+}
+
+// expireUnleased archives a task just taken from the ready line whose
+// expiry or deadline had passed: it leaves the ready line, not to run.
+func (t *txn) expireUnleased(ctx context.Context, id string, now int64) error {
+	lt, err := t.loadLive(ctx, id)
+	if err != nil || lt == nil {
+		return err
+	}
+	lt.state = broker.StatePending // as it was: it never ran
+	return t.expire(ctx, lt, now)
+}
+
+// scanTaskWith reads a row of taskColumns followed by more columns.
+func scanTaskWith(row pgx.Row, more ...any) (*broker.Task, error) {
+	return scanTask(extraScanner{row: row, more: more})
+}
+
+// extraScanner appends destinations to a Scan.
+type extraScanner struct {
+	row  pgx.Row
+	more []any
+}
+
+func (s extraScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more...)...) }
+
+// reserve takes, under the queue's caps, up to n of its dispatchable
+// tasks for a Lease call in progress, and returns how many, and the time
+// to stamp their start with: now, or for a queue with a rate limit the
+// time its bucket counted the tokens at, if later (a call that read the
+// clock before another one, and reserves after it, is counted at the
+// other's time: its leases are stamped so, never before the tokens they
+// took).
+func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	if q == nil || e.closed || n <= 0 {
+		return 0, now
+	}
+	n = min(n, e.dispatchableLocked(q, now))
+	if n > 0 {
+		q.leasing += int64(n)
+		e.tookLocked(q, n, now)
+	}
+	if q.cfg.RatePerSecond > 0 && q.bucket.Last > nanos(now) {
+		now = fromNanos(q.bucket.Last)
+	}
+	return n, now
+}
+
+// unreserve gives back what a Lease call reserved and did not take (its
+// rate tokens too); what it took stays reserved until t ends, when the
+// queue's ACTIVE count has them (or they are given back).
+func (e *Engine) unreserve(t *txn, queue string, reserved, took int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	if q == nil {
+		return
+	}
+	q.leasing -= int64(reserved - took)
+	if q.cfg.RatePerSecond > 0 {
+		q.bucket.Tokens += float64(reserved - took)
+	}
+	if took > 0 {
+		if t.leasing == nil {
+			t.leasing = map[string]int64{}
+		}
+		t.leasing[queue] += int64(took)
+	}
+}
+
+// reserveGroup decides, under the queue's caps, whether fired group gid
+// with live members may go now: how many members its batch takes (all,
+// or as many as the cap allows at all), whether they fit under the cap
+// now, and whether the rate limit lets them go. What goes is reserved.
+func (e *Engine) reserveGroup(queue string, gid int64, live int, now time.Time) (n int, fits, goes bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	if q == nil || e.closed {
+		return 0, false, false
+	}
+	n = live
+	if mx := int(q.cfg.MaxActive); mx > 0 {
+		n = min(live, mx)
+		if q.counts[broker.StateActive]+q.leasing+int64(n) > int64(mx) {
+			return n, false, false
+		}
+	}
+	if !e.groupTokensLocked(q, gid, n, now) {
+		return n, true, false
+	}
+	q.leasing += int64(n)
+	e.tookLocked(q, n, now)
+	return n, true, true
+}
+
+// queuePaused reports whether queue is paused.
+func (e *Engine) queuePaused(queue string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	return q == nil || q.paused
+}

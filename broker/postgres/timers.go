@@ -1,0 +1,151 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// promoteBatch bounds the tasks one PromoteDue moves; with more due, it
+// asks to run again at once.
+const promoteBatch = 10_000
+
+// PromoteDue makes due SCHEDULED and RETRY tasks pending, archives the
+// waiting tasks whose expiry passed and fires the groups whose time came;
+// see broker.Broker.
+func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error) {
+	now := nanos(at)
+	e.mu.Lock()
+	if e.hints.clockStart == 0 {
+		e.hints.clockStart = now
+	}
+	e.mu.Unlock()
+	var next int64
+	err := e.inTx(ctx, func(t *txn) error {
+		var err error
+		next, err = t.promoteDue(ctx, now)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	e.mu.Lock()
+	e.hints.nextPromote = next
+	e.mu.Unlock()
+	return fromNanos(next), nil
+}
+
+func (t *txn) promoteDue(ctx context.Context, now int64) (int64, error) {
+	due, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE state IN (1, 4) AND due_at <= $1
+		ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
+	if err != nil {
+		return 0, err
+	}
+	for _, lt := range due {
+		if err := t.toPending(ctx, lt, now, pendingFields{}); err != nil {
+			return 0, err
+		}
+	}
+	expired, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE state IN (1, 2, 4, 8, 9)
+		AND expire_at <= $1 ORDER BY expire_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
+	if err != nil {
+		return 0, err
+	}
+	for _, lt := range expired {
+		if lt.state.Waiting() { // a task promoted above may have expired already
+			if err := t.expire(ctx, lt, now); err != nil {
+				return 0, err
+			}
+		}
+	}
+	groups, err := t.fireDue(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	if len(due) == promoteBatch || len(expired) == promoteBatch {
+		return now, nil // more to do: at once
+	}
+	var nextDue, nextExpiry *int64
+	if err := t.queryRow(ctx, `SELECT (SELECT min(due_at) FROM conveyor_tasks WHERE state IN (1, 4)),
+		(SELECT min(expire_at) FROM conveyor_tasks WHERE state IN (1, 2, 4, 8, 9) AND expire_at IS NOT NULL)`).Scan(&nextDue, &nextExpiry); err != nil {
+		return 0, err
+	}
+	next := int64(0)
+	for _, at := range []int64{deref(nextDue), deref(nextExpiry), groups} {
+		earliest(&next, at)
+	}
+	return next, nil
+}
+
+// lockLive runs a query of liveColumns and returns its rows.
+func (t *txn) lockLive(ctx context.Context, sql string, args ...any) ([]*liveTask, error) {
+	rows, err := t.query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*liveTask
+	for rows.Next() {
+		lt, err := scanLive(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lt)
+	}
+	return out, rows.Err()
+}
+
+// Purge deletes terminal tasks past their horizons; see broker.Broker.
+func (e *Engine) Purge(ctx context.Context, p broker.PurgeParams) (broker.PurgeNext, error) {
+	var next broker.PurgeNext
+	limit := max(p.Limit, 1)
+	err := e.inTx(ctx, func(t *txn) error {
+		rows, err := t.query(ctx, `WITH gone AS (
+				SELECT id FROM conveyor_tasks WHERE purge_at IS NOT NULL AND purge_at <= $1
+				UNION ALL
+				SELECT id FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL AND completed_at <= $2
+				UNION ALL
+				SELECT id FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL AND completed_at <= $3
+				LIMIT $4)
+			DELETE FROM conveyor_tasks t USING gone WHERE t.id = gone.id
+			RETURNING t.id, t.queue, t.state`, nanos(p.Now), nanos(p.CompletedBefore), nanos(p.ArchivedBefore), limit)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id, queue string
+			var state int16
+			if err := rows.Scan(&id, &queue, &state); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+			t.moved(queue, broker.State(state), 0, false, false)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, `DELETE FROM conveyor_deps WHERE task_id = ANY($1)`, ids); err != nil {
+			return err
+		}
+		var own, completed, failed *int64
+		if err := t.queryRow(ctx, `SELECT (SELECT min(purge_at) FROM conveyor_tasks WHERE purge_at IS NOT NULL),
+			(SELECT min(completed_at) FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL),
+			(SELECT min(completed_at) FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL)`).Scan(&own, &completed, &failed); err != nil {
+			return err
+		}
+		next = broker.PurgeNext{Own: fromNanos(deref(own)), Completed: fromNanos(deref(completed)),
+			Archived: fromNanos(deref(failed)), More: len(ids) == limit}
+		return nil
+	})
+	if err != nil {
+		return broker.PurgeNext{}, err
+	}
+	e.mu.Lock()
+	e.hints.purgeOwn = nanos(next.Own)
+	e.hints.ended = [numClasses]int64{nanos(next.Completed), nanos(next.Archived)}
+	e.mu.Unlock()
+	return next, nil
+}

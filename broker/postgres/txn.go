@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// txn is one attempt at a transaction: the pgx transaction, and what its
+// statements did that the engine learns of only once it commits (the
+// changes to the hints, the signals to send). A transaction the database
+// refuses is run again with a fresh txn, so nothing of a failed attempt
+// reaches the hints.
+type txn struct {
+	e  *Engine
+	tx pgx.Tx
+	// queues holds, per queue touched, what the transaction changed.
+	queues map[string]*queueDelta
+	// Timer times the transaction added (0: none), for TimersChanged.
+	promoteAt, leaseAt, purgeOwnAt int64
+	ended                          [numClasses]int64
+	cronsChanged                   bool
+	lapsed                         []broker.LapsedLease
+	// after runs once the transaction committed, under no lock.
+	after []func()
+	// entering counts, per queue, the new tasks admitted under its bound
+	// (bound.go), and leasing the tasks leased under its caps (lease.go):
+	// the queue's hints count them as reserved until the transaction ends.
+	entering, leasing map[string]int64
+}
+
+// queueDelta is what a transaction changed of one queue.
+type queueDelta struct {
+	counts broker.Counts
+	// ready changes the number of PENDING tasks not held back.
+	ready int64
+	// groups holds the fired groups changed, by gid (live 0: gone).
+	groups map[int64]firedGroup
+	// Totals, written to the database by flush and to the hints after.
+	enqueued, processed, failed, expired int64
+}
+
+func newTxn(e *Engine, tx pgx.Tx) *txn {
+	return &txn{e: e, tx: tx, queues: map[string]*queueDelta{}}
+}
+
+func (t *txn) q(name string) *queueDelta {
+	d := t.queues[name]
+	if d == nil {
+		d = &queueDelta{}
+		t.queues[name] = d
+	}
+	return d
+}
+
+// moved records that a task of queue left state from for state to (0 for
+// either: none, an insert or a delete), and whether it was, and is, ready
+// (PENDING, not held).
+func (t *txn) moved(queue string, from, to broker.State, wasReady, isReady bool) {
+	d := t.q(queue)
+	if from != 0 {
+		d.counts[from]--
+	}
+	if to != 0 {
+		d.counts[to]++
+	}
+	if wasReady {
+		d.ready--
+	}
+	if isReady {
+		d.ready++
+	}
+}
+
+// timer records a time added to a timer class, keeping the earliest.
+func earliest(cur *int64, at int64) {
+	if at != 0 && (*cur == 0 || at < *cur) {
+		*cur = at
+	}
+}
+
+func (t *txn) promoteTimer(at int64) { earliest(&t.promoteAt, at) }
+func (t *txn) leaseTimer(at int64)   { earliest(&t.leaseAt, at) }
+
+// ended records a task that became terminal, for the purge timer: with a
+// retention of its own (purgeAt) or by its class's horizon.
+func (t *txn) endedTask(to broker.State, completedAt int64, purgeAt *int64) {
+	if purgeAt != nil {
+		earliest(&t.purgeOwnAt, *purgeAt)
+		return
+	}
+	earliest(&t.ended[classOf(to)], completedAt)
+}
+
+// exec runs a statement.
+func (t *txn) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+// query runs a statement that returns rows.
+func (t *txn) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.tx.Query(ctx, sql, args...)
+}
+
+// queryRow runs a statement that returns one row.
+func (t *txn) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+// totalShards is how many rows spread each queue's totals.
+const totalShards = 8
+
+// flush writes the transaction's queue totals, each queue's into one of its
+// rows picked at random, so that concurrent transactions seldom wait for
+// the same row.
+func (t *txn) flush(ctx context.Context) error {
+	names := make([]string, 0, len(t.queues))
+	for name, d := range t.queues {
+		if d.enqueued != 0 || d.processed != 0 || d.failed != 0 || d.expired != 0 {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names) // one order for every transaction: no deadlock
+	shard := rand.IntN(totalShards)
+	var enq, proc, fail, exp []int64
+	for _, name := range names {
+		d := t.queues[name]
+		enq, proc, fail, exp = append(enq, d.enqueued), append(proc, d.processed), append(fail, d.failed), append(exp, d.expired)
+	}
+	_, err := t.exec(ctx, `
+		INSERT INTO conveyor_queue_totals AS t (queue, shard, enqueued, processed, failed, expired)
+		SELECT q, $2, e, p, f, x FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(q, e, p, f, x)
+		ON CONFLICT (queue, shard) DO UPDATE SET enqueued = t.enqueued + excluded.enqueued,
+			processed = t.processed + excluded.processed, failed = t.failed + excluded.failed,
+			expired = t.expired + excluded.expired`,
+		names, shard, enq, proc, fail, exp)
+	return err
+}

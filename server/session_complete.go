@@ -118,4 +118,3 @@ func (c *completions) apply(as []answered) {
 		}
 	}
 }
-

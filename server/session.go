@@ -334,9 +334,9 @@ func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 	// completions goroutine, seeing it ended, finds every Result queued.
 	s.completions.add(apply)
 	s.mu.Unlock()
-	if len(apply) == 0 {
-		s.wake() // a slot freed by a lapsed member's answer
-	}
+	// The answered slots are free now: the next tasks are leased while
+	// these Results commit, not after.
+	s.wake()
 }
 
 // checkedResult bounds a Result's values: an oversized result fails the

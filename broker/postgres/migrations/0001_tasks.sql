@@ -30,6 +30,9 @@ CREATE TABLE conveyor_queue_totals (
     PRIMARY KEY (queue, shard)
 );
 
+-- The FIFO order of ready tasks.
+CREATE SEQUENCE conveyor_ready_seq;
+
 -- Tasks, in every state until purged.
 CREATE TABLE conveyor_tasks (
     id               text COLLATE "C" PRIMARY KEY,
@@ -48,7 +51,8 @@ CREATE TABLE conveyor_tasks (
     -- a PENDING one became ready, a BLOCKED one's process_at.
     due_at           bigint   NOT NULL DEFAULT 0,
     -- ready_seq orders the ready tasks of a priority: first in, first out.
-    ready_seq        bigint   NOT NULL DEFAULT 0,
+    -- Its default numbers the rows of an enqueue's COPY in order.
+    ready_seq        bigint   NOT NULL DEFAULT nextval('conveyor_ready_seq'),
     started_at       bigint   NOT NULL DEFAULT 0,
     completed_at     bigint   NOT NULL DEFAULT 0,
     expires_at       bigint   NOT NULL DEFAULT 0,
@@ -117,8 +121,6 @@ CREATE INDEX conveyor_tasks_held ON conveyor_tasks (queue, concurrency_key, prio
 -- A group's members.
 CREATE INDEX conveyor_tasks_group ON conveyor_tasks (group_gid) WHERE group_gid IS NOT NULL;
 
--- The FIFO order of ready tasks.
-CREATE SEQUENCE conveyor_ready_seq;
 -- Lease tokens, unique for good.
 CREATE SEQUENCE conveyor_lease_token;
 

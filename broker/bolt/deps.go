@@ -87,14 +87,13 @@ func (e *Engine) checkDepsLocked(deps []broker.Dependency, done *doneLookup) (de
 			ds.endedAt = max(ds.endedAt, st.GetCompletedAt())
 		}
 		ds.states = append(ds.states, state)
-		if state == stateCompleted || d.OnFailure == broker.OnFailureContinue {
-			continue
-		}
-		why := fmt.Sprintf("dependency %s ended %s", k, state)
-		if d.OnFailure == broker.OnFailureCascadeCancel {
-			ds.cancel = why
-		} else if ds.failed == "" {
-			ds.failed = why
+		switch broker.DependencyOutcome(d.OnFailure, state) {
+		case broker.DepCancels:
+			ds.cancel = fmt.Sprintf("dependency %s ended %s", k, state)
+		case broker.DepBlocks:
+			if ds.failed == "" {
+				ds.failed = fmt.Sprintf("dependency %s ended %s", k, state)
+			}
 		}
 	}
 	return ds, nil
@@ -185,9 +184,10 @@ func (e *Engine) cascadeLocked(first endFrame, now int64) {
 		if !live || m.state != stateBlocked || e.depGen[ed.k] != ed.gen {
 			continue
 		}
-		failed := f.to != stateCompleted && ed.onFailure != broker.OnFailureContinue
+		outcome := broker.DependencyOutcome(ed.onFailure, f.to)
+		failed := outcome == broker.DepBlocks
 		why := f.why
-		if failed && ed.onFailure == broker.OnFailureCascadeCancel {
+		if outcome == broker.DepCancels {
 			stack = append(stack, e.beginFinishLocked(ed.k, m, stateCanceled, now, func(st *storagev1.TaskStatus) { st.LastError = why }))
 			continue
 		}

@@ -106,14 +106,13 @@ func (ds *depStart) resolve(deps []broker.Dependency, find func(string) (depRow,
 			continue
 		}
 		ds.endedAt = max(ds.endedAt, completed)
-		if state == broker.StateCompleted || d.OnFailure == broker.OnFailureContinue {
-			continue
-		}
-		why := depWhy(d.TaskID, state)
-		if d.OnFailure == broker.OnFailureCascadeCancel {
-			ds.cancel = why
-		} else if ds.failed == "" {
-			ds.failed = why
+		switch broker.DependencyOutcome(d.OnFailure, state) {
+		case broker.DepCancels:
+			ds.cancel = depWhy(d.TaskID, state)
+		case broker.DepBlocks:
+			if ds.failed == "" {
+				ds.failed = depWhy(d.TaskID, state)
+			}
 		}
 	}
 	return nil
@@ -214,8 +213,9 @@ func (t *txn) resolveDependents(ctx context.Context, id string, to broker.State,
 			if lt == nil || lt.state != broker.StateBlocked {
 				continue
 			}
-			failed := f.to != broker.StateCompleted && ed.onFailure != broker.OnFailureContinue
-			if failed && ed.onFailure == broker.OnFailureCascadeCancel {
+			outcome := broker.DependencyOutcome(ed.onFailure, f.to)
+			failed := outcome == broker.DepBlocks
+			if outcome == broker.DepCancels {
 				if err := t.finish(ctx, lt, broker.StateCanceled, now, finishFields{lastError: &why}); err != nil {
 					return err
 				}

@@ -189,10 +189,19 @@ func (p GroupPolicy) WithDefaults(d GroupPolicy) GroupPolicy {
 	return p
 }
 
+// Full is the contract's rule for when a group fires by size, whatever
+// the time: once its members number MaxSize (a MaxSize of 0, a policy
+// with no default filled in, sets no size) or their stored specs take
+// MaxGroupBytes. Every engine applies it as a member joins, and when a
+// queue's policy changes (a group the new size fills fires at once).
+func (p GroupPolicy) Full(members int, bytes int64) bool {
+	return p.MaxSize > 0 && members >= int(p.MaxSize) || bytes >= MaxGroupBytes
+}
+
 // FiresAt is the contract's rule for when a group fires by time: the
 // earlier of its first member's enqueue plus MaxDelay and its latest
-// member's plus GracePeriod. (A group also fires once it holds MaxSize
-// members, whatever the time.) Every engine computes it the same way.
+// member's plus GracePeriod. (A group also fires once it is Full,
+// whatever the time.) Every engine computes it the same way.
 func (p GroupPolicy) FiresAt(first, last time.Time) time.Time {
 	a, b := first.Add(p.MaxDelay), last.Add(p.GracePeriod)
 	if b.Before(a) {

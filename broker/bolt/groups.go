@@ -152,7 +152,7 @@ func (e *Engine) joinGroupLocked(k key, q *queue, name, typ string, size int, en
 	g.last = max(g.last, enqueued)
 	g.first = min(g.first, enqueued)
 	p := e.policyLocked(q)
-	if g.live >= int(p.MaxSize) && p.MaxSize > 0 || g.bytes >= broker.MaxGroupBytes {
+	if p.Full(g.live, int64(g.bytes)) {
 		e.fireLocked(g, now)
 		return
 	}
@@ -173,7 +173,7 @@ func (e *Engine) retimeGroupLocked(g *group, at int64) {
 
 // policyChangedLocked applies q's group policy, just changed, to its
 // groups still gathering: each gets the time the new policy gives it, and
-// one that already holds the new size is due at once, so the next
+// one that is Full under it is due at once, so the next
 // PromoteDue fires it (the engine has no clock of its own). It visits
 // every open group, as an operator's configuration change may.
 func (e *Engine) policyChangedLocked(q *queue) {
@@ -183,7 +183,7 @@ func (e *Engine) policyChangedLocked(q *queue) {
 			continue
 		}
 		at := nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
-		if p.MaxSize > 0 && g.live >= int(p.MaxSize) {
+		if p.Full(g.live, int64(g.bytes)) {
 			at = min(at, g.first)
 		}
 		e.retimeGroupLocked(g, at)

@@ -48,7 +48,7 @@ func (t *txn) joinGroup(ctx context.Context, id, queue, name, typ string, size i
 		return err
 	}
 	p := t.e.groupPolicy(queue)
-	if p.MaxSize > 0 && live >= int(p.MaxSize) || bytes >= broker.MaxGroupBytes {
+	if p.Full(live, bytes) {
 		return t.fireGroup(ctx, gid, queue, typ, live, at)
 	}
 	firesAt := nanos(p.FiresAt(fromNanos(first), fromNanos(last)))
@@ -174,22 +174,23 @@ func (t *txn) regather(ctx context.Context, gid int64) (int64, error) {
 
 // policyChanged applies queue's group policy, just changed, to its groups
 // still gathering: each gets the time the new policy gives it, and one
-// that already holds the new size is due at once, so the next PromoteDue
+// that is Full under it is due at once, so the next PromoteDue
 // fires it.
 func (t *txn) policyChanged(ctx context.Context, queue string, p broker.GroupPolicy) error {
-	rows, err := t.query(ctx, `SELECT gid, live, first, last FROM conveyor_groups WHERE queue = $1 AND NOT fired FOR UPDATE`, queue)
+	rows, err := t.query(ctx, `SELECT gid, live, bytes, first, last FROM conveyor_groups WHERE queue = $1 AND NOT fired FOR UPDATE`, queue)
 	if err != nil {
 		return err
 	}
 	type open struct {
 		gid         int64
 		live        int
+		bytes       int64
 		first, last int64
 	}
 	var groups []open
 	for rows.Next() {
 		var g open
-		if err := rows.Scan(&g.gid, &g.live, &g.first, &g.last); err != nil {
+		if err := rows.Scan(&g.gid, &g.live, &g.bytes, &g.first, &g.last); err != nil {
 			rows.Close()
 			return err
 		}
@@ -200,7 +201,7 @@ func (t *txn) policyChanged(ctx context.Context, queue string, p broker.GroupPol
 	}
 	for _, g := range groups {
 		at := nanos(p.FiresAt(fromNanos(g.first), fromNanos(g.last)))
-		if p.MaxSize > 0 && g.live >= int(p.MaxSize) {
+		if p.Full(g.live, g.bytes) {
 			at = min(at, g.first)
 		}
 		if _, err := t.exec(ctx, `UPDATE conveyor_groups SET fires_at = $2 WHERE gid = $1`, g.gid, at); err != nil {

@@ -259,12 +259,12 @@ func (e *Engine) expireMembersLocked(g *group, now int64) int {
 // firedGroupFitsLocked reports whether the room under q's cap on ACTIVE
 // tasks holds what a fired group of q needs: its live members, or the
 // whole cap for a group larger than it (which goes in parts, see
-// batchSizeLocked). The room grows as tasks leave ACTIVE
+// broker.QueueConfig.BatchSize). The room grows as tasks leave ACTIVE
 // (leftActiveLocked) and the need shrinks as members leave the group
 // (groupShrankLocked): either wakes the sessions once a group fits.
-func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
+func (e *Engine) firedGroupFitsLocked(q *queue, room int64) bool {
 	fewest, ok := q.fired.fewestLive()
-	return ok && room > 0 && batchSizeLocked(q, fewest) <= room
+	return ok && room > 0 && int64(q.cfg.BatchSize(fewest)) <= room
 }
 
 // groupShrankLocked is called when an AGGREGATING task of q leaves its
@@ -273,25 +273,12 @@ func (e *Engine) firedGroupFitsLocked(q *queue, room int) bool {
 // tokens the rate bucket holds may have no members left to spend them.
 func (e *Engine) groupShrankLocked(q *queue) {
 	e.dropEmptyHoldLocked(q)
-	mx := int(q.cfg.MaxActive)
-	if mx <= 0 || q.paused || q.fired.len() == 0 {
+	if q.cfg.MaxActive <= 0 || q.paused || q.fired.len() == 0 {
 		return
 	}
-	if e.firedGroupFitsLocked(q, mx-int(q.counts[stateActive])) {
+	if e.firedGroupFitsLocked(q, q.cfg.ActiveRoom(q.counts[stateActive])) {
 		e.note.TasksReady(q.name)
 	}
-}
-
-// batchSizeLocked is how many of a fired group's live members go in its
-// next batch: all of them, or as many as q's cap on ACTIVE tasks allows
-// at all. A group larger than the cap (it gathered before the cap was
-// lowered, or its size policy is above it) could never go whole, so it
-// goes in parts of the cap, each once the queue has room for it.
-func batchSizeLocked(q *queue, live int) int {
-	if mx := int(q.cfg.MaxActive); mx > 0 {
-		return min(live, mx)
-	}
-	return live
 }
 
 // ReadyGroups reports fired groups waiting per queue; see broker.Broker.
@@ -333,8 +320,8 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		if n == 0 {
 			continue // every member left, or expired: the group is dropped, not sent empty
 		}
-		n = batchSizeLocked(q, n)
-		if mx := int64(q.cfg.MaxActive); mx > 0 && q.counts[stateActive]+int64(n) > mx {
+		n = q.cfg.BatchSize(n)
+		if int64(n) > q.cfg.ActiveRoom(q.counts[stateActive]) {
 			scan.keep(line, g) // no room under the cap for the whole batch yet
 			continue
 		}

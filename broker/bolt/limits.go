@@ -40,14 +40,6 @@ type ckey struct {
 	refs int
 }
 
-// limit is how many of a key's tasks may be admitted at once.
-func (c *ckey) limit() int {
-	if n := c.q.cfg.ConcurrencyLimit; n > 0 {
-		return int(n)
-	}
-	return 1
-}
-
 // ckeyLocked returns the queue's concurrency key name, creating it, for a
 // live task that the caller records in keyOf: the key counts it among its
 // references until dropKeyLocked.
@@ -69,9 +61,9 @@ type ckeyID struct {
 
 // admitLocked decides whether a pending task with concurrency key c may
 // enter the ready FIFO now (it counts as admitted) or must wait in the
-// key's line.
+// key's line (broker.QueueConfig.KeyAdmits).
 func (e *Engine) admitLocked(k key, m *meta, c *ckey) bool {
-	if c.admitted < c.limit() {
+	if c.q.cfg.KeyAdmits(c.admitted) {
 		c.admitted++
 		return true
 	}
@@ -95,7 +87,7 @@ func (e *Engine) unadmitLocked(k key) {
 // limit allows, in its line's order: highest priority first, FIFO within
 // a priority.
 func (e *Engine) admitHeldLocked(c *ckey) {
-	for c.admitted < c.limit() {
+	for c.q.cfg.KeyAdmits(c.admitted) {
 		k, p, ok := c.popHeld()
 		if !ok {
 			break
@@ -134,10 +126,10 @@ func (e *Engine) dropKeyLocked(k key) {
 // its limit); it goes back to its key's line, at the back of its
 // priority, and is admitted again as the key's ACTIVE tasks finish. So a
 // lower limit holds from the moment it is set, without a walk of the
-// ready line to find the tasks it admitted.
+// ready line to find the tasks it admitted (broker.QueueConfig.KeyStarts).
 func (e *Engine) overLimitLocked(k key, m *meta) bool {
 	c := e.keyOf[k]
-	if c == nil || c.active < c.limit() {
+	if c == nil || c.q.cfg.KeyStarts(c.active) {
 		return false
 	}
 	c.admitted--
@@ -161,12 +153,11 @@ func (e *Engine) leftActiveLocked(k key, q *queue) {
 		c.active--
 	}
 	e.unadmitLocked(k)
-	mx := int64(q.cfg.MaxActive)
-	if mx <= 0 || q.paused {
+	if q.cfg.MaxActive <= 0 || q.paused {
 		return
 	}
-	room := mx - q.counts[stateActive]
-	if room == 1 && q.readyN > 0 || e.firedGroupFitsLocked(q, int(room)) {
+	room := q.cfg.ActiveRoom(q.counts[stateActive])
+	if room == 1 && q.readyN > 0 || e.firedGroupFitsLocked(q, room) {
 		e.note.TasksReady(q.name)
 	}
 }
@@ -178,10 +169,7 @@ func (e *Engine) dispatchableLocked(q *queue, now time.Time) int {
 	if q.paused {
 		return 0
 	}
-	n := q.readyN
-	if mx := int64(q.cfg.MaxActive); mx > 0 {
-		n = min(n, int(max(mx-q.counts[stateActive], 0)))
-	}
+	n := int(min(int64(q.readyN), q.cfg.ActiveRoom(q.counts[stateActive])))
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		e.refillLocked(q, now, q.cfg)
 		allowed, wake := q.bucket.Alone(int64(n), now.UnixNano(), q.cfg)

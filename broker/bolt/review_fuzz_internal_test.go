@@ -501,8 +501,8 @@ func (r *seqRun) check() {
 		if adm[c] != c.admitted || held[c] != c.heldN {
 			r.fatalf("key %v admits %d, holds %d; its tasks: %d admitted, %d held", id, c.admitted, c.heldN, adm[c], held[c])
 		}
-		if c.heldN > 0 && c.admitted < c.limit() {
-			r.fatalf("key %v holds %d tasks with %d of %d admitted", id, c.heldN, c.admitted, c.limit())
+		if c.heldN > 0 && c.admitted < c.q.cfg.KeyLimit() {
+			r.fatalf("key %v holds %d tasks with %d of %d admitted", id, c.heldN, c.admitted, c.q.cfg.KeyLimit())
 		}
 	}
 	for _, q := range e.queues {

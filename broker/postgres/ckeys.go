@@ -14,29 +14,31 @@ import (
 // is made under its row's lock.
 
 // keyRow locks (creating it) the row of key of queue and returns its
-// counts and the queue's limit for it.
-func (t *txn) keyRow(ctx context.Context, queue, key string) (admitted, active, limit int32, err error) {
+// counts, and the queue's configuration as far as its keys' rules read it
+// (its concurrency limit, as stored).
+func (t *txn) keyRow(ctx context.Context, queue, key string) (admitted, active int, cfg broker.QueueConfig, err error) {
 	err = t.queryRow(ctx, `WITH k AS (
 			INSERT INTO conveyor_ckeys AS c (queue, key) VALUES ($1, $2)
 			ON CONFLICT (queue, key) DO UPDATE SET admitted = c.admitted
 			RETURNING admitted, active)
 		SELECT k.admitted, k.active, coalesce((SELECT concurrency_limit FROM conveyor_queues WHERE name = $1), 0) FROM k`,
-		queue, key).Scan(&admitted, &active, &limit)
-	return admitted, active, max(limit, 1), err
+		queue, key).Scan(&admitted, &active, &cfg.ConcurrencyLimit)
+	return admitted, active, cfg, err
 }
 
 // admit decides whether task id, just made PENDING (and not held), may
 // enter its queue's ready line now (it counts as admitted) or waits in its
-// key's line (it is marked held). A task without a key is always ready.
+// key's line (it is marked held), by broker.QueueConfig.KeyAdmits. A task
+// without a key is always ready.
 func (t *txn) admit(ctx context.Context, queue, key, id string) (bool, error) {
 	if key == "" {
 		return true, nil
 	}
-	admitted, _, limit, err := t.keyRow(ctx, queue, key)
+	admitted, _, cfg, err := t.keyRow(ctx, queue, key)
 	if err != nil {
 		return false, err
 	}
-	if admitted < limit {
+	if cfg.KeyAdmits(admitted) {
 		_, err := t.exec(ctx, `UPDATE conveyor_ckeys SET admitted = admitted + 1 WHERE queue = $1 AND key = $2`, queue, key)
 		return true, err
 	}
@@ -48,7 +50,7 @@ func (t *txn) admit(ctx context.Context, queue, key, id string) (bool, error) {
 // ready line other than by a lease, or left ACTIVE) and admits the next
 // held tasks of the key while the limit allows, in the line's order.
 func (t *txn) unadmit(ctx context.Context, queue, key string, wasActive bool) error {
-	admitted, active, limit, err := t.keyRow(ctx, queue, key)
+	admitted, active, cfg, err := t.keyRow(ctx, queue, key)
 	if err != nil {
 		return err
 	}
@@ -56,7 +58,7 @@ func (t *txn) unadmit(ctx context.Context, queue, key string, wasActive bool) er
 	if wasActive {
 		active--
 	}
-	for admitted < limit {
+	for cfg.KeyAdmits(admitted) {
 		var id string
 		err := t.queryRow(ctx, `UPDATE conveyor_tasks SET held = false, ready_seq = nextval('conveyor_ready_seq')
 			WHERE id = (SELECT id FROM conveyor_tasks WHERE queue = $1 AND concurrency_key = $2 AND held
@@ -80,13 +82,14 @@ func (t *txn) unadmit(ctx context.Context, queue, key string, wasActive bool) er
 // leased, whether it may start: not when its key already has as many
 // ACTIVE tasks as the limit allows, which happens only when the limit
 // was lowered after the key admitted it; it then goes back to the key's
-// line (the caller marks it held). A task that starts counts as ACTIVE.
+// line (the caller marks it held); see broker.QueueConfig.KeyStarts. A
+// task that starts counts as ACTIVE.
 func (t *txn) leaseKeyed(ctx context.Context, queue, key string) (bool, error) {
-	_, active, limit, err := t.keyRow(ctx, queue, key)
+	_, active, cfg, err := t.keyRow(ctx, queue, key)
 	if err != nil {
 		return false, err
 	}
-	if active >= limit {
+	if !cfg.KeyStarts(active) {
 		_, err := t.exec(ctx, `UPDATE conveyor_ckeys SET admitted = admitted - 1 WHERE queue = $1 AND key = $2`, queue, key)
 		return false, err
 	}

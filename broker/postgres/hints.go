@@ -262,13 +262,12 @@ func (e *Engine) applyCommitted(t *txn) {
 // fits under its cap on ACTIVE tasks now (a group larger than the cap
 // goes in parts of the cap).
 func (e *Engine) groupsWaitingLocked(q *queueHint) bool {
-	mx := int64(q.cfg.MaxActive)
-	if mx <= 0 {
+	if q.cfg.MaxActive <= 0 {
 		return len(q.fired) > 0
 	}
-	room := mx - q.counts[broker.StateActive] - q.leasing
+	room := q.cfg.ActiveRoom(q.counts[broker.StateActive] + q.leasing)
 	for _, g := range q.fired {
-		if min(int64(g.live), mx) <= room {
+		if int64(q.cfg.BatchSize(g.live)) <= room {
 			return true
 		}
 	}
@@ -282,10 +281,7 @@ func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
 	if q.paused {
 		return 0
 	}
-	n := q.ready - q.leasing
-	if mx := int64(q.cfg.MaxActive); mx > 0 {
-		n = min(n, max(mx-q.counts[broker.StateActive]-q.leasing, 0))
-	}
+	n := min(q.ready-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		e.refillLocked(q, now, q.cfg)
 		allowed, wake := q.bucket.Alone(n, now.UnixNano(), q.cfg)

@@ -205,12 +205,9 @@ func (e *Engine) reserveGroup(queue string, gid int64, live int, now time.Time) 
 	if q == nil || e.closed {
 		return 0, false, false
 	}
-	n = live
-	if mx := int(q.cfg.MaxActive); mx > 0 {
-		n = min(live, mx)
-		if q.counts[broker.StateActive]+q.leasing+int64(n) > int64(mx) {
-			return n, false, false
-		}
+	n = q.cfg.BatchSize(live)
+	if int64(n) > q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing) {
+		return n, false, false
 	}
 	if !e.groupTokensLocked(q, gid, n, now) {
 		return n, true, false

@@ -92,7 +92,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting); err != nil {
 			return err
 		}
-		if keyLimit(cfg) > keyLimit(old) {
+		if cfg.KeyLimit() > old.KeyLimit() {
 			if err := t.limitRaised(ctx, name); err != nil {
 				return err
 			}
@@ -105,9 +105,6 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 	}
 	return e.Queue(ctx, name)
 }
-
-// keyLimit is how many tasks of one key cfg lets run at once.
-func keyLimit(cfg broker.QueueConfig) int32 { return max(cfg.ConcurrencyLimit, 1) }
 
 // configChanged applies a queue's new configuration to the hints: its
 // rate bucket keeps what it holds under the new rate, and a queue with

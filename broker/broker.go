@@ -83,9 +83,11 @@ type Broker interface {
 	Progress(ctx context.Context, p ProgressParams) error
 
 	// PromoteDue makes due SCHEDULED and RETRY tasks pending, archives
-	// waiting tasks whose expiry passed and fires groups whose time came.
-	// It returns when it should run next (zero when nothing is waiting on
-	// a timer).
+	// waiting tasks whose expiry passed, fires groups whose time came and
+	// wakes (Notifier.TasksReady) the queues with work waiting whose rate
+	// bucket refilled by now (RateBucket's wake). It returns when it
+	// should run next, a refill included (zero when nothing is waiting
+	// on a timer): an engine keeps no timer of its own.
 	PromoteDue(ctx context.Context, now time.Time) (next time.Time, err error)
 	// LapsedLeases lists leases whose expiry is at or before now, for the
 	// reaper to decide on, and when the next lease expires (zero: none).
@@ -173,8 +175,9 @@ type Broker interface {
 type Notifier interface {
 	// TasksReady reports that queue gained ready work.
 	TasksReady(queue string)
-	// TimersChanged reports that the next promotion, lease expiry or purge
-	// may now be due earlier than the timer loops last heard.
+	// TimersChanged reports that the next promotion (a due time, an
+	// expiry, a group's fire, a rate bucket's refill), lease expiry or
+	// purge may now be due earlier than the timer loops last heard.
 	TimersChanged()
 	// LeaseLapsed reports a lease the reaper took back, before the task can
 	// be leased again, so the session that held it learns of the lapse

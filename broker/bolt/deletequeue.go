@@ -123,6 +123,7 @@ func (e *Engine) forgetQueueLocked(q *queue) {
 	q.freeReadyPass()
 	q.readyN = 0
 	delete(e.byName, q.name)
+	delete(e.rateWaits, q)
 	e.queues[q.index] = nil
 	e.freeQueues = append(e.freeQueues, q.index)
 }

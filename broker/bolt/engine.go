@@ -166,6 +166,12 @@ type Engine struct {
 	// opened (PromoteDue's, Unix ns; 0: none yet): rate buckets start
 	// empty then (refillLocked).
 	clockStart int64
+	// rateWaits are the queues whose sessions wait for their rate bucket
+	// to refill (queue.rateWakeAt); PromoteDue wakes them, and
+	// promoteNext is the time it last said it should run next (0: none),
+	// so that only an earlier refill signals TimersChanged (ratelimit.go).
+	rateWaits   map[*queue]struct{}
+	promoteNext int64
 
 	commit committer
 	grower tableGrower

@@ -98,7 +98,8 @@ type queue struct {
 	expired    int64
 	cfg        broker.QueueConfig
 	bucket     bucket
-	// rateWakeAt is when the armed refill timer fires (ratelimit.go); 0: none.
+	// rateWakeAt is when its sessions are to be woken for its rate
+	// bucket's refill, by PromoteDue (ratelimit.go); 0: not waiting.
 	rateWakeAt int64
 	// fired are the queue's fired groups waiting for a session that
 	// handles their type (firedgroups.go).

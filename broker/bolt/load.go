@@ -62,6 +62,7 @@ func (e *Engine) reloadLocked() error {
 	e.ranPastExpiry = make(map[key]struct{})
 	e.retention = make(map[key]int64)
 	e.ckeys = make(map[ckeyID]*ckey)
+	e.rateWaits = make(map[*queue]struct{})
 	e.keyOf = make(map[key]*ckey)
 	e.settling = make(map[key]settled)
 	e.deps = make(map[key][]depEdge)

@@ -7,8 +7,10 @@ import (
 )
 
 // This file is a queue's rate limit: the contract's token bucket
-// (broker.RateBucket) on its dispatches, and the timer that wakes the
-// queue's sessions when it has refilled.
+// (broker.RateBucket) on its dispatches, and the wake of the queue's
+// sessions when it has refilled. The engine keeps no timer of its own:
+// the refill time is one of the times PromoteDue returns, and the
+// server's timer loop calls PromoteDue then, which wakes the queue.
 
 // bucket is a queue's rate bucket; a fired group holding tokens is named
 // by its *group.
@@ -16,7 +18,7 @@ type bucket = broker.RateBucket[*group]
 
 // groupTokensLocked reports whether q's rate bucket lets fired group g,
 // of n members, go at now (broker.RateBucket.ForGroup); when it must
-// wait, the refill timer is armed for it.
+// wait, its refill is waited for.
 func (e *Engine) groupTokensLocked(q *queue, g *group, n int, now time.Time) bool {
 	if q.cfg.RatePerSecond <= 0 {
 		return true
@@ -70,21 +72,39 @@ func (e *Engine) rateChangedLocked(q *queue, now time.Time, old broker.QueueConf
 	q.bucket.Reconfigured(now.UnixNano(), old, q.cfg)
 }
 
-// armRefillLocked wakes q's sessions at at (Unix ns, in the bucket's
-// clock), unless a timer armed already fires no later.
+// armRefillLocked has PromoteDue wake q's sessions at at (Unix ns, in
+// the callers' clock), unless a wake is due no later already. A wake
+// earlier than PromoteDue's last answer signals TimersChanged, so that
+// the timer loop calls it in time.
 func (e *Engine) armRefillLocked(q *queue, at int64) {
 	if q.rateWakeAt != 0 && q.rateWakeAt <= at {
 		return
 	}
 	q.rateWakeAt = at
-	time.AfterFunc(time.Duration(at-q.bucket.Last), func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if q.rateWakeAt == at {
-			q.rateWakeAt = 0
+	e.rateWaits[q] = struct{}{}
+	if e.promoteNext == 0 || at < e.promoteNext {
+		e.promoteNext = at
+		e.note.TimersChanged()
+	}
+}
+
+// wakeRefilledLocked wakes the sessions of the queues whose refill came
+// by now and have work waiting, and returns the next refill to wait for
+// (0: none). It visits the queues waiting for a refill only.
+func (e *Engine) wakeRefilledLocked(now int64) int64 {
+	next := int64(0)
+	for q := range e.rateWaits {
+		if q.rateWakeAt > now {
+			if next == 0 || q.rateWakeAt < next {
+				next = q.rateWakeAt
+			}
+			continue
 		}
-		if !e.closed && (q.readyN > 0 || q.fired.len() > 0) && !q.paused {
+		q.rateWakeAt = 0
+		delete(e.rateWaits, q)
+		if (q.readyN > 0 || q.fired.len() > 0) && !q.paused {
 			e.note.TasksReady(q.name)
 		}
-	})
+	}
+	return next
 }

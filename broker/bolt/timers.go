@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// PromoteDue makes due SCHEDULED and RETRY tasks pending and archives
-// waiting tasks whose expiry (or deadline) passed; see broker.Broker. Both
-// come off time-ordered heaps, so the cost is proportional to the work done.
+// PromoteDue makes due SCHEDULED and RETRY tasks pending, archives
+// waiting tasks whose expiry (or deadline) passed, fires the groups whose
+// time came and wakes the sessions of the queues whose rate bucket
+// refilled; see broker.Broker. The first three come off time-ordered
+// heaps, so the cost is proportional to the work done; the refills are
+// those of the queues that wait for one.
 func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) {
 	now := at.UnixNano()
 	e.mu.Lock()
@@ -60,6 +63,10 @@ func (e *Engine) PromoteDue(_ context.Context, at time.Time) (time.Time, error) 
 	if t, ok := e.expHeap.peek(); ok && (next == 0 || t.at < next) {
 		next = t.at
 	}
+	if at := e.wakeRefilledLocked(now); at != 0 && (next == 0 || at < next) {
+		next = at
+	}
+	e.promoteNext = next
 	if next == 0 {
 		return time.Time{}, nil
 	}

@@ -22,6 +22,7 @@ func limitCases() []testCase {
 		{name: "RateLimitAcrossConfigChange", fn: testRateLimitAcrossConfigChange},
 		{name: "RateLimitGroups", fn: testRateLimitGroups},
 		{name: "RateLimitGroupsWoken", env: testRateLimitGroupsWoken},
+		{name: "RateLimitWoken", env: testRateLimitWoken},
 		{name: "RateLimitGroupsNotStarved", fn: testRateLimitGroupsNotStarved},
 		{name: "RateLimitGroupHoldIsItsOwn", fn: testRateLimitGroupHoldIsItsOwn},
 		{name: "RateLimitGroupHoldEndsWithGroup", fn: testRateLimitGroupHoldEndsWithGroup},
@@ -334,7 +335,7 @@ func testRateLimitGroups(t *testing.T, b broker.Broker) {
 
 // testRateLimitGroupsWoken: a queue whose only work is a fired group that
 // waits for the rate bucket signals TasksReady once the bucket can pay
-// for it (the timer runs on the wall clock: 200ms here).
+// for it: PromoteDue asks to run by then (200ms here), and then signals.
 func testRateLimitGroupsWoken(t *testing.T, e *Env) {
 	b := e.B
 	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 2, Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}})
@@ -347,9 +348,61 @@ func testRateLimitGroupsWoken(t *testing.T, e *Env) {
 	if gl := leaseGroups(t, b, "q", 5, T0, "t"); len(gl) != 0 {
 		t.Fatalf("LeaseGroups with the bucket empty = %+v, want none", gl)
 	}
+	next, err := b.PromoteDue(t.Context(), T0)
+	if err != nil {
+		t.Fatalf("PromoteDue: %v", err)
+	}
+	if next.IsZero() || !next.After(T0) || next.After(at(200*time.Millisecond)) {
+		t.Fatalf("PromoteDue with a group waiting for the bucket asks to run at %v, want by the refill at %v", next, at(200*time.Millisecond))
+	}
+	e.Notes.RequireNoReady(t)
+	if _, err := b.PromoteDue(t.Context(), at(200*time.Millisecond)); err != nil {
+		t.Fatalf("PromoteDue: %v", err)
+	}
 	e.Notes.RequireReady(t, "q")
 	if gl := leaseGroups(t, b, "q", 5, at(200*time.Millisecond), "t"); len(gl) != 1 {
 		t.Fatalf("LeaseGroups once the bucket refilled = %+v, want the group", gl)
+	}
+}
+
+// testRateLimitWoken: a queue whose ready tasks wait for its rate bucket
+// is woken at the refill by PromoteDue, whose next time is the refill's
+// (TimersChanged tells the timer loop it moved earlier); the engine keeps
+// no timer of its own.
+func testRateLimitWoken(t *testing.T, e *Env) {
+	b, n := e.B, e.Notes
+	promote := func(now time.Time) time.Time {
+		t.Helper()
+		next, err := b.PromoteDue(t.Context(), now)
+		if err != nil {
+			t.Fatalf("PromoteDue: %v", err)
+		}
+		return next
+	}
+	setConfig(t, b, "q", broker.QueueConfig{RatePerSecond: 10, RateBurst: 2})
+	for range 5 {
+		EnqueueOne(t, b, T0, NewTask("q"))
+	}
+	if next := promote(T0); !next.IsZero() {
+		t.Fatalf("PromoteDue with nothing timed = %v, want zero", next)
+	}
+	drainReady(n)
+	n.DrainTimers()
+	if got := len(Lease(t, b, "s1", "q", 5, T0, TTL)); got != 2 {
+		t.Fatalf("leased %d with a full bucket of 2, want 2", got)
+	}
+	n.RequireTimers(t, "a lease that emptied the bucket with tasks left")
+	refill := at(100 * time.Millisecond)
+	if next := promote(at(50 * time.Millisecond)); !next.Equal(refill) {
+		t.Fatalf("PromoteDue before the refill asks to run at %v, want the refill at %v", next, refill)
+	}
+	n.RequireNoReady(t)
+	if next := promote(refill); !next.IsZero() {
+		t.Fatalf("PromoteDue at the refill asks to run again at %v, want zero", next)
+	}
+	n.RequireReady(t, "q")
+	if got := len(Lease(t, b, "s1", "q", 5, refill, TTL)); got != 1 {
+		t.Fatalf("leased %d at the refill, want 1", got)
 	}
 }
 

@@ -154,7 +154,6 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	e.hints.stop()
 	e.mu.Unlock()
 	e.pool.Close()
 	return nil

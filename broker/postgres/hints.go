@@ -42,20 +42,15 @@ type hints struct {
 	clockStart int64
 	// bounded counts the queues with a MaxWaiting bound.
 	bounded int
-	timers  map[*time.Timer]struct{}
+	// rateWaits names the queues whose sessions wait for their rate
+	// bucket to refill (bucket.wakeAt): PromoteDue wakes them
+	// (ratelimit.go).
+	rateWaits map[string]struct{}
 }
 
 func (h *hints) init() {
 	h.queues = map[string]*queueHint{}
-	h.timers = map[*time.Timer]struct{}{}
-}
-
-// stop stops the refill timers.
-func (h *hints) stop() {
-	for t := range h.timers {
-		t.Stop()
-	}
-	clear(h.timers)
+	h.rateWaits = map[string]struct{}{}
 }
 
 // firedGroup is a fired group waiting for a session of its type.

@@ -156,6 +156,7 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 		e.hints.bounded--
 	}
 	delete(e.hints.queues, name)
+	delete(e.hints.rateWaits, name)
 	e.mu.Unlock()
 	return nil
 }

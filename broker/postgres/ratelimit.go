@@ -8,13 +8,16 @@ import (
 
 // This file is a queue's rate limit: the contract's token bucket
 // (broker.RateBucket) on its dispatches, kept in memory like the other
-// hints, and the timer that wakes the queue's sessions when it refilled.
+// hints, and the wake of the queue's sessions when it refilled: the
+// refill time is one of the times PromoteDue returns (the engine keeps no
+// timer of its own), and PromoteDue wakes the queue then, as bolt does.
 // A group holding tokens is named by its gid.
 
 // bucket is a queue's rate bucket.
 type bucket struct {
 	broker.RateBucket[int64]
-	// wakeAt is when the armed refill timer fires; 0: none.
+	// wakeAt is when PromoteDue is to wake the queue's sessions for the
+	// refill; 0: not waiting.
 	wakeAt int64
 }
 
@@ -46,7 +49,7 @@ func (e *Engine) tookLocked(q *queueHint, n int, now time.Time) {
 }
 
 // groupTokensLocked reports whether q's bucket lets fired group gid, of n
-// members, go at now; when it must wait, the refill timer is armed.
+// members, go at now; when it must wait, its refill is waited for.
 func (e *Engine) groupTokensLocked(q *queueHint, gid int64, n int, now time.Time) bool {
 	if q.cfg.RatePerSecond <= 0 {
 		return true
@@ -59,24 +62,40 @@ func (e *Engine) groupTokensLocked(q *queueHint, gid int64, n int, now time.Time
 	return ok
 }
 
-// armRefillLocked wakes q's sessions at at (Unix ns, in the bucket's
-// clock), unless a timer armed already fires no later.
+// armRefillLocked has PromoteDue wake q's sessions at at (Unix ns, in
+// the callers' clock), unless a wake is due no later already. A wake
+// earlier than the promoter was last told of signals TimersChanged.
 func (e *Engine) armRefillLocked(q *queueHint, at int64) {
 	if q.bucket.wakeAt != 0 && q.bucket.wakeAt <= at {
 		return
 	}
 	q.bucket.wakeAt = at
-	var t *time.Timer
-	t = time.AfterFunc(time.Duration(at-q.bucket.Last), func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		delete(e.hints.timers, t)
-		if q.bucket.wakeAt == at {
-			q.bucket.wakeAt = 0
+	e.hints.rateWaits[q.name] = struct{}{}
+	if e.hints.nextPromote == 0 || at < e.hints.nextPromote {
+		e.hints.nextPromote = at
+		e.note.TimersChanged()
+	}
+}
+
+// wakeRefilledLocked wakes the sessions of the queues whose refill came
+// by now and have work waiting, and returns the next refill to wait for
+// (0: none). It visits the queues waiting for a refill only.
+func (e *Engine) wakeRefilledLocked(now int64) int64 {
+	next := int64(0)
+	for name := range e.hints.rateWaits {
+		q := e.hints.queues[name]
+		if q != nil && q.bucket.wakeAt > now {
+			earliest(&next, q.bucket.wakeAt)
+			continue
 		}
+		delete(e.hints.rateWaits, name)
+		if q == nil {
+			continue
+		}
+		q.bucket.wakeAt = 0
 		if !e.closed && !q.paused && (q.ready > 0 || len(q.fired) > 0) {
 			e.note.TasksReady(q.name)
 		}
-	})
-	e.hints.timers[t] = struct{}{}
+	}
+	return next
 }

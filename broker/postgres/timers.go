@@ -12,8 +12,9 @@ import (
 const promoteBatch = 10_000
 
 // PromoteDue makes due SCHEDULED and RETRY tasks pending, archives the
-// waiting tasks whose expiry passed and fires the groups whose time came;
-// see broker.Broker.
+// waiting tasks whose expiry passed, fires the groups whose time came and
+// wakes the sessions of the queues whose rate bucket refilled; see
+// broker.Broker.
 func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error) {
 	now := nanos(at)
 	e.mu.Lock()
@@ -31,6 +32,7 @@ func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error
 		return time.Time{}, err
 	}
 	e.mu.Lock()
+	earliest(&next, e.wakeRefilledLocked(now))
 	e.hints.nextPromote = next
 	e.mu.Unlock()
 	return fromNanos(next), nil

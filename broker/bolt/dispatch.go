@@ -53,7 +53,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			if !ok {
 				break
 			}
-			if at, ok := e.expires[k]; ok && at <= now {
+			if e.expiryPassedAt(k, now) {
 				e.unadmitLocked(k) // it left the ready FIFO, not to run
 				e.expiredLocked(k, m, now)
 				continue // past its expiry or deadline: archived, never run

@@ -14,7 +14,8 @@ import (
 // before the lock), unique keys, and conflicts with tasks whose change is
 // not durable yet.
 
-// checkUniqueLocked fails when an incomplete task holds the unique key.
+// checkUniqueLocked fails when another task holds the unique key
+// (broker.UniqueHolds).
 func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 	if uk == "" {
 		return nil
@@ -23,7 +24,7 @@ func (e *Engine) checkUniqueLocked(uk string, now int64) error {
 	if !ok {
 		return nil
 	}
-	if _, live := e.tasks.get(c.k); live && c.holdsAt(now) {
+	if e.uniqueHeldLocked(c, now) {
 		return fmt.Errorf("unique_key %q is held by task %s: %w", uk, c.k, broker.ErrAlreadyExists)
 	}
 	return nil
@@ -49,11 +50,22 @@ func (e *Engine) uniqueNotDurableLocked(uk string, now int64) bool {
 		return false
 	}
 	c, ok := e.unique[uk]
-	if !ok || !c.holdsAt(now) {
+	if !ok || !e.uniqueHeldLocked(c, now) {
 		return false
 	}
-	m, live := e.tasks.get(c.k)
-	return live && m.flags&flagCommitted == 0
+	m, _ := e.tasks.get(c.k)
+	return m.flags&flagCommitted == 0
+}
+
+// uniqueHeldLocked reports whether claim c still holds at now: its task is
+// live (the state the contract's rule reads; a task that left memory is
+// terminal or gone) and its TTL has not passed.
+func (e *Engine) uniqueHeldLocked(c uniqueClaim, now int64) bool {
+	var s broker.State
+	if m, live := e.tasks.get(c.k); live {
+		s = m.state
+	}
+	return broker.UniqueHolds(s, fromNanos(c.until), fromNanos(now))
 }
 
 // existsLookup answers "does a task with this id exist?" for producer-chosen

@@ -166,6 +166,3 @@ type uniqueClaim struct {
 	until int64 // 0: until the task completes
 	since int64 // when the claim was granted (the task's enqueue)
 }
-
-// holdsAt reports whether the claim (of a live task) still holds at now.
-func (c uniqueClaim) holdsAt(now int64) bool { return c.until == 0 || c.until > now }

@@ -302,7 +302,7 @@ func (r *seqRun) snap() snapshot {
 	})
 	s.unique = map[string]key{}
 	for uk, c := range e.unique {
-		if _, live := e.tasks.get(c.k); live && c.holdsAt(nanos(r.now)) {
+		if e.uniqueHeldLocked(c, nanos(r.now)) {
 			s.unique[uk] = c.k
 		}
 	}

@@ -113,14 +113,14 @@ func (e *Engine) setStateLocked(k key, m *meta, to broker.State) {
 }
 
 // indexExpiryLocked indexes a live task's expiry or its deadline,
-// whichever is earlier: a task still waiting then is archived (the flag
-// says which of the two it was, for the message).
+// whichever is earlier (broker.ExpiryOf): a task still waiting then is
+// archived (the flag says which of the two it was, for the message).
 func (e *Engine) indexExpiryLocked(k key, m *meta, at, dl int64) {
-	if dl != 0 && (at == 0 || dl < at) {
-		at = dl
+	x, deadlineFirst := broker.ExpiryOf(fromNanos(at), fromNanos(dl))
+	if deadlineFirst {
 		m.flags |= flagDeadlineFirst
 	}
-	if at == 0 {
+	if at = nanos(x); at == 0 {
 		return
 	}
 	e.expires[k] = at
@@ -156,13 +156,17 @@ func (e *Engine) countExpiredLocked(qi uint16) {
 // expiryPassedLocked reports whether a live task's expiry or deadline
 // passed by now, and the message of its archival if so.
 func (e *Engine) expiryPassedLocked(k key, m meta, now int64) (string, bool) {
-	if at, ok := e.expires[k]; !ok || at > now {
+	if !e.expiryPassedAt(k, now) {
 		return "", false
 	}
-	if m.flags&flagDeadlineFirst != 0 {
-		return broker.DeadlinePassedMessage, true
-	}
-	return broker.ExpiredMessage, true
+	return broker.ExpiryMessage(m.flags&flagDeadlineFirst != 0), true
+}
+
+// expiryPassedAt reports whether live task k is past its expiry or
+// deadline at now (broker.Expired); a task without either never is.
+func (e *Engine) expiryPassedAt(k key, now int64) bool {
+	at, ok := e.expires[k]
+	return ok && broker.Expired(fromNanos(at), fromNanos(now))
 }
 
 // toPendingLocked makes a live task pending now and queues its write; fn

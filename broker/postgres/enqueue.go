@@ -95,15 +95,11 @@ func checkNewTask(nt *broker.NewTask) error {
 	return nil
 }
 
-// expireOf is the earlier of an expiry and a deadline (0: none).
+// expireOf is the earlier of an expiry and a deadline (0: none), as
+// broker.ExpiryOf.
 func expireOf(expires, deadline int64) int64 {
-	switch {
-	case expires == 0:
-		return deadline
-	case deadline == 0:
-		return expires
-	}
-	return min(expires, deadline)
+	at, _ := broker.ExpiryOf(fromNanos(expires), fromNanos(deadline))
+	return nanos(at)
 }
 
 // releaseState is the state a BLOCKED task takes once its dependencies

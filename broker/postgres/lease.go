@@ -97,7 +97,7 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session strin
 	for _, x := range got {
 		task := x.l.Task
 		switch {
-		case x.expireAt != 0 && x.expireAt <= now:
+		case broker.Expired(fromNanos(x.expireAt), fromNanos(now)):
 			if err := t.expireUnleased(ctx, task.ID, now); err != nil {
 				return nil, err
 			}

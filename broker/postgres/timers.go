@@ -11,6 +11,11 @@ import (
 // asks to run again at once.
 const promoteBatch = 10_000
 
+// expiringSQL selects the tasks broker.Expired archives at now ($1): a
+// waiting state (broker.State.Waiting) whose expire_at (ExpiryOf; NULL:
+// none) is not after now. TestExpiringSQL holds it to the Go rule.
+const expiringSQL = `state IN (1, 2, 4, 8, 9) AND expire_at <= $1`
+
 // PromoteDue makes due SCHEDULED and RETRY tasks pending, archives the
 // waiting tasks whose expiry passed, fires the groups whose time came and
 // wakes the sessions of the queues whose rate bucket refilled; see
@@ -49,8 +54,8 @@ func (t *txn) promoteDue(ctx context.Context, now int64) (int64, error) {
 			return 0, err
 		}
 	}
-	expired, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE state IN (1, 2, 4, 8, 9)
-		AND expire_at <= $1 ORDER BY expire_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
+	expired, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE `+expiringSQL+`
+		ORDER BY expire_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -66,15 +66,16 @@ func (t *txn) loadLive(ctx context.Context, id string) (*liveTask, error) {
 // ready reports whether the task is in its queue's ready line.
 func (lt *liveTask) ready() bool { return lt.state == broker.StatePending && !lt.held }
 
-// expiredBy reports whether the task's expiry or deadline passed by now.
-func (lt *liveTask) expiredBy(now int64) bool { return lt.expireAt != 0 && lt.expireAt <= now }
+// expiredBy reports whether the task's expiry or deadline passed by now
+// (broker.Expired).
+func (lt *liveTask) expiredBy(now int64) bool {
+	return broker.Expired(fromNanos(lt.expireAt), fromNanos(now))
+}
 
 // expiryMessage says which of the expiry and the deadline passed.
 func (lt *liveTask) expiryMessage() string {
-	if lt.deadline != 0 && (lt.expiresAt == 0 || lt.deadline < lt.expiresAt) {
-		return broker.DeadlinePassedMessage
-	}
-	return broker.ExpiredMessage
+	_, deadlineFirst := broker.ExpiryOf(fromNanos(lt.expiresAt), fromNanos(lt.deadline))
+	return broker.ExpiryMessage(deadlineFirst)
 }
 
 // leave applies what leaving its state means for the rest: a task that

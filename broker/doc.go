@@ -32,7 +32,7 @@
 // a new task's initial state (NewTask.State), what an attempt leads to
 // (a Decision built with Completed, Retrying, Archived or Released), what a
 // lapsed lease leads to (the reaper's decisions, passed to Reclaim), how
-// long a lease may be renewed (LeaseParams.Limit) and how long terminal
+// long a lease may be renewed (LeaseParams.LimitGrace) and how long terminal
 // tasks are kept (PurgeParams). An engine keeps only what its own state
 // forces: fencing, the expiry and deadline of waiting tasks, and the rule
 // for a task canceled while it ran (Decision.Canceled).
@@ -78,9 +78,25 @@
 //
 // A rule that decides what may run is a pure function of the contract,
 // time passed in, which every engine applies (or mirrors, in SQL, with the
-// function as its tests' oracle): Action.Applies, Decision.Canceled,
-// GroupPolicy.FiresAt, QueueConfig.Admits and Room, RateBucket (the rate
-// limit, which also says when to wake a queue's sessions) and LeaseLimit.
+// function as its tests' oracle):
+//   - Action.Applies: which states an operator's action applies to;
+//   - Decision.Canceled: what a task canceled while it ran becomes;
+//   - LeaseLimit: how long a lease may be renewed;
+//   - QueueConfig.Admits and Room: a queue's bound on waiting tasks;
+//   - QueueConfig.KeyAdmits and KeyStarts: a concurrency key's limit
+//     (KeyLimit), when a keyed task enters the ready line and starts;
+//   - QueueConfig.ActiveRoom and BatchSize: the cap on ACTIVE tasks, for
+//     tasks alone and a fired group's batches;
+//   - RateBucket: the rate limit, which also says when to wake a queue's
+//     sessions (a time PromoteDue returns: no engine keeps a timer);
+//   - GroupPolicy.Full and FiresAt: when a group fires, by size or bytes
+//     and by time;
+//   - DependencyOutcome: what a dependency's end means for its dependent
+//     under each OnFailure policy;
+//   - ExpiryOf, Expired and ExpiryMessage: a waiting task past its expiry
+//     or deadline is archived, not run;
+//   - UniqueHolds: when a unique key's claim lapses.
+//
 // An engine keeps the state the rules read and applies their answers.
 //
 // # Concurrency

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/internal/pgtest"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -59,6 +61,66 @@ func TestPostgresSIGKILLUnderLoadLosesNothing(t *testing.T) {
 	acked := load.stop()
 	t.Logf("%d enqueues acknowledged in all; failed enqueues by code: %v", len(acked), load.failedCodes())
 	checkAllCompleted(t, restarted.url, slices.Concat(acked, active))
+	worker.checkRunning(t)
+}
+
+// TestPostgresRestartUnderLoad restarts PostgreSQL itself (an immediate
+// stop, as a crash, then a start) under a server with producers and a
+// worker at work. The server keeps running: during the outage enqueues
+// fail with unavailable, never another code nor past their deadline, and
+// the health check says NOT_SERVING; once the database is back it says
+// SERVING, enqueues are acknowledged, the worker's tasks are dispatched
+// again, and every acknowledged enqueue is drained to COMPLETED.
+func TestPostgresRestartUnderLoad(t *testing.T) {
+	conveyorBinary(t) // skipped under -short, before the cluster is made
+	db := pgtest.NewCluster(t)
+	// A lease whose commit's answer the outage cut off was never sent to
+	// the session: the task is sent again once the lease lapses.
+	child := startPostgresChild(t, db.URL, "127.0.0.1:0", "--lease-ttl", "5s")
+	load := startLoad(t, child.url, 8)
+	worker := startCrashWorker(t, child.url)
+	hc := servertest.HTTPClient()
+	defer hc.CloseIdleConnections()
+	health := grpchealth.NewClient(hc, child.url, connect.WithGRPC())
+	status := func() grpchealth.Status {
+		res, err := health.Check(context.Background(), &grpchealth.CheckRequest{})
+		if err != nil {
+			return grpchealth.StatusUnknown
+		}
+		return res.Status
+	}
+	servertest.Eventually(t, crashWait, "300 acknowledged enqueues and 100 handled tasks", func() bool {
+		return load.acks.Load() >= 300 && worker.handled.Load() >= 100
+	})
+
+	db.Stop("immediate")
+	unavailable := load.unavailable.Load()
+	servertest.Eventually(t, crashWait, "an enqueue failed with unavailable during the outage", func() bool {
+		return load.unavailable.Load() > unavailable
+	})
+	servertest.Eventually(t, crashWait, "health NOT_SERVING during the outage", func() bool {
+		return status() == grpchealth.StatusNotServing
+	})
+
+	db.Start()
+	ackedAtStart, handledAtStart := load.acks.Load(), worker.handled.Load()
+	servertest.Eventually(t, crashWait, "health SERVING once the database is back", func() bool {
+		return status() == grpchealth.StatusServing
+	})
+	servertest.Eventually(t, crashWait, "enqueues acknowledged and tasks handled once the database is back", func() bool {
+		return load.acks.Load() >= ackedAtStart+300 && worker.handled.Load() >= handledAtStart+100
+	})
+	acked := load.stop()
+	codes := load.failedCodes()
+	t.Logf("%d enqueues acknowledged in all; failed enqueues by code: %v", len(acked), codes)
+	for code, n := range codes {
+		if code != connect.CodeUnavailable {
+			t.Errorf("%d enqueues failed with %v, want only unavailable: %s", n, code, load.firstFailure(code))
+		}
+	}
+	// The server that answers here is the one started above: nothing
+	// restarted it, so it ran through the outage.
+	checkAllCompleted(t, child.url, acked)
 	worker.checkRunning(t)
 }
 
@@ -233,6 +295,12 @@ func (l *enqueueLoad) failedCodes() map[connect.Code]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.codes)
+}
+
+func (l *enqueueLoad) firstFailure(code connect.Code) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failures[code]
 }
 
 // crashWorker is a Go SDK worker that completes every task of type t.

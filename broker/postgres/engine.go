@@ -280,10 +280,12 @@ func unavailableClass(code string) bool {
 }
 
 // isConnError reports whether err is the connection to the database
-// failing.
+// failing. A socket's own error (a reset, a broken pipe: the database
+// killed or restarted under a statement) reaches the caller unwrapped.
 func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
+	var oe *net.OpError
+	return errors.As(err, &ce) || errors.As(err, &oe) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 

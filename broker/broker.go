@@ -70,6 +70,12 @@ type Broker interface {
 	// Complete applies a decision about a leased task, fenced by its lease
 	// (ErrLeaseLost when stale), and returns the state the task is in after.
 	Complete(ctx context.Context, d Decision) (State, error)
+	// CompleteBatch applies decisions about leased tasks, each on its own
+	// as Complete does (results[i] is for ds[i]: the state after, or its
+	// error, ErrLeaseLost when stale), in one step of the engine's: one
+	// commit, where its writes are committed together. The error returned
+	// is for the call as a whole (nothing was applied).
+	CompleteBatch(ctx context.Context, ds []Decision) ([]Completion, error)
 	// Release returns leased tasks to pending with no retry increment, for a
 	// session that ended; leases that are no longer current are skipped.
 	Release(ctx context.Context, p ReleaseParams) error

@@ -27,6 +27,13 @@ type Decision struct {
 	Verdict bool
 }
 
+// Completion is the outcome of one decision of a CompleteBatch: the state
+// the task is in after, or why the decision was not applied.
+type Completion struct {
+	State State
+	Err   error
+}
+
 // DecisionKind is the state a Decision moves a task to.
 type DecisionKind uint8
 

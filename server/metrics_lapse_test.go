@@ -37,6 +37,14 @@ func (r *reapFirstBroker) Complete(ctx context.Context, d broker.Decision) (brok
 	return r.Broker.Complete(ctx, d)
 }
 
+func (r *reapFirstBroker) CompleteBatch(ctx context.Context, ds []broker.Decision) ([]broker.Completion, error) {
+	select {
+	case <-r.reclaimed:
+	case <-ctx.Done():
+	}
+	return r.Broker.CompleteBatch(ctx, ds)
+}
+
 // TestMetricsLapseRacingTheResult: when the reaper takes a lease back while
 // the worker's Result for it is on its way into the engine, the lapse
 // happened (the task is retried with one more retry counted), so

@@ -13,7 +13,6 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
 // errShuttingDown ends sessions when the server stops; workers treat it as
@@ -68,6 +67,13 @@ type session struct {
 	lastHeartbeat time.Time
 	ended         bool
 	reclaimTimer  *time.Timer
+
+	// completions applies the session's Results (session_complete.go).
+	completions *completions
+	// sendFence is the completions fence read with the send budget: the
+	// deliveries that fill the slots it counted are sent after the
+	// Results that freed them are recorded. Only the send loop uses it.
+	sendFence uint64
 }
 
 type sessionInfo struct {
@@ -100,6 +106,7 @@ func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello,
 		s.weights = append(s.weights, int(hello.GetQueues()[q]))
 	}
 	s.gate = flushGateFrom(ctx)
+	s.completions = newCompletions(s)
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	return s
 }
@@ -327,44 +334,13 @@ func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 		}
 	}
 	s.scheduleReclaimLocked(s.flight.nextReclaim())
+	// Queued under s.mu, before end can mark the session ended: the
+	// completions goroutine, seeing it ended, finds every Result queued.
+	s.completions.add(apply)
 	s.mu.Unlock()
-	for _, a := range apply {
-		s.complete(a.m, a.r)
-	}
+	// The answered slots are free now: the next tasks are leased while
+	// these Results commit, and sent once they have (sendFence).
 	s.wake()
-}
-
-// complete records one attempt's Result with the broker: the retry rule
-// decides what it leads to, the broker applies the decision.
-func (s *session) complete(m *member, r *conveyorv1.Result) {
-	outcome, errMsg, result := checkedResult(r)
-	a := scheduler.Attempt{SessionID: s.id, Lease: m.ref(), Retried: m.retried, MaxRetry: m.maxRetry, Policy: m.policy}
-	now := s.hub.now()
-	d := s.hub.retrier.AfterResult(a, brokerOutcome(outcome), errMsg, result, now)
-	// The Result is applied even if the session ends meanwhile: the slot
-	// was given back as it arrived, so nothing else would release the
-	// task. The store down, it is kept and applied once the store answers:
-	// a worker's outcome is not dropped for an outage.
-	ctx := context.WithoutCancel(s.ctx)
-	to, err := s.hub.broker.Complete(ctx, d)
-	for outage := (storageOutage{}); errors.Is(err, broker.ErrUnavailable) && outage.wait(s.ctx) == nil; {
-		to, err = s.hub.broker.Complete(ctx, d)
-	}
-	switch {
-	case err == nil:
-		s.hub.metrics.attemptEnded(m.queue, m.typ, d.Kind, to, now.Sub(m.sentAt))
-	case errors.Is(err, broker.ErrLeaseLost):
-		// The reaper took the lease back between this Result's arrival
-		// and its application (nothing else takes a running session's
-		// lease), so leaseLapsed, finding the member answered, did not
-		// count the lapse: it is counted here.
-		// (What the lapse left the task in is not known here.)
-		s.hub.metrics.leaseLapsed(m.queue, m.typ, 0)
-		s.hub.lateResults.Add(1)
-		s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)
-	case err != nil && s.ctx.Err() == nil:
-		s.log.Error("record result", "task", m.taskID, "err", err)
-	}
 }
 
 // checkedResult bounds a Result's values: an oversized result fails the

@@ -65,7 +65,11 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 			"concurrency", s.concurrency, "max_session_concurrency", s.window)
 	}
 
-	h.wg.Add(2)
+	h.wg.Add(3)
+	go func() {
+		defer h.wg.Done()
+		s.completions.run()
+	}()
 	sendDone := make(chan struct{})
 	go func() {
 		defer h.wg.Done()
@@ -88,8 +92,10 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 	s.end(err)
 	// The receive loop (or the hub) may be the one ending the session:
 	// end cancels only once the leases are released, so this returns, and
-	// the stream ends, after they are.
+	// the stream ends, after they are, and after the Results that
+	// arrived are recorded.
 	<-s.ctx.Done()
+	<-s.completions.done
 	err = context.Cause(s.ctx)
 	if errors.Is(err, errEndOfRequests) {
 		s.log.Info("worker session closed by the worker")

@@ -22,6 +22,26 @@ func (e *Engine) Complete(_ context.Context, d broker.Decision) (broker.State, e
 	return e.applyLocked(k, d), nil
 }
 
+// CompleteBatch applies decisions about leased tasks, each on its own,
+// under one hold of the lock; see broker.Broker.
+func (e *Engine) CompleteBatch(_ context.Context, ds []broker.Decision) ([]broker.Completion, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	out := make([]broker.Completion, len(ds))
+	for i, d := range ds {
+		k, _, err := e.currentLeaseLocked(d.SessionID, d.Lease)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].State = e.applyLocked(k, d)
+	}
+	return out, nil
+}
+
 // applyLocked applies decision d to the leased task k, whose lease the
 // caller has checked, and returns the task's state after. The storage's
 // overrides apply here: a task an operator canceled while it ran follows

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func completeCases() []testCase {
 		{name: "ResultNotRetained", fn: testCompleteResultNotRetained},
 		{name: "ErrorHistory", fn: testCompleteErrorHistory},
 		{name: "ExpiredWhileRunning", fn: testCompleteExpiredWhileRunning},
+		{name: "Batch", fn: testCompleteBatch},
 	}
 }
 
@@ -274,4 +276,67 @@ func testCompleteExpiredWhileRunning(t *testing.T, b broker.Broker) {
 		}
 	}
 	RequireState(t, b, s.ID, completed)
+}
+
+// testCompleteBatch: a batch of decisions is applied each on its own, as
+// Complete applies one: the plain ones, and those whose task has more to
+// it (a key whose next task is admitted, a unique key freed, a dependent
+// told, a cancel that came while it ran); a stale one, or a second one for
+// the same lease, fails alone with ErrLeaseLost.
+func testCompleteBatch(t *testing.T, b broker.Broker) {
+	unique := NewTask("q")
+	unique.UniqueKey = "batch"
+	ts := Enqueue(t, b, T0, NewTask("q"), NewTask("q"), keyed("q", "k"), unique, NewTask("q"), NewTask("q"))
+	waiter := EnqueueOne(t, b, T0, dependent("q", broker.Dependency{TaskID: ts[4].ID, OnFailure: broker.OnFailureBlock}))
+	next := EnqueueOne(t, b, T0, keyed("q", "k")) // held behind the keyed one
+	ls := Lease(t, b, "s1", "q", 10, T0, TTL)
+	if len(ls) != 6 {
+		t.Fatalf("leased %d, want the 6 (the second keyed task held)", len(ls))
+	}
+	byID := map[string]broker.Lease{}
+	for _, l := range ls {
+		byID[l.Task.ID] = l
+	}
+	actOK(t, b, broker.ActionCancel, T0, ts[5].ID)
+	now := at(time.Second)
+	stale := Ref(byID[ts[0].ID])
+	stale.Token++
+	ds := []broker.Decision{
+		broker.Completed("s1", Ref(byID[ts[0].ID]), now, []byte("r0")),
+		broker.Retrying("s1", Ref(byID[ts[1].ID]), now, at(time.Hour), "flaky").WithVerdict(),
+		broker.Completed("s1", Ref(byID[ts[2].ID]), now, nil),
+		broker.Completed("s1", Ref(byID[ts[3].ID]), now, nil),
+		broker.Archived("s1", Ref(byID[ts[4].ID]), now, "bad").WithVerdict(),
+		broker.Released("s1", Ref(byID[ts[5].ID]), now),
+		broker.Completed("s1", stale, now, nil),
+		broker.Completed("s1", Ref(byID[ts[0].ID]), now, []byte("again")),
+	}
+	res, err := b.CompleteBatch(t.Context(), ds)
+	if err != nil || len(res) != len(ds) {
+		t.Fatalf("CompleteBatch = %v, %v", res, err)
+	}
+	want := []broker.State{completed, retry, completed, completed, archived, canceled}
+	for i, w := range want {
+		if res[i].Err != nil || res[i].State != w {
+			t.Fatalf("results[%d] = %+v, want %s", i, res[i], w)
+		}
+	}
+	for _, i := range []int{6, 7} {
+		if !errors.Is(res[i].Err, broker.ErrLeaseLost) {
+			t.Fatalf("results[%d] = %+v, want ErrLeaseLost", i, res[i])
+		}
+	}
+	if got := RequireState(t, b, ts[0].ID, completed); string(got.Result) != "r0" {
+		t.Fatalf("result %q, want the first decision's", got.Result)
+	}
+	RequireState(t, b, waiter.ID, blocked)
+	if l := LeaseOne(t, b, "s2", "q", now); l.Task.ID != next.ID {
+		t.Fatalf("leased %s, want the keyed task admitted once the first ended", l.Task.ID)
+	}
+	dupe := NewTask("q")
+	dupe.UniqueKey = "batch"
+	EnqueueOne(t, b, now, dupe)
+	if q := Queue(t, b, "q"); q.Processed != 5 || q.Failed != 2 {
+		t.Fatalf("Processed %d Failed %d, want 5 and 2 (verdicts only)", q.Processed, q.Failed)
+	}
 }

@@ -13,6 +13,9 @@ import (
 // Lease leases ready tasks to a session; see broker.Broker. Each pick is
 // one statement: the first N rows of the queue's ready line, locked with
 // SKIP LOCKED (so concurrent sessions take different tasks), made ACTIVE.
+// The rows are updated by the physical address the lock returned (they
+// are locked: it cannot change before the update), which spares a
+// primary-key lookup per task.
 // The queue's caps (max_active, the rate limit) are reserved in memory
 // before, so concurrent calls never pass them together.
 func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
@@ -50,13 +53,13 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 // admitted) goes back to its key's line.
 func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration) ([]broker.Lease, error) {
 	rows, err := t.query(ctx, `WITH picked AS (
-			SELECT id, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
+			SELECT ctid AS tid, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
 			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4,
 			lease_token = nextval('conveyor_lease_token'), canceled = false,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
-		FROM picked WHERE t.id = picked.id
+		FROM picked WHERE t.ctid = picked.tid
 		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
 		queue, n, now, session, expiry, int64(grace))
 	if err != nil {

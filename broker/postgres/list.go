@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,8 @@ const (
 )
 
 // ListTasks returns a page of a queue's tasks; see broker.Broker. A page
-// is one statement over the (queue, state, id) indexes: in id order (or
-// its reverse), from the cursor on.
+// is one statement over the (queue, state, id) index: in id order (or its
+// reverse), from the cursor on.
 func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.ListPage, error) {
 	if err := e.checkOpen(); err != nil {
 		return broker.ListPage{}, err
@@ -44,23 +45,23 @@ func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.Lis
 	if from == "" && p.Descending {
 		cmp = "<>" // no bound: every id
 	}
-	filtered := p.Search != "" || p.Group != ""
+	// The type is a filter too: an index per type would be one more for
+	// every state change of every task to maintain.
+	filtered := p.Search != "" || p.Group != "" || p.Type != ""
 	window := limit + 1
 	if filtered {
 		window = max(listMaxExamined, limit+1)
 	}
-	// The window is the next tasks of the listing's state and type in
-	// order; the filters (search, group) are applied within it, so one
-	// call examines a bounded number of tasks whatever it matches.
-	sql := `WITH w AS (
-			SELECT id FROM conveyor_tasks WHERE queue = $1 AND ($2 = 0 OR state = $2) AND ($3 = '' OR type = $3)
-				AND id ` + cmp + ` $4 ORDER BY id ` + dir + ` LIMIT $5)
+	// The window is the next tasks of the listing's state(s) in order; the
+	// filters (type, search, group) are applied within it, so one call
+	// examines a bounded number of tasks whatever it matches.
+	sql := `WITH w AS (` + listWindow(p.State, dir, cmp, "$4") + `)
 		SELECT ` + cols + `, w.id FROM w JOIN conveyor_tasks t ON t.id = w.id
-		WHERE ($6 = '' OR t.group_key = $6) AND ($7 = '' OR strpos(t.id, $7) > 0
+		WHERE ($5 = '' OR t.type = $5) AND ($6 = '' OR t.group_key = $6) AND ($7 = '' OR strpos(t.id, $7) > 0
 			OR position(convert_to($7, 'UTF8') IN t.payload) > 0
 			OR EXISTS (SELECT 1 FROM jsonb_each_text(t.metadata) m WHERE strpos(m.value, $7) > 0))
 		ORDER BY w.id ` + dir + ` LIMIT $8`
-	rows, err := e.pool.Query(ctx, sql, p.Queue, int16(p.State), p.Type, from, window, p.Group, p.Search, limit+1)
+	rows, err := e.pool.Query(ctx, sql, p.Queue, int16(p.State), from, window, p.Type, p.Group, p.Search, limit+1)
 	if err != nil {
 		return broker.ListPage{}, e.storageError(err)
 	}
@@ -74,9 +75,8 @@ func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.Lis
 		// The window may have ended before the listing did: go on at the
 		// first task it did not examine.
 		var more string
-		err := e.pool.QueryRow(ctx, `SELECT id FROM conveyor_tasks WHERE queue = $1 AND ($2 = 0 OR state = $2)
-			AND ($3 = '' OR type = $3) AND id `+cmp+` $4 ORDER BY id `+dir+` OFFSET $5 LIMIT 1`,
-			p.Queue, int16(p.State), p.Type, from, window).Scan(&more)
+		err := e.pool.QueryRow(ctx, `SELECT id FROM (`+listWindow(p.State, dir, cmp, "$4 + 1")+`) w
+			ORDER BY id `+dir+` OFFSET $4 LIMIT 1`, p.Queue, int16(p.State), from, window).Scan(&more)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return broker.ListPage{}, e.storageError(err)
 		}
@@ -88,6 +88,28 @@ func (e *Engine) ListTasks(ctx context.Context, p broker.ListParams) (broker.Lis
 		return broker.ListPage{}, e.storageError(err)
 	}
 	return page, nil
+}
+
+// listWindow is the SQL of a listing's window: the ids of queue $1's
+// tasks in state $2 from id $3 on (cmp, in direction dir), at most limit
+// of them, off the (queue, state, id) index. A listing of every state
+// merges one such range per state ($2 unused but for its type): the
+// tasks of a queue in id order whatever their state would need an index
+// of their own, one more to maintain on every insert and state change.
+func listWindow(state broker.State, dir, cmp, limit string) string {
+	one := func(st string) string {
+		return `SELECT id FROM conveyor_tasks WHERE queue = $1 AND state = ` + st + ` AND id ` + cmp + ` $3
+			ORDER BY id ` + dir + ` LIMIT ` + limit
+	}
+	if state != broker.StateUnspecified {
+		return one("$2")
+	}
+	parts := make([]string, 0, broker.NumStates)
+	for s := broker.StateScheduled; s < broker.NumStates; s++ {
+		parts = append(parts, "("+one(strconv.Itoa(int(s)))+")")
+	}
+	return `SELECT id FROM (` + strings.Join(parts, " UNION ALL ") + `) u WHERE $2::smallint = 0
+		ORDER BY id ` + dir + ` LIMIT ` + limit
 }
 
 // collectPage reads up to limit tasks; one more, or the byte bound, makes

@@ -30,6 +30,9 @@ CREATE TABLE conveyor_queue_totals (
     PRIMARY KEY (queue, shard)
 );
 
+-- The FIFO order of ready tasks.
+CREATE SEQUENCE conveyor_ready_seq;
+
 -- Tasks, in every state until purged.
 CREATE TABLE conveyor_tasks (
     id               text COLLATE "C" PRIMARY KEY,
@@ -48,7 +51,8 @@ CREATE TABLE conveyor_tasks (
     -- a PENDING one became ready, a BLOCKED one's process_at.
     due_at           bigint   NOT NULL DEFAULT 0,
     -- ready_seq orders the ready tasks of a priority: first in, first out.
-    ready_seq        bigint   NOT NULL DEFAULT 0,
+    -- Its default numbers the rows of an enqueue's COPY in order.
+    ready_seq        bigint   NOT NULL DEFAULT nextval('conveyor_ready_seq'),
     started_at       bigint   NOT NULL DEFAULT 0,
     completed_at     bigint   NOT NULL DEFAULT 0,
     expires_at       bigint   NOT NULL DEFAULT 0,
@@ -98,17 +102,16 @@ CREATE TABLE conveyor_tasks (
 -- The ready line: PENDING tasks not held back, by priority then FIFO.
 CREATE INDEX conveyor_tasks_ready ON conveyor_tasks (queue, priority DESC, ready_seq)
     WHERE state = 2 AND NOT held;
--- The listing, by queue, state (and type), in id order.
+-- The listing, by queue and state, in id order (a listing by type filters
+-- it; one of every state merges the states: each index here is written on
+-- every insert and state change, the hot path).
 CREATE INDEX conveyor_tasks_list ON conveyor_tasks (queue, state, id);
-CREATE INDEX conveyor_tasks_list_all ON conveyor_tasks (queue, id);
-CREATE INDEX conveyor_tasks_list_type ON conveyor_tasks (queue, state, type, id);
 -- Timers: due SCHEDULED and RETRY tasks, expiries of waiting tasks,
 -- lease expiries, purges.
 CREATE INDEX conveyor_tasks_due ON conveyor_tasks (due_at) WHERE state IN (1, 4);
 CREATE INDEX conveyor_tasks_expire ON conveyor_tasks (expire_at)
     WHERE state IN (1, 2, 4, 8, 9) AND expire_at IS NOT NULL;
 CREATE INDEX conveyor_tasks_lease ON conveyor_tasks (lease_expiry) WHERE state = 3;
-CREATE INDEX conveyor_tasks_active ON conveyor_tasks (queue) WHERE state = 3;
 CREATE INDEX conveyor_tasks_purge_own ON conveyor_tasks (purge_at) WHERE purge_at IS NOT NULL;
 CREATE INDEX conveyor_tasks_ended ON conveyor_tasks (state, completed_at)
     WHERE state IN (5, 6, 7) AND purge_at IS NULL;
@@ -118,8 +121,6 @@ CREATE INDEX conveyor_tasks_held ON conveyor_tasks (queue, concurrency_key, prio
 -- A group's members.
 CREATE INDEX conveyor_tasks_group ON conveyor_tasks (group_gid) WHERE group_gid IS NOT NULL;
 
--- The FIFO order of ready tasks.
-CREATE SEQUENCE conveyor_ready_seq;
 -- Lease tokens, unique for good.
 CREATE SEQUENCE conveyor_lease_token;
 

@@ -243,6 +243,10 @@ func Run(ctx context.Context, cfg Config) Result {
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
 		"durability": "fsync per group commit (bbolt)",
 	}
+	if cfg.DatabaseURL != "" {
+		res.Settings["durability"] = "PostgreSQL commit per transaction (the server's synchronous_commit)"
+		res.Settings["broker"] = "postgres"
+	}
 	// Batching decides what an enqueue costs (W2: about 2x): a line must say
 	// which path it measured.
 	res.Settings["enqueue_batching"] = "on (the SDK's default: concurrent calls share an RPC)"

@@ -82,8 +82,11 @@ type queueHint struct {
 	// entering counts the new tasks enqueue calls in progress admitted
 	// under the queue's bound (bound.go); refused is set once the bound
 	// refused a task, until the notifier answers that nobody waits.
-	entering                             int64
-	refused                              bool
+	entering int64
+	refused  bool
+	// recheck is set while a look at the queue after a short lease is
+	// armed (recheckLater).
+	recheck                              bool
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }

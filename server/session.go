@@ -70,6 +70,10 @@ type session struct {
 
 	// completions applies the session's Results (session_complete.go).
 	completions *completions
+	// sendFence is the completions fence read with the send budget: the
+	// deliveries that fill the slots it counted are sent after the
+	// Results that freed them are recorded. Only the send loop uses it.
+	sendFence uint64
 }
 
 type sessionInfo struct {
@@ -335,7 +339,7 @@ func (s *session) results(rs []*conveyorv1.Result, batch bool) {
 	s.completions.add(apply)
 	s.mu.Unlock()
 	// The answered slots are free now: the next tasks are leased while
-	// these Results commit, not after.
+	// these Results commit, and sent once they have (sendFence).
 	s.wake()
 }
 

@@ -15,8 +15,12 @@ import (
 // that commits per call). The receive loop only queues them, so it goes on
 // reading (heartbeats, more Results) while a batch commits.
 //
-// A Result is applied even if its session ends meanwhile: its slot was
-// given back as it arrived, so nothing else would release the task. The
+// A Result's slot is given back as it arrives, so the next task is leased
+// while the Result commits; but the send loop sends it only once the
+// Results that freed its slot are recorded (await), so a worker sent its
+// next task knows its last outcome is in the store, visible to every
+// reader. A Result is applied even if its session ends meanwhile: nothing
+// else would release the task. The
 // store down, the batch is kept and applied once the store answers: a
 // worker's outcome is not dropped for an outage. The goroutine ends once
 // the session has ended and its queue is empty; the stream ends after it
@@ -27,10 +31,50 @@ type completions struct {
 	pending []answered
 	wakeCh  chan struct{}
 	done    chan struct{} // closed once run returns
+
+	// queued counts the Results added, recorded those applied (in the
+	// same order); recordedCh is closed, and replaced, at each record.
+	queued, recorded uint64
+	recordedCh       chan struct{}
 }
 
 func newCompletions(s *session) *completions {
-	return &completions{s: s, wakeCh: make(chan struct{}, 1), done: make(chan struct{})}
+	return &completions{s: s, wakeCh: make(chan struct{}, 1), done: make(chan struct{}), recordedCh: make(chan struct{})}
+}
+
+// fence is what await must wait for to see every Result added so far
+// recorded.
+func (c *completions) fence() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued
+}
+
+// await waits until the Results added before fence was read are recorded,
+// or ctx ends.
+func (c *completions) await(ctx context.Context, fence uint64) error {
+	for {
+		c.mu.Lock()
+		done, ch := c.recorded >= fence, c.recordedCh
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// markRecorded notes n more Results applied and wakes await's waiters.
+func (c *completions) markRecorded(n int) {
+	c.mu.Lock()
+	c.recorded += uint64(n)
+	close(c.recordedCh)
+	c.recordedCh = make(chan struct{})
+	c.mu.Unlock()
 }
 
 // add queues answered Results.
@@ -40,6 +84,7 @@ func (c *completions) add(as []answered) {
 	}
 	c.mu.Lock()
 	c.pending = append(c.pending, as...)
+	c.queued += uint64(len(as))
 	c.mu.Unlock()
 	select {
 	case c.wakeCh <- struct{}{}:
@@ -69,7 +114,7 @@ func (c *completions) run() {
 		as := c.take()
 		if len(as) > 0 {
 			c.apply(as)
-			c.s.wake() // the slots they freed may be filled
+			c.markRecorded(len(as))
 			continue
 		}
 		if ended {

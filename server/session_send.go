@@ -161,6 +161,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	clear(plan.skip)
 	clear(plan.skipGroups)
 	for {
+		s.sendFence = s.completions.fence() // before the budget: the slots it counts were freed by then
 		b := s.budget()
 		if b.singles <= 0 && b.batches <= 0 {
 			return nil
@@ -216,6 +217,8 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	if len(leases) == 0 {
 		return 0, nil
 	}
+	// A session ending meanwhile is seen below and hands the leases back.
+	_ = s.completions.await(s.ctx, s.sendFence)
 	msgs := make([]*conveyorv1.ServerMessage, len(leases))
 	s.mu.Lock()
 	if s.ended {
@@ -302,6 +305,9 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 				return sent, context.Cause(s.ctx)
 			}
 			return sent, toConnectError(s.log, err)
+		}
+		if len(gls) > 0 {
+			_ = s.completions.await(s.ctx, s.sendFence) // an ending session is seen below
 		}
 		// Every group is recorded before the first is sent, so that if the
 		// session ends meanwhile (or a Send fails), end releases them all.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,6 +87,13 @@ type Engine struct {
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).
 	lapses sync.RWMutex
+
+	// commits is shared by every commit with its hints' update, and held
+	// whole by a resync of the hints (resync.go); hintsStale is set when
+	// a commit's outcome was lost, resyncs counts the resyncs running.
+	commits    sync.RWMutex
+	hintsStale atomic.Bool
+	resyncs    sync.WaitGroup
 }
 
 var errClosed = fmt.Errorf("postgres: %w", broker.ErrClosed)
@@ -156,6 +164,7 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.pool.Close()
+	e.resyncs.Wait()
 	return nil
 }
 
@@ -203,10 +212,7 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 			err = t.flush(ctx)
 		}
 		if err == nil {
-			// The commit runs to its end even when the caller gives up
-			// meanwhile: a commit cut short leaves its outcome unknown (a
-			// lease granted that nobody learns of, and nobody releases).
-			err = t.tx.Commit(context.WithoutCancel(ctx))
+			err = e.commit(ctx, t)
 		} else {
 			_ = t.tx.Rollback(context.WithoutCancel(ctx))
 		}
@@ -219,10 +225,34 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 		if err != nil {
 			return e.storageError(err)
 		}
-		e.health.ok()
-		e.applyCommitted(t)
+		for _, fn := range t.after {
+			fn()
+		}
 		return nil
 	}
+}
+
+// commit commits t and applies what it did to the hints, sharing
+// e.commits with every other commit. The commit runs to its end even when
+// the caller gives up meanwhile: a commit cut short leaves its outcome
+// unknown (a lease granted that nobody learns of, and nobody releases).
+// When the outcome is lost anyway (the connection failed under it), the
+// hints are marked stale, to be read again from the database.
+func (e *Engine) commit(ctx context.Context, t *txn) error {
+	e.commits.RLock()
+	err := t.tx.Commit(context.WithoutCancel(ctx))
+	if err == nil {
+		e.health.ok()
+		e.applyCommitted(t)
+	}
+	e.commits.RUnlock()
+	if err != nil && commitOutcomeUnknown(err) {
+		e.hintsStale.Store(true)
+	}
+	if err == nil && e.hintsStale.Load() {
+		e.startResync()
+	}
+	return err
 }
 
 // maxTxAttempts bounds how often inTx runs a transaction the database
@@ -279,10 +309,12 @@ func unavailableClass(code string) bool {
 }
 
 // isConnError reports whether err is the connection to the database
-// failing.
+// failing. A socket's own error (a reset, a broken pipe: the database
+// killed or restarted under a statement) reaches the caller unwrapped.
 func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
+	var oe *net.OpError
+	return errors.As(err, &ce) || errors.As(err, &oe) || errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/conveyor-dev/conveyor/broker"
 )
 
@@ -75,8 +77,11 @@ type queueHint struct {
 	// entering counts the new tasks enqueue calls in progress admitted
 	// under the queue's bound (bound.go); refused is set once the bound
 	// refused a task, until the notifier answers that nobody waits.
-	entering                             int64
-	refused                              bool
+	entering int64
+	refused  bool
+	// recheck is set while a look at the queue after a short lease is
+	// armed (recheckLater).
+	recheck                              bool
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }
@@ -93,92 +98,111 @@ func (e *Engine) queueLocked(name string) *queueHint {
 // loadHints reads the hints from the database: each queue's row, totals
 // and per-state counts, and its fired groups.
 func (e *Engine) loadHints(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rows, err := e.pool.Query(ctx, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
-		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`)
+	qs, err := readHints(ctx, e.pool)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hints.queues = qs
+	e.hints.bounded = 0
+	for _, q := range qs {
+		if q.cfg.MaxWaiting > 0 {
+			e.hints.bounded++
+		}
+	}
+	return nil
+}
+
+// readHints reads what the database holds of each queue: its row, totals,
+// per-state and ready counts, and fired groups.
+func readHints(ctx context.Context, db querier) (map[string]*queueHint, error) {
+	qs := map[string]*queueHint{}
+	get := func(name string) *queueHint {
+		q := qs[name]
+		if q == nil {
+			q = &queueHint{name: name, fired: map[int64]firedGroup{}}
+			qs[name] = q
+		}
+		return q
+	}
+	err := eachRow(ctx, db, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
+		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`, func(rows pgx.Rows) error {
 		var name string
 		var cfg broker.QueueConfig
 		var paused bool
 		var delay, grace int64
 		if err := rows.Scan(&name, &paused, &cfg.ConcurrencyLimit, &cfg.MaxActive, &cfg.RatePerSecond, &cfg.RateBurst,
 			&cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting); err != nil {
-			rows.Close()
 			return err
 		}
 		cfg.Group.MaxDelay, cfg.Group.GracePeriod = time.Duration(delay), time.Duration(grace)
-		q := e.queueLocked(name)
+		q := get(name)
 		q.paused, q.cfg = paused, cfg
-		if cfg.MaxWaiting > 0 {
-			e.hints.bounded++
-		}
+		return nil
+	})
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT queue, sum(enqueued), sum(processed), sum(failed), sum(expired)
+			FROM conveyor_queue_totals GROUP BY queue`, func(rows pgx.Rows) error {
+			var name string
+			var t [4]int64
+			if err := rows.Scan(&name, &t[0], &t[1], &t[2], &t[3]); err != nil {
+				return err
+			}
+			q := get(name)
+			q.enqueued, q.processed, q.failed, q.expired = t[0], t[1], t[2], t[3]
+			return nil
+		})
 	}
-	if err := rows.Err(); err != nil {
-		return err
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT queue, state, held, count(*) FROM conveyor_tasks GROUP BY 1, 2, 3`, func(rows pgx.Rows) error {
+			var name string
+			var state int16
+			var held bool
+			var n int64
+			if err := rows.Scan(&name, &state, &held, &n); err != nil {
+				return err
+			}
+			q := get(name)
+			q.counts[state] += n
+			if broker.State(state) == broker.StatePending && !held {
+				q.ready += n
+			}
+			return nil
+		})
 	}
-	rows, err = e.pool.Query(ctx, `SELECT queue, sum(enqueued), sum(processed), sum(failed), sum(expired)
-		FROM conveyor_queue_totals GROUP BY queue`)
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT gid, queue, type, live FROM conveyor_groups WHERE fired AND live > 0`, func(rows pgx.Rows) error {
+			var gid int64
+			var name string
+			var g firedGroup
+			if err := rows.Scan(&gid, &name, &g.typ, &g.live); err != nil {
+				return err
+			}
+			get(name).fired[gid] = g
+			return nil
+		})
+	}
+	return qs, err
+}
+
+// eachRow runs sql and calls fn for each row it returns.
+func eachRow(ctx context.Context, db querier, sql string, fn func(pgx.Rows) error) error {
+	rows, err := db.Query(ctx, sql)
 	if err != nil {
 		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
-		var name string
-		var t [4]int64
-		if err := rows.Scan(&name, &t[0], &t[1], &t[2], &t[3]); err != nil {
-			rows.Close()
+		if err := fn(rows); err != nil {
 			return err
 		}
-		q := e.queueLocked(name)
-		q.enqueued, q.processed, q.failed, q.expired = t[0], t[1], t[2], t[3]
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = e.pool.Query(ctx, `SELECT queue, state, held, count(*) FROM conveyor_tasks GROUP BY 1, 2, 3`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var name string
-		var state int16
-		var held bool
-		var n int64
-		if err := rows.Scan(&name, &state, &held, &n); err != nil {
-			rows.Close()
-			return err
-		}
-		q := e.queueLocked(name)
-		q.counts[state] += n
-		if broker.State(state) == broker.StatePending && !held {
-			q.ready += n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = e.pool.Query(ctx, `SELECT gid, queue, type, live FROM conveyor_groups WHERE fired AND live > 0`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var gid int64
-		var name string
-		var g firedGroup
-		if err := rows.Scan(&gid, &name, &g.typ, &g.live); err != nil {
-			rows.Close()
-			return err
-		}
-		e.queueLocked(name).fired[gid] = g
 	}
 	return rows.Err()
 }
 
 // applyCommitted applies what a committed transaction did to the hints,
-// and sends its signals.
+// and sends its signals (its after functions are the caller's to run).
 func (e *Engine) applyCommitted(t *txn) {
 	e.mu.Lock()
 	for name, d := range t.queues {
@@ -248,9 +272,6 @@ func (e *Engine) applyCommitted(t *txn) {
 		e.note.LeaseLapsed(l)
 	}
 	e.mu.Unlock()
-	for _, fn := range t.after {
-		fn()
-	}
 }
 
 // groupsWaitingLocked reports whether q has a fired group waiting that

@@ -24,8 +24,9 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	e.lapses.RLock()
 	defer e.lapses.RUnlock()
 	var out []broker.Lease
+	var short []string
 	err := e.inTx(ctx, func(t *txn) error {
-		out = out[:0]
+		out, short = out[:0], short[:0]
 		for _, pick := range p.Picks {
 			n, at := e.reserve(pick.Queue, pick.N, p.Now)
 			if n == 0 {
@@ -36,14 +37,53 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			if err != nil {
 				return err
 			}
+			if len(ls) < n {
+				short = append(short, pick.Queue)
+			}
 			out = append(out, ls...)
 		}
 		return nil
 	})
+	for _, name := range short {
+		e.recheckLater(name)
+	}
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
 	return out, nil
+}
+
+// recheckAfter is how long after a short lease the engine looks at the
+// queue again.
+const recheckAfter = 20 * time.Millisecond
+
+// recheckLater signals TasksReady for queue in a moment if it still has
+// dispatchable tasks then. A lease takes fewer tasks than the hints
+// counted when some of the rows were locked by another transaction for a
+// moment (SKIP LOCKED passes them: a stale Result's check, a release
+// committing). The session that asked may then go idle, and with the
+// queue's count never back at 0, no later commit would signal it: without
+// this look, a queue could hold ready tasks that every session sleeps
+// through. One look per queue is armed at a time.
+func (e *Engine) recheckLater(queue string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	if q == nil || q.recheck || e.closed {
+		return
+	}
+	q.recheck = true
+	var t *time.Timer
+	t = time.AfterFunc(recheckAfter, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.hints.timers, t)
+		q.recheck = false
+		if !e.closed && e.dispatchableLocked(q, e.cfg.Now()) > 0 {
+			e.note.TasksReady(q.name)
+		}
+	})
+	e.hints.timers[t] = struct{}{}
 }
 
 // leaseQueue leases up to n ready tasks of queue, highest priority first

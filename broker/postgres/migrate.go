@@ -200,7 +200,7 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 	return done, nil
 }
 
-// querier is a pool or a connection.
+// querier runs a query: a pool, a connection or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -58,21 +58,29 @@ func conveyorBinary(t *testing.T) string {
 
 // childServer is a `conveyor server` process.
 type childServer struct {
-	cmd *exec.Cmd
-	url string
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
 }
 
 // startChild starts `conveyor server` on dataDir, with flags added, and
 // waits until it serves.
 func startChild(t *testing.T, dataDir string, flags ...string) *childServer {
 	t.Helper()
-	cmd := exec.Command(conveyorBinary(t), append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
+	return runChild(t, append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
+}
+
+// runChild runs the conveyor command with args, a server, and waits until
+// it serves. The test's end kills it.
+func runChild(t *testing.T, args ...string) *childServer {
+	t.Helper()
+	cmd := exec.Command(conveyorBinary(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +100,30 @@ func startChild(t *testing.T, dataDir string, flags ...string) *childServer {
 	}()
 	select {
 	case url := <-lines:
-		return &childServer{cmd: cmd, url: url}
+		return &childServer{cmd: cmd, url: url, stderr: stderr}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server did not start; stderr:\n%s", stderr.String())
 	}
 	return nil
+}
+
+// syncBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestAcknowledgedEnqueuesSurviveSIGKILL streams concurrent enqueues into a

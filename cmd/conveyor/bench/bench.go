@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
@@ -209,8 +212,8 @@ type Result struct {
 	// Progress is how far a failed run got (set only when it failed).
 	Progress *Progress `json:"progress,omitempty"`
 
-	Settings map[string]string `json:"settings"`
-	Started  string            `json:"started"`
+	Settings settings `json:"settings"`
+	Started  string   `json:"started"`
 }
 
 // Progress is how far a run got before it failed (a timeout, most often).
@@ -224,6 +227,26 @@ type Progress struct {
 	// reported it when the wait for completion gave up (W3, W4); absent
 	// when the run failed elsewhere or the server could not be read.
 	Completed *int64 `json:"completed,omitempty"`
+}
+
+// settings describes how a result was measured.
+type settings map[string]string
+
+// engine records the storage engine the server ran on, and what an
+// acknowledged enqueue waited for there.
+func (s settings) engine(name string) {
+	if name == "bbolt" { // GetBrokerInfo's name of the embedded engine
+		name = "bolt"
+	}
+	s["broker"] = name
+	switch name {
+	case "bolt":
+		s["durability"] = "fsync per group commit (bbolt)"
+	case "postgres":
+		s["durability"] = "PostgreSQL commit per transaction (the server's synchronous_commit)"
+	default:
+		delete(s, "durability")
+	}
 }
 
 // Run runs one workload and returns its result; the result's OK and Err
@@ -241,11 +264,10 @@ func Run(ctx context.Context, cfg Config) Result {
 		"go": runtime.Version(), "gomaxprocs": fmt.Sprint(runtime.GOMAXPROCS(0)),
 		"protocol": cfg.Protocol.String(), "callers": fmt.Sprint(cfg.Callers),
 		"producers": fmt.Sprint(cfg.Producers), "concurrency": fmt.Sprint(cfg.Concurrency),
-		"durability": "fsync per group commit (bbolt)",
 	}
+	res.Settings.engine("bolt")
 	if cfg.DatabaseURL != "" {
-		res.Settings["durability"] = "PostgreSQL commit per transaction (the server's synchronous_commit)"
-		res.Settings["broker"] = "postgres"
+		res.Settings.engine("postgres")
 	}
 	// Batching decides what an enqueue costs (W2: about 2x): a line must say
 	// which path it measured.
@@ -385,7 +407,24 @@ func (r *runner) connect() (done func(), err error) {
 		done()
 		return func() {}, err
 	}
+	if r.cfg.Addr != "" {
+		r.labelEngine()
+	}
 	return done, nil
+}
+
+// labelEngine reads the engine of the running server (--addr), whose
+// durability the result's settings then describe.
+func (r *runner) labelEngine() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := r.admin().GetBrokerInfo(ctx, connect.NewRequest(&conveyorv1.GetBrokerInfoRequest{}))
+	if err != nil {
+		r.res.Settings["broker"] = "unknown (GetBrokerInfo: " + err.Error() + ")"
+		delete(r.res.Settings, "durability")
+		return
+	}
+	r.res.Settings.engine(info.Msg.GetEngine())
 }
 
 func (r *runner) connOptions() []conveyor.Option {

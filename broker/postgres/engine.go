@@ -162,6 +162,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.stopRechecksLocked()
 	e.mu.Unlock()
 	e.pool.Close()
 	e.resyncs.Wait()

@@ -79,9 +79,9 @@ type queueHint struct {
 	// refused a task, until the notifier answers that nobody waits.
 	entering int64
 	refused  bool
-	// recheck is set while a look at the queue after a short lease is
-	// armed (recheckLater).
-	recheck                              bool
+	// recheck is the look at the queue armed after a short lease
+	// (recheckLater), nil when none is.
+	recheck                              *time.Timer
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }

@@ -69,21 +69,27 @@ func (e *Engine) recheckLater(queue string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
-	if q == nil || q.recheck || e.closed {
+	if q == nil || q.recheck != nil || e.closed {
 		return
 	}
-	q.recheck = true
-	var t *time.Timer
-	t = time.AfterFunc(recheckAfter, func() {
+	q.recheck = time.AfterFunc(recheckAfter, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		delete(e.hints.timers, t)
-		q.recheck = false
+		q.recheck = nil
 		if !e.closed && e.dispatchableLocked(q, e.cfg.Now()) > 0 {
 			e.note.TasksReady(q.name)
 		}
 	})
-	e.hints.timers[t] = struct{}{}
+}
+
+// stopRechecksLocked stops the looks recheckLater armed (on Close).
+func (e *Engine) stopRechecksLocked() {
+	for _, q := range e.hints.queues {
+		if q.recheck != nil {
+			q.recheck.Stop()
+			q.recheck = nil
+		}
+	}
 }
 
 // leaseQueue leases up to n ready tasks of queue, highest priority first

@@ -66,10 +66,10 @@ type message struct {
 
 // wireDelta is a queueDelta on the wire.
 type wireDelta struct {
-	Counts    broker.Counts         `json:"s"`
-	Ready     int64                 `json:"r,omitempty"`
-	Groups    map[int64]wireGroup   `json:"g,omitempty"`
-	Totals    [4]int64              `json:"t"`
+	Counts broker.Counts       `json:"s"`
+	Ready  int64               `json:"r,omitempty"`
+	Groups map[int64]wireGroup `json:"g,omitempty"`
+	Totals [4]int64            `json:"t"`
 }
 
 type wireGroup struct {

@@ -329,7 +329,9 @@ func (e *Engine) leave(ctx context.Context) error {
 		if _, err := t.releaseLeases(ctx, `lease_node = $1`, id); err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, `DELETE FROM conveyor_leader WHERE node = $1`, id); err != nil {
+		// The row stays, with its term, so that the next leader's is
+		// higher: a term is never used twice.
+		if _, err := t.exec(ctx, `UPDATE conveyor_leader SET expires_at = '-infinity' WHERE node = $1`, id); err != nil {
 			return err
 		}
 		_, err := t.exec(ctx, `DELETE FROM conveyor_nodes WHERE id = $1`, id)

@@ -146,12 +146,13 @@ func (e *Engine) beat(ctx context.Context) error {
 		e.log.Warn("this node was declared dead (its heartbeat lapsed): rejoining under a new id; the tasks it held were released",
 			"node", id)
 		e.setLeading(false, 0)
-		e.startResync() // the released tasks are others' news now
+		e.hintsStale.Store(true) // the released tasks are others' news now
+		e.startResync()
 		return e.join(ctx)
 	}
 	e.tryLead(ctx)
 	if leading, _ := e.Leading(); leading {
-		return e.sweep(ctx)
+		return e.sweep(ctx, e.inTx)
 	}
 	return nil
 }
@@ -241,14 +242,15 @@ func (e *Engine) setLeading(leading bool, term int64) {
 // sweep deletes the nodes whose heartbeat lapsed and releases the ACTIVE
 // tasks of every node that is gone, under the leader's term: the term's
 // row is locked for the transaction, so no other node takes over before
-// it commits, and a term that ended refuses it.
-func (e *Engine) sweep(ctx context.Context) error {
+// it commits, and a term that ended refuses it. run runs its transaction:
+// inTx, or inTxOpen while the engine opens (its hints not loaded yet).
+func (e *Engine) sweep(ctx context.Context, run func(context.Context, func(*txn) error) error) error {
 	e.cluster.mu.Lock()
 	id, term := e.cluster.id, e.cluster.term
 	e.cluster.mu.Unlock()
 	var dead []string
 	released := 0
-	err := e.inTx(ctx, func(t *txn) error {
+	err := run(ctx, func(t *txn) error {
 		var held bool
 		if err := t.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conveyor_leader WHERE node = $1 AND term = $2
 			AND expires_at > now() FOR SHARE)`, id, term).Scan(&held); err != nil {
@@ -288,49 +290,77 @@ func (e *Engine) sweep(ctx context.Context) error {
 var errNotLeader = errors.New("postgres: this node no longer leads")
 
 // releaseLeases makes PENDING again, with no retry counted, the ACTIVE
-// tasks cond selects (a condition on conveyor_tasks, with no parameters
-// but the ones in args): their sessions are gone. A task an operator
-// canceled while it ran is canceled for good instead, as for a closed
-// stream (broker.Decision.Canceled).
+// tasks cond selects (a condition on conveyor_tasks, whose parameters are
+// args): their sessions are gone. They keep their place under their
+// concurrency keys (ready instead of ACTIVE). A task an operator canceled
+// while it ran is canceled for good instead, as for a closed stream
+// (broker.Decision.Canceled). It returns how many tasks it released.
 func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int, error) {
-	rows, err := t.query(ctx, `SELECT id, coalesce(lease_session, ''), lease_token, due_at FROM conveyor_tasks
-		WHERE state = 3 AND `+cond, args...)
+	rows, err := t.query(ctx, `WITH released AS (
+			UPDATE conveyor_tasks SET state = 2, ready_seq = nextval('conveyor_ready_seq'), lease_session = NULL,
+				lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, lease_node = NULL
+			WHERE state = 3 AND NOT canceled AND `+cond+`
+			RETURNING queue, concurrency_key),
+		keys AS (
+			UPDATE conveyor_ckeys c SET active = c.active - r.n
+			FROM (SELECT queue, concurrency_key, count(*) AS n FROM released
+				WHERE concurrency_key IS NOT NULL GROUP BY 1, 2) r
+			WHERE c.queue = r.queue AND c.key = r.concurrency_key)
+		SELECT queue, count(*) FROM released GROUP BY queue`, args...)
 	if err != nil {
 		return 0, err
 	}
-	type held struct {
-		id, session string
-		token, due  int64
+	type queueCount struct {
+		queue string
+		n     int64
 	}
-	leases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (held, error) {
-		var h held
-		err := row.Scan(&h.id, &h.session, &h.token, &h.due)
-		return h, err
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queueCount, error) {
+		var c queueCount
+		err := row.Scan(&c.queue, &c.n)
+		return c, err
 	})
 	if err != nil {
 		return 0, err
 	}
-	for _, h := range leases {
-		// Released at the time it was ready: it goes back as it was,
-		// not as a task that became ready now.
-		d := broker.Released(h.session, broker.LeaseRef{TaskID: h.id, Token: uint64(h.token)}, fromNanos(h.due))
-		if _, err := t.decide(ctx, d, 0); err != nil && !isLeaseLost(err) {
+	released := 0
+	for _, c := range counts {
+		d := t.q(c.queue)
+		d.counts[broker.StateActive] -= c.n
+		d.counts[broker.StatePending] += c.n
+		d.ready += c.n
+		released += int(c.n)
+	}
+	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND canceled AND `+cond, args...)
+	if err != nil {
+		return 0, err
+	}
+	canceled, err := collectStrings(ids)
+	if err != nil {
+		return 0, err
+	}
+	now := nanos(time.Now())
+	for _, id := range canceled {
+		lt, err := t.loadLive(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if err := t.finish(ctx, lt, broker.StateCanceled, now, finishFields{}); err != nil {
 			return 0, err
 		}
 	}
-	return len(leases), nil
+	return released + len(canceled), nil
 }
 
-// leave releases this node's ACTIVE tasks and deletes its rows (a clean
-// stop: the others need not wait for its liveness to lapse).
+// leave deletes this node's row and ends its term, if it leads (a clean
+// stop). The tasks its sessions still hold stay ACTIVE, now of no live
+// node: the leader releases them at its next beat, or a node opening on
+// the database at once (as one server restarting does), without waiting
+// for this node's liveness to lapse.
 func (e *Engine) leave(ctx context.Context) error {
 	id := e.NodeID()
 	err := e.inTx(ctx, func(t *txn) error {
-		if _, err := t.releaseLeases(ctx, `lease_node = $1`, id); err != nil {
-			return err
-		}
-		// The row stays, with its term, so that the next leader's is
-		// higher: a term is never used twice.
+		// The leader's row stays, with its term, so that the next
+		// leader's is higher: a term is never used twice.
 		if _, err := t.exec(ctx, `UPDATE conveyor_leader SET expires_at = '-infinity' WHERE node = $1`, id); err != nil {
 			return err
 		}

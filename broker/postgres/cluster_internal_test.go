@@ -257,7 +257,7 @@ func TestSweepNeedsTheTerm(t *testing.T) {
 	if _, err := a.pool.Exec(t.Context(), `UPDATE conveyor_leader SET term = term + 1, node = 'someone else'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.sweep(t.Context()); err != nil {
+	if err := a.sweep(t.Context(), a.inTx); err != nil {
 		t.Fatal(err)
 	}
 	if leading(a) {

@@ -169,16 +169,15 @@ func (e *Engine) open(ctx context.Context) error {
 	if err := e.events.start(ctx); err != nil {
 		return fmt.Errorf("listen for the other nodes: %w", err)
 	}
-	if err := e.loadHints(ctx); err != nil {
-		return err
-	}
 	if err := e.join(ctx); err != nil {
 		return err
 	}
 	if leading, _ := e.Leading(); leading {
-		return e.sweep(ctx)
+		if err := e.sweep(ctx, e.inTxOpen); err != nil {
+			return err
+		}
 	}
-	return nil
+	return e.loadHints(ctx)
 }
 
 // pingDatabase checks that the database answers, within a bound.
@@ -188,15 +187,15 @@ func pingDatabase(ctx context.Context, pool *pgxpool.Pool) error {
 	return pool.Ping(ctx)
 }
 
-// Close leaves the nodes (releasing the tasks this node's sessions still
-// hold, so that nobody waits for its liveness to lapse) and closes the
+// Close leaves the nodes (so that the tasks this node's sessions still
+// hold go back without waiting for its liveness to lapse) and closes the
 // pool. It is idempotent.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.stopHeartbeat()
 		ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 		if err := e.leave(ctx); err != nil {
-			e.log.Warn("leave the nodes: the tasks this node held go back once its liveness lapses", "err", err)
+			e.log.Warn("leave the nodes: the tasks this node held go back once its liveness lapsed", "err", err)
 		}
 		cancel()
 		e.events.stop()

@@ -128,11 +128,27 @@ func (ev *events) start(ctx context.Context) error {
 	return nil
 }
 
-// stop stops both, sending what is left first.
+// stop stops both, then sends what is left (a node's last commits, such
+// as the release of its sessions' tasks on a clean stop).
 func (ev *events) stop() {
-	if ev.cancel != nil {
-		ev.cancel()
-		ev.wg.Wait()
+	if ev.cancel == nil {
+		return
+	}
+	ev.cancel()
+	ev.wg.Wait()
+	ev.cancel = nil
+	ev.mu.Lock()
+	m := ev.out
+	ev.out = message{}
+	ev.mu.Unlock()
+	if m.empty() {
+		return
+	}
+	m.From = ev.self
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := ev.sendMessage(ctx, &m); err != nil {
+		ev.e.log.Warn("node notification failed on close", "err", err)
 	}
 }
 

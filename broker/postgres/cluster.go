@@ -152,7 +152,7 @@ func (e *Engine) beat(ctx context.Context) error {
 	}
 	e.tryLead(ctx)
 	if leading, _ := e.Leading(); leading {
-		return e.sweep(ctx, e.inTx)
+		return e.sweep(ctx)
 	}
 	return nil
 }
@@ -242,9 +242,14 @@ func (e *Engine) setLeading(leading bool, term int64) {
 // sweep deletes the nodes whose heartbeat lapsed and releases the ACTIVE
 // tasks of every node that is gone, under the leader's term: the term's
 // row is locked for the transaction, so no other node takes over before
-// it commits, and a term that ended refuses it. run runs its transaction:
-// inTx, or inTxOpen while the engine opens (its hints not loaded yet).
-func (e *Engine) sweep(ctx context.Context, run func(context.Context, func(*txn) error) error) error {
+// it commits, and a term that ended refuses it.
+func (e *Engine) sweep(ctx context.Context) error { return e.sweepWith(ctx, e.inTx, true) }
+
+// sweepAtOpen is sweep while the engine opens: its hints, loaded after,
+// see what it did.
+func (e *Engine) sweepAtOpen(ctx context.Context) error { return e.sweepWith(ctx, e.inTxOpen, false) }
+
+func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*txn) error) error, opened bool) error {
 	e.cluster.mu.Lock()
 	id, term := e.cluster.id, e.cluster.term
 	e.cluster.mu.Unlock()
@@ -278,6 +283,8 @@ func (e *Engine) sweep(ctx context.Context, run func(context.Context, func(*txn)
 	}
 	if len(dead) > 0 || released > 0 {
 		e.log.Warn("swept dead nodes", "nodes", dead, "tasks_released", released)
+	}
+	if len(dead) > 0 && opened {
 		// What the dead nodes committed and had not told the others of is
 		// read again, here and on every node.
 		e.hintsStale.Store(true)

@@ -257,10 +257,51 @@ func TestSweepNeedsTheTerm(t *testing.T) {
 	if _, err := a.pool.Exec(t.Context(), `UPDATE conveyor_leader SET term = term + 1, node = 'someone else'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.sweep(t.Context(), a.inTx); err != nil {
+	if err := a.sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if leading(a) {
 		t.Fatal("the node still leads after its term was taken")
+	}
+}
+
+// TestUniqueKeyRaceAcrossNodes: enqueues of one unique key racing on two
+// nodes store one task, round after round. (Before the claim re-read its
+// holder after the lock, the loser of the race read the winner's task as
+// missing and took the key over.)
+func TestUniqueKeyRaceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, t.Name())
+	nodes := [2]*Engine{}
+	nodes[0], _ = openNode(t, schema)
+	nodes[1], _ = openNode(t, schema)
+	for round := range 20 {
+		key := "k" + string(rune('a'+round))
+		var wg sync.WaitGroup
+		stored := make(chan string, 8)
+		for i := range 8 {
+			wg.Go(func() {
+				now := time.Now()
+				nt := bt.NewTask("q")
+				nt.UniqueKey = key
+				res, err := nodes[i%2].Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{nt}, now)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Err == nil {
+					stored <- res[0].Task.ID
+				}
+			})
+		}
+		wg.Wait()
+		close(stored)
+		var ids []string
+		for id := range stored {
+			ids = append(ids, id)
+		}
+		if len(ids) != 1 {
+			t.Fatalf("round %d: %d enqueues of unique key %q stored a task (%v), want 1", round, len(ids), key, ids)
+		}
 	}
 }

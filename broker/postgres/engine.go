@@ -173,7 +173,7 @@ func (e *Engine) open(ctx context.Context) error {
 		return err
 	}
 	if leading, _ := e.Leading(); leading {
-		if err := e.sweep(ctx, e.inTxOpen); err != nil {
+		if err := e.sweepAtOpen(ctx); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ func parseServers(addr string) ([]*url.URL, error) {
 			where = fmt.Sprintf(" (server %d of %d)", i+1, len(parts))
 		}
 		part = strings.TrimSpace(part)
-		if part == "" {
+		if part == "" && len(parts) > 1 {
 			return nil, fmt.Errorf("conveyor: address %q: server %d of %d is empty", addr, i+1, len(parts))
 		}
 		u, err := url.Parse(part)

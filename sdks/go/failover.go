@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -24,9 +25,9 @@ import (
 //   - the server answered unavailable: it is stopping, or cannot reach its
 //     storage, and changed nothing (protocol §4).
 //
-// A call whose outcome is unknown, cut short with an unavailable
-// transport error after its request may have reached the server, moves on
-// only if repeating it is harmless: GetTask, and enqueues whose every task
+// A call whose outcome is unknown, cut short by a transport error
+// (unavailable, or a connection reset) after its request may have reached
+// the server, moves on only if repeating it is harmless: GetTask, and enqueues whose every task
 // carries a TaskID (the server stores a task id once; a repeat gets
 // already_exists from Enqueue and EnqueueBatch, and the stored task from
 // EnqueueTx). A unique key does not qualify: it lapses once its task
@@ -105,15 +106,26 @@ func requestCopy[Req any](req *connect.Request[Req]) *connect.Request[Req] {
 }
 
 // movesOn reports whether a call that failed with err may be tried on the
-// next server (see failoverTasks).
+// next server (see failoverTasks). Call it only while the call's context
+// lasts.
 func movesOn(err error, repeatable bool) bool {
-	if connect.CodeOf(err) != connect.CodeUnavailable {
-		return false
+	if connect.IsWireError(err) {
+		// The server's answer: unavailable says it changed nothing.
+		return connect.CodeOf(err) == connect.CodeUnavailable
 	}
-	if connect.IsWireError(err) || notSent(err) {
-		return true // the server said so, or was never reached
+	if notSent(err) {
+		return true
 	}
-	return repeatable
+	return repeatable && brokenTransport(err)
+}
+
+// brokenTransport reports whether err, not the server's answer, is the
+// connection failing under a call: code unavailable, or a connection reset
+// (which connect reports as canceled, as it does a call its caller gave
+// up).
+func brokenTransport(err error) bool {
+	return connect.CodeOf(err) == connect.CodeUnavailable ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // notSent reports whether err is the failure to connect, before any byte

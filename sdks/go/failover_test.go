@@ -3,6 +3,8 @@ package conveyor_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -128,11 +130,13 @@ func TestClientServersAllUnavailable(t *testing.T) {
 }
 
 // breakerURL serves a loopback port that takes each connection, reads the
-// start of the request and closes the connection without an answer: a
-// call to it fails with an unavailable transport error after its request
-// was sent, its outcome unknown to the caller. conns counts the
-// connections taken.
-func breakerURL(t *testing.T) (url string, conns *atomic.Int32) {
+// start of the request and ends the connection without an answer: it
+// closes it (the caller reads EOF: unavailable) or, with reset, resets it
+// (the caller reads ECONNRESET, which connect reports as canceled). Either
+// way a call to it fails with a transport error after its request was
+// sent, its outcome unknown to the caller. conns counts the connections
+// taken.
+func breakerURL(t *testing.T, reset bool) (url string, conns *atomic.Int32) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,18 +155,32 @@ func breakerURL(t *testing.T) (url string, conns *atomic.Int32) {
 				return
 			}
 			conns.Add(1)
-			buf := make([]byte, 4096)
-			for read := 0; read < 100; {
-				n, err := c.Read(buf)
-				read += n
-				if err != nil {
-					break
-				}
-			}
-			_ = c.Close()
+			breakConn(c.(*net.TCPConn), reset)
 		}
 	})
 	return "http://" + ln.Addr().String(), conns
+}
+
+// breakConn reads the start of a request from c, then resets c or closes
+// it. A close first reads all the caller sends until it hangs up, since
+// closing a socket with bytes left unread resets it.
+func breakConn(c *net.TCPConn, reset bool) {
+	defer func() { _ = c.Close() }()
+	buf := make([]byte, 4096)
+	for read := 0; read < 100; {
+		n, err := c.Read(buf)
+		read += n
+		if err != nil {
+			return
+		}
+	}
+	if reset {
+		_ = c.SetLinger(0)
+		return
+	}
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // bounds the wait for a caller that does not hang up
+	_, _ = io.Copy(io.Discard, c)
 }
 
 // TestClientServersOutcomeUnknown: a call whose connection broke after
@@ -221,28 +239,34 @@ func TestClientServersOutcomeUnknown(t *testing.T) {
 			return err
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			broken, conns := breakerURL(t)
-			c := newClient(t, broken+","+live.URL())
-			queue := "doubt-" + ulid.Make().String()
-			err := tc.call(c, queue)
-			if n := conns.Load(); n != 1 {
-				t.Fatalf("the breaking server took %d connections, want 1 (err %v)", n, err)
-			}
-			if tc.repeatable {
-				if err != nil {
-					t.Fatalf("a repeatable call: %v, want it made on the next server", err)
+		for _, reset := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/reset=%v", tc.name, reset), func(t *testing.T) {
+				t.Parallel()
+				broken, conns := breakerURL(t, reset)
+				c := newClient(t, broken+","+live.URL())
+				queue := "doubt-" + ulid.Make().String()
+				err := tc.call(c, queue)
+				if n := conns.Load(); n != 1 {
+					t.Fatalf("the breaking server took %d connections, want 1 (err %v)", n, err)
 				}
-				return
-			}
-			if !errors.Is(err, conveyor.ErrUnavailable) {
-				t.Fatalf("a call in doubt: %v, want ErrUnavailable", err)
-			}
-			if n := queuedOn(t, live, queue); n != 0 {
-				t.Errorf("the next server holds %d tasks of the call in doubt, want none", n)
-			}
-		})
+				if tc.repeatable {
+					if err != nil {
+						t.Fatalf("a repeatable call: %v, want it made on the next server", err)
+					}
+					return
+				}
+				want := connect.CodeUnavailable
+				if reset {
+					want = connect.CodeCanceled
+				}
+				if connect.CodeOf(err) != want {
+					t.Fatalf("a call in doubt: %v, want the transport's error (code %s)", err, want)
+				}
+				if n := queuedOn(t, live, queue); n != 0 {
+					t.Errorf("the next server holds %d tasks of the call in doubt, want none", n)
+				}
+			})
+		}
 	}
 }
 

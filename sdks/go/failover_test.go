@@ -285,3 +285,34 @@ func queuedOn(t *testing.T, s *servertest.Server, queue string) int64 {
 	}
 	return 0
 }
+
+// TestClientServersMovesOnWhenServerStops: a Client whose server shuts
+// down makes its next calls on the next server: the stopped one refuses
+// connections.
+func TestClientServersMovesOnWhenServerStops(t *testing.T) {
+	t.Parallel()
+	a := servertest.Start(t, server.Config{})
+	b := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	clients := make([]*conveyor.Client, len(protocols))
+	for i, p := range protocols {
+		clients[i] = newClient(t, a.URL()+","+b.URL(), conveyor.WithProtocol(p))
+		info, err := clients[i].Enqueue(ctx, "failover", nil)
+		if err != nil {
+			t.Fatalf("%s: Enqueue: %v", p, err)
+		}
+		getTask(t, newClient(t, a.URL()), info.ID) // on the first server
+	}
+	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a.Stop(stop); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range protocols {
+		info, err := clients[i].Enqueue(ctx, "failover", nil)
+		if err != nil {
+			t.Fatalf("%s: Enqueue after the first server stopped: %v", p, err)
+		}
+		getTask(t, newClient(t, b.URL()), info.ID)
+	}
+}

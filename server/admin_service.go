@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // adminService implements conveyor.v1.AdminService: this file the
@@ -26,11 +27,11 @@ func (a *adminService) GetClusterInfo(ctx context.Context, _ *connect.Request[co
 	s := a.server
 	info, err := a.broker.Info(ctx)
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	nodes, err := a.nodes(ctx)
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	return connect.NewResponse(&conveyorv1.GetClusterInfoResponse{
 		Nodes:         nodes,
@@ -64,18 +65,18 @@ func (a *adminService) nodes(ctx context.Context) ([]*conveyorv1.NodeInfo, error
 
 func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
 	out := &conveyorv1.ListWorkersResponse{}
-	for _, s := range a.server.hub.list() {
+	for _, s := range a.server.hub.List() {
 		out.Workers = append(out.Workers, &conveyorv1.WorkerInfo{
-			SessionId:       s.id,
-			Queues:          s.hello.GetQueues(),
-			Concurrency:     s.hello.GetConcurrency(),
-			InFlight:        int32(s.inFlight),
-			TaskIds:         s.taskIDs,
-			BatchTypes:      s.hello.GetBatchTypes(),
-			Labels:          s.hello.GetLabels(),
-			SdkVersion:      s.hello.GetSdkVersion(),
-			ConnectedAt:     timestamppb.New(s.connectedAt),
-			LastHeartbeatAt: ts(s.lastHeartbeat),
+			SessionId:       s.ID,
+			Queues:          s.Hello.GetQueues(),
+			Concurrency:     s.Hello.GetConcurrency(),
+			InFlight:        int32(s.InFlight),
+			TaskIds:         s.TaskIDs,
+			BatchTypes:      s.Hello.GetBatchTypes(),
+			Labels:          s.Hello.GetLabels(),
+			SdkVersion:      s.Hello.GetSdkVersion(),
+			ConnectedAt:     timestamppb.New(s.ConnectedAt),
+			LastHeartbeatAt: ts(s.LastHeartbeat),
 		})
 	}
 	return connect.NewResponse(out), nil
@@ -84,7 +85,7 @@ func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.
 func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {
 	info, err := a.broker.Info(ctx)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	counts := map[string]int64{}
 	for s, n := range info.Counts {
@@ -101,7 +102,7 @@ func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[con
 	if ds, ok := a.broker.(broker.DatabaseStater); ok {
 		st, err := ds.DatabaseStats(ctx)
 		if err != nil {
-			return nil, toConnectError(a.server.log, err)
+			return nil, wire.ConnectError(a.server.log, err)
 		}
 		res.DatabaseSizeBytes, res.LiveTuples, res.DeadTuples = st.SizeBytes, st.LiveTuples, st.DeadTuples
 	}

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -13,34 +13,30 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
-	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // helloTimeout bounds how long a new stream may take to send its Hello, so
 // a connection that never speaks cannot hold a goroutine forever.
 const helloTimeout = 30 * time.Second
 
-// workerService implements conveyor.v1.WorkerService.
-type workerService struct {
-	conveyorv1connect.UnimplementedWorkerServiceHandler
-	hub *hub
-}
-
 func protocolError(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
 }
 
-// Session runs one worker session: Hello, Welcome, then the send and
+// Serve runs one worker session on stream, the body of the
+// WorkerService.Session handler: Hello, Welcome, then the send and
 // receive loops until either side ends the stream. Whatever the reason it
-// ends, every lease the session still holds is released.
-func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
-	h := w.hub
+// ends, every lease the session still holds is released. It returns once
+// the session's goroutines are done with the stream, with the error the
+// stream ends with (nil when the worker closed it).
+func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
 	hello, err := receiveHello(ctx, stream, h.closed)
 	if err != nil {
 		return err
 	}
-	if err := checkHello(hello, h.cfg.Version); err != nil {
+	if err := checkHello(hello, h.cfg.Version, h.cfg.MinSDKVersion); err != nil {
 		return err
 	}
 	s := newSession(ctx, h, ulid.Make().String(), hello, h.cfg.MaxSessionConcurrency)
@@ -53,7 +49,7 @@ func (w *workerService) Session(ctx context.Context, stream *connect.BidiStream[
 		LeaseTtl:          durationpb.New(h.cfg.LeaseTTL),
 		HeartbeatInterval: durationpb.New(lease.HeartbeatInterval(h.cfg.LeaseTTL)),
 		ServerVersion:     h.cfg.Version,
-		MinSdkVersion:     MinSDKVersion,
+		MinSdkVersion:     h.cfg.MinSDKVersion,
 	}}})
 	if err != nil {
 		return err
@@ -156,7 +152,7 @@ func frameName(m *conveyorv1.WorkerMessage) string {
 // version handshake (§8) and the server's bounds on a Hello. A concurrency
 // above the server's per-session limit is not one of them: the protocol
 // bounds it only from below, and lets a server send less (see newSession).
-func checkHello(h *conveyorv1.Hello, serverVersion string) error {
+func checkHello(h *conveyorv1.Hello, serverVersion, minSDKVersion string) error {
 	if len(h.GetQueues()) == 0 {
 		return protocolError("hello.queues must contain at least one queue")
 	}
@@ -164,21 +160,21 @@ func checkHello(h *conveyorv1.Hello, serverVersion string) error {
 		return err
 	}
 	for name, weight := range h.GetQueues() {
-		if !validQueueName(name) {
+		if !wire.ValidQueueName(name) {
 			return protocolError("hello.queues: queue name %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$",
-				truncateUTF8(name, maxEchoBytes))
+				wire.TruncateUTF8(name, wire.MaxEchoBytes))
 		}
 		if weight <= 0 {
-			return protocolError("hello.queues[%q]: weight must be > 0, got %d", truncateUTF8(name, maxEchoBytes), weight)
+			return protocolError("hello.queues[%q]: weight must be > 0, got %d", wire.TruncateUTF8(name, wire.MaxEchoBytes), weight)
 		}
 	}
 	if h.GetConcurrency() <= 0 {
 		return protocolError("hello.concurrency must be > 0, got %d", h.GetConcurrency())
 	}
 	if v, err := semver.NewVersion(h.GetSdkVersion()); err == nil {
-		if v.LessThan(semver.MustParse(MinSDKVersion)) {
+		if v.LessThan(semver.MustParse(minSDKVersion)) {
 			return protocolError("hello.sdk_version %s is older than the oldest SDK this server admits, %s",
-				truncateUTF8(h.GetSdkVersion(), maxEchoBytes), MinSDKVersion)
+				wire.TruncateUTF8(h.GetSdkVersion(), wire.MaxEchoBytes), minSDKVersion)
 		}
 	}
 	if h.GetMinServerVersion() != "" {
@@ -186,7 +182,7 @@ func checkHello(h *conveyorv1.Hello, serverVersion string) error {
 		have, herr := semver.NewVersion(serverVersion)
 		if werr == nil && herr == nil && have.LessThan(want) {
 			return protocolError("this server is version %s; the worker requires at least %s (hello.min_server_version)",
-				serverVersion, truncateUTF8(h.GetMinServerVersion(), maxEchoBytes))
+				serverVersion, wire.TruncateUTF8(h.GetMinServerVersion(), wire.MaxEchoBytes))
 		}
 	}
 	return nil
@@ -211,11 +207,6 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 	}
 }
 
-// maxEchoBytes bounds how much of a client's string an error message
-// quotes: the message travels in a header (grpc-message), so it must stay
-// small whatever the client sent.
-const maxEchoBytes = 64
-
 // checkHelloBounds enforces the size limits on a Hello's maps and strings.
 // (The session's codec checked the counts on the encoded frame already;
 // they are checked again here on what it decoded, by the same rule.)
@@ -225,22 +216,22 @@ func checkHelloBounds(h *conveyorv1.Hello) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	switch {
-	case len(h.GetSdkVersion()) > MaxLabelBytes || len(h.GetMinServerVersion()) > MaxLabelBytes:
-		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", MaxLabelBytes)
+	case len(h.GetSdkVersion()) > wire.MaxLabelBytes || len(h.GetMinServerVersion()) > wire.MaxLabelBytes:
+		return protocolError("hello.sdk_version and hello.min_server_version must be at most %d bytes", wire.MaxLabelBytes)
 	}
 	for name := range h.GetQueues() {
-		if len(name) > MaxNameBytes {
-			return protocolError("hello.queues: a queue name is %d bytes; the limit is %d", len(name), MaxNameBytes)
+		if len(name) > wire.MaxNameBytes {
+			return protocolError("hello.queues: a queue name is %d bytes; the limit is %d", len(name), wire.MaxNameBytes)
 		}
 	}
 	for k, v := range h.GetLabels() {
-		if len(k) > MaxLabelBytes || len(v) > MaxLabelBytes {
-			return protocolError("hello.labels[%q]: keys and values must be at most %d bytes", truncateUTF8(k, maxEchoBytes), MaxLabelBytes)
+		if len(k) > wire.MaxLabelBytes || len(v) > wire.MaxLabelBytes {
+			return protocolError("hello.labels[%q]: keys and values must be at most %d bytes", wire.TruncateUTF8(k, wire.MaxEchoBytes), wire.MaxLabelBytes)
 		}
 	}
 	for _, t := range h.GetBatchTypes() {
-		if t == "" || len(t) > MaxNameBytes {
-			return protocolError("hello.batch_types: each type must be 1..%d bytes", MaxNameBytes)
+		if t == "" || len(t) > wire.MaxNameBytes {
+			return protocolError("hello.batch_types: each type must be 1..%d bytes", wire.MaxNameBytes)
 		}
 	}
 	return nil

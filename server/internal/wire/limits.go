@@ -1,7 +1,6 @@
-package server
+package wire
 
 import (
-	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -17,9 +16,6 @@ const (
 	// frame; a larger one fails with resource_exhausted. One item with a
 	// payload of MaxPayloadBytes always fits.
 	MaxRequestBytes = 32 << 20
-	// healthMaxBytes bounds a health check's request (a service name),
-	// which needs no token: 4 KiB, after decompression too.
-	healthMaxBytes = 4 << 10
 	// MaxNameBytes bounds queue names, task types, content types, unique,
 	// group and concurrency keys and cron ids.
 	MaxNameBytes = 1024
@@ -60,42 +56,12 @@ const (
 	MaxQueueWaiting = 1_000_000_000
 )
 
-// Bounds on what a client can hold open: connections, streams and request
-// bodies. They matter most for a client without the token, which can
-// reach the health service and little else, but they hold for every
-// client. docs/protocol.md lists them with the others.
-const (
-	// FirstRequestTimeout is how long a new connection may stay open
-	// without carrying a request (a client that sent only the HTTP/2
-	// preface, or nothing): past it, the server closes the connection.
-	FirstRequestTimeout = 10 * time.Second
-	// MaxUnprovenConns bounds, on a server with a token, the connections
-	// open that have not yet carried a request with the valid token. A
-	// connection beyond it closes the oldest of them, so the bound never
-	// shuts a client out: a client with the token proves itself with its
-	// first request, in a round trip.
-	MaxUnprovenConns = 512
-	// MaxHealthCallsPerConn bounds the health calls (Check and Watch) in
-	// progress on one connection; one more fails with resource_exhausted.
-	MaxHealthCallsPerConn = 4
-	// MaxWatchStreams bounds the health Watch streams open on the server,
-	// all connections together; one more fails with resource_exhausted.
-	MaxWatchStreams = 1024
-	// HealthBodyTimeout bounds how long a health call's request (at most
-	// 4 KiB) may take to arrive, and RequestBodyTimeout the request of any
-	// other unary call (up to MaxRequestBytes). A body still incomplete
-	// then fails the call. A worker session's stream is long-lived by
-	// design and has no such bound.
-	HealthBodyTimeout  = 5 * time.Second
-	RequestBodyTimeout = time.Minute
-)
-
-// truncatedSuffix marks a string cut short by truncateUTF8.
+// truncatedSuffix marks a string cut short by TruncateUTF8.
 const truncatedSuffix = " … [truncated]"
 
-// truncateUTF8 returns s if it fits in limit bytes, else its longest
+// TruncateUTF8 returns s if it fits in limit bytes, else its longest
 // prefix that ends on a UTF-8 boundary and, with truncatedSuffix, fits.
-func truncateUTF8(s string, limit int) string {
+func TruncateUTF8(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
@@ -105,5 +71,3 @@ func truncateUTF8(s string, limit int) string {
 	}
 	return s[:cut] + truncatedSuffix
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,6 +1,9 @@
 // Package server composes Conveyor: the broker, the timer loops, the lease
-// reaper, the worker-session hub and the three ConnectRPC services, served
-// on one port (h2c or TLS) next to gRPC health checking and reflection.
+// reaper, the worker-session hub (server/sessions) and the three
+// ConnectRPC services, served on one port (h2c or TLS) next to gRPC health
+// checking and reflection. The broker's signals come in through one
+// notifier (notifier.go), which forwards those about worker sessions to
+// the hub, each to its one method.
 //
 // # Shutdown order
 //

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
@@ -32,27 +30,10 @@ import (
 // within seconds.
 const clusterLiveness = 3 * time.Second
 
-// livenessFlagOn passes --node-liveness to the nodes. The server refuses
-// a flag it does not know, so this stays false until the flag exists on
-// the branch; then it is the one line to flip.
-const livenessFlagOn = false
-
-// defaultNodeLiveness is the server's own --node-liveness default, the
-// liveness of nodes started without the flag.
-const defaultNodeLiveness = 15 * time.Second
-
-// nodeLiveness is the liveness the nodes run with.
-func nodeLiveness() time.Duration {
-	if livenessFlagOn {
-		return clusterLiveness
-	}
-	return defaultNodeLiveness
-}
-
 // livenessWait bounds a wait for what a dead node leaves behind to be
 // taken up by the others: its liveness lapsing, then the leader's sweep,
 // then a dispatch, with room for a slow, busy machine.
-func livenessWait() time.Duration { return nodeLiveness() + 15*time.Second }
+func livenessWait() time.Duration { return clusterLiveness + 15*time.Second }
 
 // cluster is the nodes of one test on one database, and the HTTP client
 // every client and worker of the test connects with.
@@ -108,11 +89,7 @@ func (c *cluster) restart(i int) {
 	if n.child != nil {
 		c.t.Fatalf("node %d is running", i)
 	}
-	var flags []string
-	if livenessFlagOn {
-		flags = append(flags, "--node-liveness", clusterLiveness.String())
-	}
-	n.child = startPostgresChild(c.t, c.url, n.addr, flags...)
+	n.child = startPostgresChild(c.t, c.url, n.addr, "--node-liveness", clusterLiveness.String())
 	n.starts = append(n.starts, time.Now())
 }
 
@@ -279,14 +256,10 @@ func (c *cluster) clusterNodes(i int) []*conveyorv1.NodeInfo {
 // otherwise it reads the leader's row in the database.
 func (c *cluster) leader() int {
 	c.t.Helper()
-	field := (&conveyorv1.NodeInfo{}).ProtoReflect().Descriptor().Fields().ByName("leader")
-	if field == nil || field.Kind() != protoreflect.BoolKind {
-		return c.leaderInDatabase()
-	}
 	found := -1
 	for _, i := range c.up() {
 		for _, node := range c.clusterNodes(i) {
-			if !node.ProtoReflect().Get(field).Bool() {
+			if !node.GetLeader() {
 				continue
 			}
 			j := c.nodeAt(node.GetAddress())
@@ -297,24 +270,6 @@ func (c *cluster) leader() int {
 		}
 	}
 	return found
-}
-
-// leaderInDatabase reads which node holds an unexpired term.
-func (c *cluster) leaderInDatabase() int {
-	c.t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.url)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	var addr string
-	err = conn.QueryRow(ctx, `SELECT n.address FROM conveyor_leader l JOIN conveyor_nodes n ON n.id = l.node
-		WHERE l.expires_at > now()`).Scan(&addr)
-	if err != nil {
-		return -1 // no row: no leader
-	}
-	return c.nodeAt(addr)
 }
 
 // nodeAt returns the index of the node at addr, -1 if none.

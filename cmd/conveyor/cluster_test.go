@@ -152,7 +152,7 @@ func TestClusterKilledNodeTasksComeBack(t *testing.T) {
 	killed := time.Now()
 	defer close(release)
 	listing := c.waitStates(0, "held", ids, conveyorv1.TaskState_TASK_STATE_PENDING, livenessWait())
-	t.Logf("the killed node's tasks were PENDING again %s after the kill (liveness %s)", time.Since(killed), nodeLiveness())
+	t.Logf("the killed node's tasks were PENDING again %s after the kill (liveness %s)", time.Since(killed), clusterLiveness)
 	for _, id := range ids {
 		if r := listing[id].GetRetried(); r != 0 {
 			t.Errorf("task %s came back with retried %d, want 0: a node's death is not the task's failure", id, r)
@@ -362,7 +362,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitStates(other, "later", []string{info.ID}, conveyorv1.TaskState_TASK_STATE_PENDING, nodeLiveness()+10*time.Second)
+	c.waitStates(other, "later", []string{info.ID}, conveyorv1.TaskState_TASK_STATE_PENDING, clusterLiveness+10*time.Second)
 	t.Logf("the task due 1s after the leader's kill was promoted %s after it", time.Since(killed))
 	testwait.Until(t, crashWait, "a surviving node leads", throttled(100*time.Millisecond, func() bool {
 		l := c.leader()

@@ -99,13 +99,18 @@ func (e *Engine) Nodes(ctx context.Context) ([]broker.Node, error) {
 // at once (a lone node leads from its start).
 func (e *Engine) join(ctx context.Context) error {
 	id := "n" + e.ids.next(time.Now())
-	if _, err := e.pool.Exec(ctx, `INSERT INTO conveyor_nodes (id, address, version) VALUES ($1, $2, $3)`,
-		id, e.cfg.NodeAddress, e.cfg.NodeVersion); err != nil {
+	var peers int64
+	if err := e.pool.QueryRow(ctx, `WITH me AS (INSERT INTO conveyor_nodes (id, address, version) VALUES ($1, $2, $3))
+		SELECT count(*) FROM conveyor_nodes WHERE last_seen >= now() - $4::interval`,
+		id, e.cfg.NodeAddress, e.cfg.NodeVersion, e.cfg.Liveness).Scan(&peers); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
 	e.cluster.mu.Lock()
 	e.cluster.id = id
 	e.cluster.mu.Unlock()
+	if err := e.events.announce(ctx, peers); err != nil {
+		return fmt.Errorf("announce the node: %w", err)
+	}
 	e.tryLead(ctx)
 	return nil
 }

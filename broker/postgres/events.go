@@ -62,6 +62,9 @@ type message struct {
 	Cancels []broker.LapsedLease `json:"x,omitempty"`
 	// Resync asks every node to read its hints again.
 	Resync bool `json:"r,omitempty"`
+	// Joined announces a node that just joined: the others send their
+	// notifications from now on, not from their next heartbeat.
+	Joined bool `json:"j,omitempty"`
 }
 
 // wireDelta is a queueDelta on the wire.
@@ -79,7 +82,7 @@ type wireGroup struct {
 
 func (m *message) empty() bool {
 	return len(m.Queues) == 0 && m.Promote == 0 && m.PurgeOwn == 0 && m.Ended == nil && !m.Crons &&
-		len(m.Configs) == 0 && len(m.Cancels) == 0 && !m.Resync
+		len(m.Configs) == 0 && len(m.Cancels) == 0 && !m.Resync && !m.Joined
 }
 
 // events sends this node's notifications and applies the others'.
@@ -259,6 +262,16 @@ func (ev *events) add(t *txn) {
 	m.Cancels = append(m.Cancels, t.canceledRunning...)
 	ev.mu.Unlock()
 	ev.signal()
+}
+
+// announce tells the other nodes that this one joined, with peers of them
+// live: they count it at once.
+func (ev *events) announce(ctx context.Context, peers int64) error {
+	ev.peers.Store(peers)
+	if peers == 0 {
+		return nil
+	}
+	return ev.sendMessage(ctx, &message{From: ev.self, Joined: true})
 }
 
 // configChanged records that queue's configuration changed.

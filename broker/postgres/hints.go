@@ -293,6 +293,9 @@ func (e *Engine) timersAddedLocked(promoteAt, leaseAt, purgeOwnAt int64, ended [
 
 // applyRemote applies another node's notification.
 func (e *Engine) applyRemote(m *message) {
+	if m.Joined {
+		e.events.peers.CompareAndSwap(0, 1) // the next heartbeat counts them all
+	}
 	if m.Resync || len(m.Configs) > 0 {
 		e.hintsStale.Store(true)
 		e.startResync()

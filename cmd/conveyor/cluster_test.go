@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/internal/testwait"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
@@ -299,7 +301,8 @@ func raise(a *atomic.Int64, v int64) {
 
 // TestClusterCancelAcrossNodes: a task running on a worker of node B,
 // canceled through AdminService on node A: the handler's context is
-// canceled, and the task ends CANCELED.
+// canceled, and the failure it returns archives the task with the
+// operator's cancel named (broker.Decision.Canceled, as on one node).
 func TestClusterCancelAcrossNodes(t *testing.T) {
 	c := newCluster(t, 2)
 	running := make(chan string, 1)
@@ -331,7 +334,10 @@ func TestClusterCancelAcrossNodes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler on node B was not canceled 30s after the cancel on node A")
 	}
-	c.waitStates(0, "long", []string{info.ID}, conveyorv1.TaskState_TASK_STATE_CANCELED, crashWait)
+	c.waitStates(0, "long", []string{info.ID}, conveyorv1.TaskState_TASK_STATE_ARCHIVED, crashWait)
+	if got := c.task(0, info.ID); !strings.HasPrefix(got.GetLastError(), broker.CanceledMessage) {
+		t.Fatalf("the canceled task: %v; want its last error to start with %q", got, broker.CanceledMessage)
+	}
 }
 
 // TestClusterLeaderFailover: three nodes agree on the nodes and on one

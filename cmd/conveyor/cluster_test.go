@@ -14,7 +14,9 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/internal/pgtest"
 	"github.com/conveyor-dev/conveyor/internal/testwait"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
@@ -382,4 +384,42 @@ func TestClusterLeaderFailover(t *testing.T) {
 		}
 		return true
 	}))
+}
+
+// TestClusterPostgresRestartUnderLoad: two nodes on a PostgreSQL that is
+// stopped in its immediate mode and started again under load, producers
+// on node A only and the worker on node B only: once the database is
+// back, tasks enqueued on A reach B again (each node's listener
+// reconnected and read its counts again), and every acknowledged enqueue
+// is drained to COMPLETED.
+func TestClusterPostgresRestartUnderLoad(t *testing.T) {
+	conveyorBinary(t) // skipped under -short, before the cluster is made
+	db := pgtest.NewCluster(t)
+	a := startPostgresChild(t, db.URL, "127.0.0.1:0", "--lease-ttl", "5s")
+	b := startPostgresChild(t, db.URL, "127.0.0.1:0", "--lease-ttl", "5s")
+	load := startLoad(t, a.url, 4)
+	worker := startCrashWorker(t, b.url)
+	servertest.Eventually(t, crashWait, "200 acknowledged enqueues on A and 100 tasks handled on B", func() bool {
+		return load.acks.Load() >= 200 && worker.handled.Load() >= 100
+	})
+
+	db.Stop("immediate")
+	unavailable := load.unavailable.Load()
+	servertest.Eventually(t, crashWait, "an enqueue failed with unavailable during the outage", func() bool {
+		return load.unavailable.Load() > unavailable
+	})
+
+	db.Start()
+	ackedAtStart, handledAtStart := load.acks.Load(), worker.handled.Load()
+	servertest.Eventually(t, crashWait, "enqueues on A acknowledged and handled on B once the database is back", func() bool {
+		return load.acks.Load() >= ackedAtStart+200 && worker.handled.Load() >= handledAtStart+100
+	})
+	acked := load.stop()
+	for code, n := range load.failedCodes() {
+		if code != connect.CodeUnavailable {
+			t.Errorf("%d enqueues failed with %v, want only unavailable: %s", n, code, load.firstFailure(code))
+		}
+	}
+	checkAllCompleted(t, b.url, acked)
+	worker.checkRunning(t)
 }

@@ -16,8 +16,8 @@ import (
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/internal/pgtest"
 	"github.com/conveyor-dev/conveyor/internal/testwait"
-	"github.com/conveyor-dev/conveyor/server/servertest"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // TestClusterCrossNodeDelivery: a producer on node A, workers only on

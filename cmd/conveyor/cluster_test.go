@@ -292,6 +292,91 @@ func TestClusterMaxActiveAcrossNodes(t *testing.T) {
 	t.Logf("at most %d tasks ran at once", most.Load())
 }
 
+// TestClusterRateLimitAcrossNodes: a queue limited to 10 tasks a second
+// (burst 2), workers on two nodes and producers on both: the starts the
+// handlers see, across both nodes, keep to the one rate. Each node
+// enforcing it alone would start them twice as fast. The bounds are the
+// limit's own with a margin for the delivery's jitter.
+func TestClusterRateLimitAcrossNodes(t *testing.T) {
+	const rate, burst, n = 10, 2, 32
+	c := newCluster(t, 1)
+	if _, err := c.admin(0).UpdateQueueConfig(context.Background(), connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+		Config: &conveyorv1.QueueConfig{Queue: "paced", RateLimit: &conveyorv1.RateLimit{PerSecond: rate, Burst: burst}}})); err != nil {
+		t.Fatal(err)
+	}
+	c.add()
+	var mu sync.Mutex
+	var starts []time.Time
+	handle := func(w *conveyor.Worker) {
+		w.HandleFunc("paced", func(context.Context, *conveyor.Delivery) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil
+		})
+	}
+	for i := range c.nodes {
+		c.worker(i, handle, conveyor.WithQueue("paced", 1), conveyor.WithConcurrency(8))
+	}
+	var ids []string
+	for g := range n {
+		info, err := c.client(g%2).Enqueue(context.Background(), "paced", nil, conveyor.Queue("paced"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	c.waitStates(0, "paced", ids, conveyorv1.TaskState_TASK_STATE_COMPLETED, crashWait)
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	// At most burst + rate×d in any window of d = 1 s, with 3 of margin.
+	most := 0
+	for i := range starts {
+		j := i
+		for j < len(starts) && starts[j].Sub(starts[i]) < time.Second {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	if most > burst+rate+3 {
+		t.Errorf("%d tasks started within one second across the nodes, want at most %d (burst %d + %d/s)", most, burst+rate, burst, rate)
+	}
+	// n tasks at the rate take (n - burst)/rate; at twice the rate, half.
+	took := starts[len(starts)-1].Sub(starts[0])
+	if least := time.Duration(float64(n-burst) / rate * 0.75 * float64(time.Second)); took < least {
+		t.Errorf("%d tasks started over %s, want at least %s at %d/s", n, took, least, rate)
+	}
+	t.Logf("%d tasks started over %s; at most %d within a second", n, took, most)
+}
+
+// TestClusterRateLimitWakesFollowers: a rate-limited queue worked only
+// by a worker on a node that does not lead: its session, idle while the
+// bucket refills, is woken by its own node at the refill (not by the
+// leader's promotions, which run elsewhere), and every task completes.
+func TestClusterRateLimitWakesFollowers(t *testing.T) {
+	c := newCluster(t, 2)
+	if got := c.leader(); got != 0 {
+		t.Fatalf("node %d leads, want the first node started", got)
+	}
+	if _, err := c.admin(0).UpdateQueueConfig(context.Background(), connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+		Config: &conveyorv1.QueueConfig{Queue: "paced", RateLimit: &conveyorv1.RateLimit{PerSecond: 20, Burst: 1}}})); err != nil {
+		t.Fatal(err)
+	}
+	c.worker(1, func(w *conveyor.Worker) {
+		w.HandleFunc("paced", func(context.Context, *conveyor.Delivery) error { return nil })
+	}, conveyor.WithQueue("paced", 1))
+	var ids []string
+	for range 20 {
+		info, err := c.client(0).Enqueue(context.Background(), "paced", nil, conveyor.Queue("paced"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	c.waitStates(0, "paced", ids, conveyorv1.TaskState_TASK_STATE_COMPLETED, crashWait)
+}
+
 // raise sets a to v if v is larger.
 func raise(a *atomic.Int64, v int64) {
 	for m := a.Load(); v > m; m = a.Load() {

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,7 +26,8 @@ func BenchmarkLeaseCapped(b *testing.B) {
 		{"max_active=1000,rate", broker.QueueConfig{MaxActive: 1000, RatePerSecond: 1 << 30}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			e := openEngine(b, b.Name(), postgres.Config{MaxConns: 4})
+			// A schema of its own for each run (b.N grows from 1).
+			e := openEngine(b, fmt.Sprint(b.Name(), time.Now().UnixNano()), postgres.Config{MaxConns: 4})
 			ctx := b.Context()
 			if _, err := e.UpdateQueueConfig(ctx, "q", func(cfg *broker.QueueConfig) { *cfg = c.cfg }); err != nil {
 				b.Fatal(err)

@@ -183,3 +183,65 @@ func TestRateAcrossNodes(t *testing.T) {
 		t.Fatalf("no TasksReady for the queue at its refill, %v", next)
 	}
 }
+
+// TestMaxActiveGroupsAcrossNodes: two nodes leasing fired groups of one
+// queue at once never hold more ACTIVE members together than its
+// max_active.
+func TestMaxActiveGroupsAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const maxActive, rounds = 2, 20
+	now := time.Now()
+	e1, e2, conn := twoNodes(t, t.Name(), postgres.Config{MaxConns: 4}, func(e *postgres.Engine) {
+		if _, err := e.UpdateQueueConfig(t.Context(), "q", func(c *broker.QueueConfig) {
+			c.MaxActive, c.Group.MaxSize = maxActive, 2
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 * rounds {
+			g := []broker.NewTask{bt.NewTask("q"), bt.NewTask("q")}
+			g[0].Group, g[1].Group = fmt.Sprint("g", i), fmt.Sprint("g", i)
+			if _, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates(g, now)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	es := [2]*postgres.Engine{e1, e2}
+	for round := range rounds {
+		var mu sync.Mutex
+		var got [2][]broker.Lease
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				gls, err := es[i%2].LeaseGroups(t.Context(), broker.GroupLeaseParams{SessionID: "s", Queue: "q", Types: []string{"test"},
+					N: 1, Now: now, TTL: time.Hour})
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				for _, gl := range gls {
+					got[i%2] = append(got[i%2], gl.Leases...)
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		var active int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM conveyor_tasks WHERE queue = 'q' AND state = 3`).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(got[0]) + len(got[1]); n != maxActive || active != maxActive {
+			t.Fatalf("round %d: the nodes leased %d and %d members, %d ACTIVE in the database; want one group of %d under max_active %d",
+				round, len(got[0]), len(got[1]), active, maxActive, maxActive)
+		}
+		for i, ls := range got {
+			ds := make([]broker.Decision, len(ls))
+			for j, l := range ls {
+				ds[j] = broker.Decision{SessionID: "s", Kind: broker.DecideComplete, Now: now,
+					Lease: broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}}
+			}
+			if _, err := es[i].CompleteBatch(t.Context(), ds); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -351,14 +351,14 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 			t.groupChanged(p.Queue, g.gid, g.typ, 0)
 			continue
 		}
-		n, fits, goes, capped := e.reserveGroup(p.Queue, g.gid, live, p.Now)
+		n, fits, goes, memCapped := e.reserveGroup(p.Queue, g.gid, live, p.Now)
 		if !fits {
 			continue
 		}
 		if !goes {
 			break
 		}
-		leases, fits, goes, err := t.leaseGroup(ctx, g.gid, n, live, capped, p, now, expiry)
+		leases, fits, goes, err := t.leaseGroup(ctx, g.gid, n, live, memCapped, p, now, expiry)
 		if err != nil {
 			return nil, err
 		}
@@ -392,10 +392,10 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 // it fits under the cap, and whether the rate bucket lets it go; one
 // capped in memory whose row was not locked (its caps came since) lets no
 // group go in this call.
-func (t *txn) leaseGroup(ctx context.Context, gid int64, n, live int, capped bool, p broker.GroupLeaseParams, now, expiry int64) (
+func (t *txn) leaseGroup(ctx context.Context, gid int64, n, live int, memCapped bool, p broker.GroupLeaseParams, now, expiry int64) (
 	leases []broker.Lease, fits, goes bool, err error) {
 	c := t.caps[p.Queue]
-	take, fits, goes := n, true, !capped
+	take, fits, goes := n, true, !memCapped
 	if c != nil {
 		var batch int
 		batch, fits, goes = c.group(gid, live, now)

@@ -33,11 +33,11 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			return err
 		}
 		for _, pick := range p.Picks {
-			n, at, capped := e.reserve(pick.Queue, pick.N, p.Now)
+			n, at, memCapped := e.reserve(pick.Queue, pick.N, p.Now)
 			if n == 0 {
 				continue
 			}
-			ls, isShort, err := t.leasePick(ctx, pick.Queue, n, at, capped, p, expiry)
+			ls, isShort, err := t.leasePick(ctx, pick.Queue, n, at, memCapped, p, expiry)
 			if err != nil {
 				return err
 			}
@@ -66,13 +66,13 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 // for the rows SKIP LOCKED passed: the database's caps wake the sessions
 // when they have room again, through the refill's wake and the commits
 // that end ACTIVE tasks).
-func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, capped bool, p broker.LeaseParams, expiry int64) ([]broker.Lease, bool, error) {
+func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, memCapped bool, p broker.LeaseParams, expiry int64) ([]broker.Lease, bool, error) {
 	allowed, rateCut := n, false
 	c := t.caps[queue]
 	switch {
 	case c != nil:
 		allowed, rateCut = c.alone(n, nanos(at))
-	case capped:
+	case memCapped:
 		allowed = 0
 	}
 	var ls []broker.Lease
@@ -88,7 +88,7 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 		}
 	}
 	t.e.unreserve(t, queue, n, len(ls), refused)
-	return ls, len(ls) < allowed || capped && c == nil, err
+	return ls, len(ls) < allowed || memCapped && c == nil, err
 }
 
 // recheckAfter is how long after a short lease the engine looks at the

@@ -27,6 +27,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	defer e.lapses.RUnlock()
 	var out []broker.Lease
 	var short []string
+	node := e.NodeID()
 	err := e.inTx(ctx, func(t *txn) error {
 		out, short = out[:0], short[:0]
 		if err := t.lockCaps(ctx, e.cappedPicks(p.Picks, p.Now)); err != nil {
@@ -37,7 +38,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			if n == 0 {
 				continue
 			}
-			ls, isShort, err := t.leasePick(ctx, pick.Queue, n, at, memCapped, p, expiry)
+			ls, isShort, err := t.leasePick(ctx, pick.Queue, n, at, memCapped, p, expiry, node)
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 // for the rows SKIP LOCKED passed: the database's caps wake the sessions
 // when they have room again, through the refill's wake and the commits
 // that end ACTIVE tasks).
-func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, memCapped bool, p broker.LeaseParams, expiry int64) ([]broker.Lease, bool, error) {
+func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, memCapped bool, p broker.LeaseParams, expiry int64, node string) ([]broker.Lease, bool, error) {
 	allowed, rateCut := n, false
 	c := t.caps[queue]
 	switch {
@@ -78,7 +79,7 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 	var ls []broker.Lease
 	var err error
 	if allowed > 0 {
-		ls, err = t.leaseQueue(ctx, queue, allowed, p.SessionID, nanos(at), expiry, p.LimitGrace)
+		ls, err = t.leaseQueue(ctx, queue, allowed, p.SessionID, nanos(at), expiry, p.LimitGrace, node)
 	}
 	var refused *refusal
 	if c != nil {
@@ -135,17 +136,17 @@ func (e *Engine) stopRechecksLocked() {
 // broker.LeaseLimit. A task whose expiry or deadline passed is archived
 // instead; a keyed one whose key is at its limit (lowered since it was
 // admitted) goes back to its key's line.
-func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration) ([]broker.Lease, error) {
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration, node string) ([]broker.Lease, error) {
 	rows, err := t.query(ctx, `WITH picked AS (
 			SELECT ctid AS tid, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
 			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
-		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4,
+		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
 			lease_token = nextval('conveyor_lease_token'), canceled = false,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.ctid = picked.tid
 		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		queue, n, now, session, expiry, int64(grace))
+		queue, n, now, session, expiry, int64(grace), node)
 	if err != nil {
 		return nil, err
 	}

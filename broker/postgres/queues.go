@@ -57,6 +57,7 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 	if err != nil {
 		return broker.QueueInfo{}, err
 	}
+	e.events.configChanged(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queueLocked(name)
@@ -119,6 +120,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 // database's did), and a queue with more room than before wakes its
 // sessions.
 func (e *Engine) configChanged(name string, old, cfg broker.QueueConfig, now time.Time) {
+	e.events.configChanged(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queueLocked(name)
@@ -159,6 +161,7 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	e.events.configChanged(name)
 	e.mu.Lock()
 	if q := e.hints.queues[name]; q != nil && q.cfg.MaxWaiting > 0 {
 		e.hints.bounded--

@@ -94,6 +94,10 @@ type Engine struct {
 	commits    sync.RWMutex
 	hintsStale atomic.Bool
 	resyncs    sync.WaitGroup
+
+	// node is this node's id until the membership of several nodes
+	// lands (node_standin.go).
+	node nodeStandIn
 }
 
 var errClosed = fmt.Errorf("postgres: %w", broker.ErrClosed)

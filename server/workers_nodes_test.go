@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"testing"
@@ -44,7 +45,7 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 	dir := t.TempDir()
 	a := servertest.Start(t, server.Config{DataDir: dir})
 	b := servertest.Start(t, server.Config{DataDir: dir})
-	wa, welcomeA, err := openSession(t, a, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"qa": 1}, Concurrency: 2,
+	_, welcomeA, err := openSession(t, a, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"qa": 1}, Concurrency: 2,
 		SdkVersion: "test", Labels: map[string]string{"on": "a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,6 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = wa
 	res, err := taskClient(t, b, servertest.GRPC).Enqueue(context.Background(),
 		connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "qb", Type: "t", Payload: []byte("p")}))
 	if err != nil {
@@ -101,8 +101,8 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 	if err := wb.stream.CloseRequest(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-wb.end; err != io.EOF {
-		t.Logf("b's stream ended with %v", err)
+	if err := <-wb.end; !errors.Is(err, io.EOF) {
+		t.Fatalf("b's stream ended with %v, want its close", err)
 	}
 	for _, s := range []*servertest.Server{a, b} {
 		servertest.Eventually(t, 30*time.Second, "b's worker gone from the list", func() bool {

@@ -36,3 +36,10 @@ type Node struct {
 	// Leader is set on the node holding the leadership.
 	Leader bool
 }
+
+// RunningCanceler is a Notifier that can be told of a running task an
+// operator canceled through another node: the session holding it, if it is
+// on this node, tells its worker.
+type RunningCanceler interface {
+	RunningCanceled(l LapsedLease)
+}

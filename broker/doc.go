@@ -117,4 +117,28 @@
 // signal whose timing the contract promises is LeaseLapsed, sent before
 // the reclaimed task can be leased again. Signals are node-local: an
 // engine tells its own server of the changes it makes.
+//
+// # Several nodes
+//
+// An engine several server processes (nodes) share implements Clustered.
+// Its contract with them:
+//
+//   - Leases belong to nodes. Each node's LapsedLeases lists the leases of
+//     its own sessions only (the session is on that node, and is told by
+//     LeaseLapsed). The tasks held by a node that died (its heartbeat
+//     lapsed) go back to PENDING with no retry counted, by the leader.
+//   - One node at a time leads, under a term no other node holds; the
+//     server runs Purge and the cron fires only there, and PromoteDue
+//     promotes only there (elsewhere it wakes the node's sessions whose
+//     rate bucket refilled). Each of them is safe to run twice; only the
+//     sweep of dead nodes is fenced by the term.
+//   - What decides what may run is in the database: a lease, a
+//     concurrency key, a unique key, a dependency, a group and the caps
+//     hold across nodes.
+//   - Ready, ReadyGroups, Queues and the signals are this node's hints,
+//     fed by its own commits and by the other nodes' notifications: a
+//     change made on another node reaches them after a delay, and Ready
+//     may count a task another node is leasing (the lease then takes
+//     fewer). A running task canceled through another node is announced
+//     with RunningCanceler.
 package broker

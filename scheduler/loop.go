@@ -39,6 +39,9 @@ type Loop struct {
 	mu      sync.Mutex
 
 	maxSleep time.Duration // 0: sleep until the due time, however far
+	// gate, when set, says whether the job may run now (the leader's
+	// jobs on several nodes); see SetGate.
+	gate func() bool
 }
 
 // NewLoop returns a loop that runs job. now defaults to time.Now.
@@ -57,6 +60,11 @@ func (l *Loop) Name() string { return l.name }
 // DefaultMaxSleep); 0, the default, sleeps until the due time. Call it
 // before Start.
 func (l *Loop) SetMaxSleep(d time.Duration) { l.maxSleep = d }
+
+// SetGate makes the loop run its job only while gate answers true: a
+// round it may not run sleeps until the next Kick, which the caller sends
+// when the answer changes. Call it before Start.
+func (l *Loop) SetGate(gate func() bool) { l.gate = gate }
 
 // Start starts the loop; it returns at once. The loop runs until Stop:
 // its jobs get ctx's values but not its end, so that a start context's
@@ -111,6 +119,10 @@ func (l *Loop) run(ctx context.Context) {
 			return
 		case <-timer.C:
 		case <-l.kick:
+		}
+		if l.gate != nil && !l.gate() {
+			timer.Stop()
+			continue
 		}
 		now := l.now()
 		next, err := l.job(ctx, now)

@@ -28,15 +28,38 @@ func (a *adminService) GetClusterInfo(ctx context.Context, _ *connect.Request[co
 	if err != nil {
 		return nil, toConnectError(s.log, err)
 	}
-	host, _ := os.Hostname()
+	nodes, err := a.nodes(ctx)
+	if err != nil {
+		return nil, toConnectError(s.log, err)
+	}
 	return connect.NewResponse(&conveyorv1.GetClusterInfoResponse{
-		Nodes: []*conveyorv1.NodeInfo{{
-			Id: host, Address: s.Addr().String(), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),
-		}},
+		Nodes:         nodes,
 		Version:       s.cfg.Version,
 		Uptime:        durationpb.New(s.now().Sub(s.started)),
 		StorageEngine: info.Engine,
 	}), nil
+}
+
+// nodes lists the live nodes: the engine's, for one several nodes share,
+// else this one.
+func (a *adminService) nodes(ctx context.Context) ([]*conveyorv1.NodeInfo, error) {
+	s := a.server
+	c, ok := a.broker.(broker.Clustered)
+	if !ok {
+		host, _ := os.Hostname()
+		return []*conveyorv1.NodeInfo{{Id: host, Address: s.Addr().String(), Version: s.cfg.Version,
+			StartedAt: timestamppb.New(s.started), Leader: true}}, nil
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*conveyorv1.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = &conveyorv1.NodeInfo{Id: n.ID, Address: n.Address, Version: n.Version, StartedAt: timestamppb.New(n.StartedAt),
+			LastSeenAt: timestamppb.New(n.LastSeen), Leader: n.Leader}
+	}
+	return out, nil
 }
 
 func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {

@@ -19,6 +19,14 @@ import (
 type Config struct {
 	// Listen is the TCP address to serve on. Defaults to "127.0.0.1:7420".
 	Listen string
+	// AdvertiseAddress is where the other nodes and operators reach this
+	// one (GetClusterInfo), for an engine several nodes share. Defaults to
+	// the address Listen bound.
+	AdvertiseAddress string
+	// NodeLiveness is how long a node's heartbeat may lapse before the
+	// other nodes declare it dead and release the tasks it held, for an
+	// engine several nodes share. Defaults to the engine's (15 s).
+	NodeLiveness time.Duration
 	// DataDir holds the bbolt file (conveyor.db). Defaults to "./conveyor-data".
 	DataDir string
 	// Token is the bearer token every RPC must carry. Empty disables

@@ -24,6 +24,11 @@ type BrokerOptions struct {
 	// OnCommit, for an engine that batches its writes, is told of each
 	// commit (for the commit metrics); it must return quickly.
 	OnCommit func(broker.Commit)
+	// NodeAddress, NodeVersion and NodeLiveness describe this node, for an
+	// engine several nodes share (Config.AdvertiseAddress, Version,
+	// NodeLiveness).
+	NodeAddress, NodeVersion string
+	NodeLiveness             time.Duration
 }
 
 // OpenBolt returns a Config.OpenBroker that opens the embedded bbolt engine
@@ -44,7 +49,8 @@ func OpenPostgres(url, schema string, maxConns int32) func(BrokerOptions) (broke
 		ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 		defer cancel()
 		return postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, MaxConns: maxConns, Notifier: o.Notifier,
-			Logger: o.Logger, GroupDefaults: o.GroupDefaults})
+			Logger: o.Logger, GroupDefaults: o.GroupDefaults,
+			NodeAddress: o.NodeAddress, NodeVersion: o.NodeVersion, Liveness: o.NodeLiveness})
 	}
 }
 

@@ -59,6 +59,14 @@ func (n *notifier) CronsChanged() {
 
 // QueueRoom wakes the enqueues waiting for room in queue, and says
 // whether any waits.
+// RunningCanceled tells the session holding l, if it is on this node,
+// that an operator canceled its task through another node.
+func (n *notifier) RunningCanceled(l broker.LapsedLease) {
+	if h := n.hub.Load(); h != nil {
+		h.cancelRunning(l)
+	}
+}
+
 func (n *notifier) QueueRoom(queue string, room int64) bool {
 	return n.rooms.signal(queue, room)
 }

@@ -95,9 +95,20 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started = s.now()
 	signals := &notifier{}
 	s.metrics = newMetrics()
+	// The address is bound first, so that the node is known to the others
+	// by the one it serves on.
+	if err := s.listen(); err != nil {
+		return err
+	}
+	advertise := s.cfg.AdvertiseAddress
+	if advertise == "" {
+		advertise = s.listener.Addr().String()
+	}
 	b, err := s.cfg.OpenBroker(BrokerOptions{Notifier: signals, Logger: s.log.With("component", "broker"),
-		GroupDefaults: s.cfg.GroupPolicy, OnCommit: s.metrics.committed})
+		GroupDefaults: s.cfg.GroupPolicy, OnCommit: s.metrics.committed,
+		NodeAddress: advertise, NodeVersion: s.cfg.Version, NodeLiveness: s.cfg.NodeLiveness})
 	if err != nil {
+		_ = s.listener.Close()
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.broker = b
@@ -119,16 +130,15 @@ func (s *Server) Start(ctx context.Context) error {
 	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.metrics.cronFired, s.log), s.now, s.log)
 	s.loops = []service{promoter, purger, reaper, cron}
 	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper}, cron)
+	if c, ok := b.(broker.Clustered); ok {
+		s.loops = append(s.loops, newLeaderGate(c, promoter, purger, cron))
+	}
 	for _, svc := range append([]service{s.hub}, s.loops...) {
 		if err := svc.Start(ctx); err != nil {
 			_ = s.closeBackground(context.Background())
+			_ = s.listener.Close()
 			return err
 		}
-	}
-
-	if err := s.listen(); err != nil {
-		_ = s.closeBackground(context.Background()) // the listen error is the one to report
-		return err
 	}
 	s.httpSrv = s.newHTTPServer(s.routes(b))
 	if sh, ok := b.(broker.StorageHealth); ok {

@@ -60,8 +60,9 @@ func (t *txn) act(ctx context.Context, a broker.Action, lt *liveTask, now int64)
 	case broker.ActionCancel:
 		if lt.state == broker.StateActive {
 			_, err := t.exec(ctx, `UPDATE conveyor_tasks SET canceled = true WHERE id = $1`, lt.id)
-			return broker.ActResult{Running: &broker.LapsedLease{SessionID: lt.session,
-				Lease: broker.LeaseRef{TaskID: lt.id, Token: uint64(lt.token)}}}, err
+			running := broker.LapsedLease{SessionID: lt.session, Lease: broker.LeaseRef{TaskID: lt.id, Token: uint64(lt.token)}}
+			t.canceledRunning = append(t.canceledRunning, running)
+			return broker.ActResult{Running: &running}, err
 		}
 		return broker.ActResult{}, t.finish(ctx, lt, broker.StateCanceled, now, finishFields{})
 	case broker.ActionRun:

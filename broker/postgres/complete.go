@@ -139,14 +139,16 @@ func (e *Engine) Progress(ctx context.Context, p broker.ProgressParams) error {
 	})
 }
 
-// LapsedLeases lists the leases whose expiry passed; see broker.Broker.
+// LapsedLeases lists the leases of this node's sessions whose expiry
+// passed; see broker.Broker. Each node reaps its own: the leader releases
+// those of nodes that died (cluster.go).
 func (e *Engine) LapsedLeases(ctx context.Context, at time.Time) ([]broker.LapsedLease, time.Time, error) {
 	if err := e.checkOpen(); err != nil {
 		return nil, time.Time{}, err
 	}
 	now := nanos(at)
 	rows, err := e.pool.Query(ctx, `SELECT id, lease_session, lease_token, lease_expiry, coalesce(lease_limit, 0), retried, max_retry
-		FROM conveyor_tasks WHERE state = 3 AND lease_expiry <= $1 ORDER BY lease_expiry, id`, now)
+		FROM conveyor_tasks WHERE state = 3 AND lease_expiry <= $1 AND lease_node = $2 ORDER BY lease_expiry, id`, now, e.NodeID())
 	if err != nil {
 		return nil, time.Time{}, e.storageError(err)
 	}
@@ -166,7 +168,7 @@ func (e *Engine) LapsedLeases(ctx context.Context, at time.Time) ([]broker.Lapse
 	}
 	var next *int64
 	if len(out) == 0 {
-		if err := e.pool.QueryRow(ctx, `SELECT min(lease_expiry) FROM conveyor_tasks WHERE state = 3`).Scan(&next); err != nil {
+		if err := e.pool.QueryRow(ctx, `SELECT min(lease_expiry) FROM conveyor_tasks WHERE state = 3 AND lease_node = $1`, e.NodeID()).Scan(&next); err != nil {
 			return nil, time.Time{}, e.storageError(err)
 		}
 	}

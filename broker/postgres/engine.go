@@ -46,6 +46,12 @@ type Config struct {
 	// to by it. Defaults to ServerApplicationName, followed by the schema
 	// when Schema is set.
 	ApplicationName string
+	// NodeAddress and NodeVersion describe this node to the others (the
+	// conveyor_nodes table, GetClusterInfo).
+	NodeAddress, NodeVersion string
+	// Liveness is how long a node's heartbeat may lapse before the others
+	// declare it dead and release its tasks. Defaults to DefaultLiveness.
+	Liveness time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -60,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Liveness <= 0 {
+		c.Liveness = DefaultLiveness
 	}
 	if c.ApplicationName == "" {
 		c.ApplicationName = serverApplicationName(c.Schema)
@@ -95,17 +104,21 @@ type Engine struct {
 	hintsStale atomic.Bool
 	resyncs    sync.WaitGroup
 
-	// node is this node's id until the membership of several nodes
-	// lands (node_standin.go).
-	node nodeStandIn
+	// cluster is this node's membership and leadership (cluster.go);
+	// events carries the hints to and from the other nodes (events.go).
+	cluster   cluster
+	events    events
+	closeOnce sync.Once
 }
 
 var errClosed = fmt.Errorf("postgres: %w", broker.ErrClosed)
 
 // Open connects to the database, applies the schema migrations the
 // database lacks (under an advisory lock, so nodes starting together
-// agree), refuses a schema newer than this binary, releases the tasks a
-// previous run left ACTIVE (their sessions are gone), and loads its hints.
+// agree), refuses a schema newer than this binary, listens for the other
+// nodes' notifications, loads its hints, and joins the nodes (leading them
+// when nobody does; the leader releases the tasks a node that died left
+// ACTIVE, once its liveness lapsed).
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("postgres: Config.URL is required")
@@ -126,10 +139,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, pool: pool, log: cfg.Logger, note: cfg.Notifier}
 	e.hints.init()
+	e.cluster.init("")
 	if err := e.open(ctx); err != nil {
+		e.events.stop()
 		pool.Close()
 		return nil, err
 	}
+	go e.runHeartbeat()
 	return e, nil
 }
 
@@ -145,8 +161,21 @@ func (e *Engine) open(ctx context.Context) error {
 	if err := migrate(ctx, e.pool, e.log); err != nil {
 		return err
 	}
-	if err := e.releaseActive(ctx); err != nil {
+	var schema string
+	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return fmt.Errorf("read the schema: %w", err)
+	}
+	e.events.init(e, schema)
+	if err := e.events.start(ctx); err != nil {
+		return fmt.Errorf("listen for the other nodes: %w", err)
+	}
+	if err := e.join(ctx); err != nil {
 		return err
+	}
+	if leading, _ := e.Leading(); leading {
+		if err := e.sweepAtOpen(ctx); err != nil {
+			return err
+		}
 	}
 	return e.loadHints(ctx)
 }
@@ -158,20 +187,30 @@ func pingDatabase(ctx context.Context, pool *pgxpool.Pool) error {
 	return pool.Ping(ctx)
 }
 
-// Close closes the pool. It is idempotent.
+// Close leaves the nodes (so that the tasks this node's sessions still
+// hold go back without waiting for its liveness to lapse) and closes the
+// pool. It is idempotent.
 func (e *Engine) Close() error {
-	e.mu.Lock()
-	if e.closed {
+	e.closeOnce.Do(func() {
+		e.stopHeartbeat()
+		ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		if err := e.leave(ctx); err != nil {
+			e.log.Warn("leave the nodes: the tasks this node held go back once its liveness lapsed", "err", err)
+		}
+		cancel()
+		e.events.stop()
+		e.mu.Lock()
+		e.closed = true
+		e.stopRechecksLocked()
 		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	e.stopRechecksLocked()
-	e.mu.Unlock()
-	e.pool.Close()
-	e.resyncs.Wait()
+		e.pool.Close()
+		e.resyncs.Wait()
+	})
 	return nil
 }
+
+// leaveTimeout bounds leaving the nodes on Close.
+const leaveTimeout = 5 * time.Second
 
 // Info describes the engine; see broker.Broker.
 func (e *Engine) Info(ctx context.Context) (broker.Info, error) {

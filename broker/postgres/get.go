@@ -63,44 +63,6 @@ func (e *Engine) getTask(ctx context.Context, q querier, id string) (*broker.Tas
 	return task, rows.Err()
 }
 
-// releaseActive makes PENDING again, with no retry counted, the tasks a
-// previous run left ACTIVE: the sessions that held them are gone with it.
-// Their keys stay admitted (ready instead of ACTIVE).
-func (e *Engine) releaseActive(ctx context.Context) error {
-	return e.inTxOpen(ctx, func(t *txn) error {
-		if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET state = 2, ready_seq = nextval('conveyor_ready_seq'),
-			lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, canceled = false
-			WHERE state = 3 AND NOT canceled`); err != nil {
-			return err
-		}
-		if _, err := t.exec(ctx, `UPDATE conveyor_ckeys SET active = 0 WHERE active <> 0`); err != nil {
-			return err
-		}
-		// A task an operator canceled while it ran is canceled for good:
-		// its worker is gone, as a closed stream is.
-		ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND canceled`)
-		if err != nil {
-			return err
-		}
-		canceled, err := collectStrings(ids)
-		if err != nil {
-			return err
-		}
-		now := nanos(time.Now())
-		for _, id := range canceled {
-			lt, err := t.loadLive(ctx, id)
-			if err != nil {
-				return err
-			}
-			lt.state = broker.StatePending // counted out of its key as a ready task
-			if err := t.finish(ctx, lt, broker.StateCanceled, now, finishFields{}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 // inTxOpen is inTx for Open, whose hints are not loaded yet: what the
 // transaction did is not applied to them.
 func (e *Engine) inTxOpen(ctx context.Context, fn func(t *txn) error) error {

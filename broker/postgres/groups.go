@@ -414,14 +414,14 @@ func (t *txn) expireMembers(ctx context.Context, gid, now int64) (int, error) {
 func (t *txn) leaseMembers(ctx context.Context, gid int64, n int, p broker.GroupLeaseParams, now, expiry int64) ([]broker.Lease, error) {
 	rows, err := t.query(ctx, `WITH picked AS (
 			SELECT id FROM conveyor_tasks WHERE group_gid = $1 AND state = 8 ORDER BY ready_seq LIMIT $2 FOR UPDATE)
-		UPDATE conveyor_tasks t SET state = 3, started_at = $3, lease_session = $4,
+		UPDATE conveyor_tasks t SET state = 3, started_at = $3, lease_session = $4, lease_node = $7,
 			lease_token = nextval('conveyor_lease_token'), canceled = false, group_gid = NULL,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM (SELECT f.id, g.fires_at FROM picked f, conveyor_groups g WHERE g.gid = $1) picked
 		WHERE t.id = picked.id
 		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, picked.fires_at, t.ready_seq`,
-		gid, n, now, p.SessionID, expiry, int64(p.LimitGrace))
+		gid, n, now, p.SessionID, expiry, int64(p.LimitGrace), t.e.NodeID())
 	if err != nil {
 		return nil, err
 	}

@@ -202,66 +202,17 @@ func eachRow(ctx context.Context, db querier, sql string, fn func(pgx.Rows) erro
 }
 
 // applyCommitted applies what a committed transaction did to the hints,
-// and sends its signals (its after functions are the caller's to run).
+// and sends its signals (its after functions are the caller's to run); the
+// other nodes learn of it from this node's next notification (events.go).
 func (e *Engine) applyCommitted(t *txn) {
 	e.mu.Lock()
 	for name, d := range t.queues {
 		q := e.queueLocked(name)
-		wasReady := e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)
-		before := q.counts[broker.StateActive]
-		for s, n := range d.counts {
-			q.counts[s] += n
-		}
 		q.entering -= t.entering[name]
 		q.leasing -= t.leasing[name]
-		if d.counts.Waiting() < 0 {
-			e.roomChangedLocked(q)
-		}
-		q.ready += d.ready
-		for gid, g := range d.groups {
-			if g.live > 0 {
-				q.fired[gid] = g
-				continue
-			}
-			delete(q.fired, gid)
-			if q.bucket.DropHold(gid) && !q.paused && q.ready > 0 {
-				e.note.TasksReady(name)
-			}
-		}
-		q.enqueued += d.enqueued
-		q.processed += d.processed
-		q.failed += d.failed
-		q.expired += d.expired
-		if q.paused {
-			continue
-		}
-		roomGrew := q.counts[broker.StateActive] < before && q.cfg.MaxActive > 0
-		switch {
-		case roomGrew && e.groupsWaitingLocked(q):
-			// A fired group waits for room under the cap: each task that
-			// leaves ACTIVE may be the one it waited for.
-			e.note.TasksReady(name)
-		case d.ready > 0 || len(d.groups) > 0 || roomGrew:
-			if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {
-				e.note.TasksReady(name)
-			}
-		}
+		e.applyDeltaLocked(q, d)
 	}
-	timers := false
-	if t.promoteAt != 0 && (e.hints.nextPromote == 0 || t.promoteAt < e.hints.nextPromote) {
-		e.hints.nextPromote, timers = t.promoteAt, true
-	}
-	if t.leaseAt != 0 && (e.hints.nextLease == 0 || t.leaseAt < e.hints.nextLease) {
-		e.hints.nextLease, timers = t.leaseAt, true
-	}
-	if t.purgeOwnAt != 0 && (e.hints.purgeOwn == 0 || t.purgeOwnAt < e.hints.purgeOwn) {
-		e.hints.purgeOwn, timers = t.purgeOwnAt, true
-	}
-	for c, at := range t.ended {
-		if at != 0 && e.hints.ended[c] == 0 {
-			e.hints.ended[c], timers = at, true
-		}
-	}
+	timers := e.timersAddedLocked(t.promoteAt, t.leaseAt, t.purgeOwnAt, t.ended)
 	if timers {
 		e.note.TimersChanged()
 	}
@@ -272,6 +223,113 @@ func (e *Engine) applyCommitted(t *txn) {
 		e.note.LeaseLapsed(l)
 	}
 	e.mu.Unlock()
+	e.events.add(t)
+}
+
+// applyDeltaLocked applies what a transaction (this node's or another's)
+// changed of q, and signals TasksReady when q's sessions have work they
+// may not know of.
+func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
+	name := q.name
+	wasReady := e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)
+	before := q.counts[broker.StateActive]
+	for s, n := range d.counts {
+		q.counts[s] += n
+	}
+	if d.counts.Waiting() < 0 {
+		e.roomChangedLocked(q)
+	}
+	q.ready += d.ready
+	for gid, g := range d.groups {
+		if g.live > 0 {
+			q.fired[gid] = g
+			continue
+		}
+		delete(q.fired, gid)
+		if q.bucket.DropHold(gid) && !q.paused && q.ready > 0 {
+			e.note.TasksReady(name)
+		}
+	}
+	q.enqueued += d.enqueued
+	q.processed += d.processed
+	q.failed += d.failed
+	q.expired += d.expired
+	if q.paused {
+		return
+	}
+	roomGrew := q.counts[broker.StateActive] < before && q.cfg.MaxActive > 0
+	switch {
+	case roomGrew && e.groupsWaitingLocked(q):
+		// A fired group waits for room under the cap: each task that
+		// leaves ACTIVE may be the one it waited for.
+		e.note.TasksReady(name)
+	case d.ready > 0 || len(d.groups) > 0 || roomGrew:
+		if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {
+			e.note.TasksReady(name)
+		}
+	}
+}
+
+// timersAddedLocked records timer times a transaction added, and reports
+// whether one was earlier than the loops were told of.
+func (e *Engine) timersAddedLocked(promoteAt, leaseAt, purgeOwnAt int64, ended [numClasses]int64) bool {
+	timers := false
+	if promoteAt != 0 && (e.hints.nextPromote == 0 || promoteAt < e.hints.nextPromote) {
+		e.hints.nextPromote, timers = promoteAt, true
+	}
+	if leaseAt != 0 && (e.hints.nextLease == 0 || leaseAt < e.hints.nextLease) {
+		e.hints.nextLease, timers = leaseAt, true
+	}
+	if purgeOwnAt != 0 && (e.hints.purgeOwn == 0 || purgeOwnAt < e.hints.purgeOwn) {
+		e.hints.purgeOwn, timers = purgeOwnAt, true
+	}
+	for c, at := range ended {
+		if at != 0 && e.hints.ended[c] == 0 {
+			e.hints.ended[c], timers = at, true
+		}
+	}
+	return timers
+}
+
+// applyRemote applies another node's notification.
+func (e *Engine) applyRemote(m *message) {
+	if m.Joined {
+		e.events.peers.CompareAndSwap(0, 1) // the next heartbeat counts them all
+	}
+	if m.Resync || len(m.Configs) > 0 {
+		e.hintsStale.Store(true)
+		e.startResync()
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	for name, w := range m.Queues {
+		d := &queueDelta{counts: w.Counts, ready: w.Ready, enqueued: w.Totals[0], processed: w.Totals[1],
+			failed: w.Totals[2], expired: w.Totals[3]}
+		if len(w.Groups) > 0 {
+			d.groups = make(map[int64]firedGroup, len(w.Groups))
+			for gid, g := range w.Groups {
+				d.groups[gid] = firedGroup{typ: g.Type, live: g.Live}
+			}
+		}
+		e.applyDeltaLocked(e.queueLocked(name), d)
+	}
+	var ended [numClasses]int64
+	copy(ended[:], m.Ended)
+	if e.timersAddedLocked(m.Promote, 0, m.PurgeOwn, ended) {
+		e.note.TimersChanged()
+	}
+	if m.Crons {
+		e.note.CronsChanged()
+	}
+	e.mu.Unlock()
+	if rc, ok := e.note.(broker.RunningCanceler); ok {
+		for _, l := range m.Cancels {
+			rc.RunningCanceled(l)
+		}
+	}
 }
 
 // groupsWaitingLocked reports whether q has a fired group waiting that

@@ -25,6 +25,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	defer e.lapses.RUnlock()
 	var out []broker.Lease
 	var short []string
+	node := e.NodeID()
 	err := e.inTx(ctx, func(t *txn) error {
 		out, short = out[:0], short[:0]
 		for _, pick := range p.Picks {
@@ -32,7 +33,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 			if n == 0 {
 				continue
 			}
-			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, nanos(at), expiry, p.LimitGrace)
+			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, nanos(at), expiry, p.LimitGrace, node)
 			e.unreserve(t, pick.Queue, n, len(ls))
 			if err != nil {
 				return err
@@ -97,17 +98,17 @@ func (e *Engine) stopRechecksLocked() {
 // broker.LeaseLimit. A task whose expiry or deadline passed is archived
 // instead; a keyed one whose key is at its limit (lowered since it was
 // admitted) goes back to its key's line.
-func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration) ([]broker.Lease, error) {
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration, node string) ([]broker.Lease, error) {
 	rows, err := t.query(ctx, `WITH picked AS (
 			SELECT ctid AS tid, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
 			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
-		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4,
+		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
 			lease_token = nextval('conveyor_lease_token'), canceled = false,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.ctid = picked.tid
 		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		queue, n, now, session, expiry, int64(grace))
+		queue, n, now, session, expiry, int64(grace), node)
 	if err != nil {
 		return nil, err
 	}

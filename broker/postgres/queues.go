@@ -56,6 +56,7 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 	if err != nil {
 		return broker.QueueInfo{}, err
 	}
+	e.events.configChanged(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queueLocked(name)
@@ -110,6 +111,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 // rate bucket keeps what it holds under the new rate, and a queue with
 // more room than before wakes its sessions.
 func (e *Engine) configChanged(name string, old, cfg broker.QueueConfig) {
+	e.events.configChanged(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queueLocked(name)
@@ -151,6 +153,7 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	e.events.configChanged(name)
 	e.mu.Lock()
 	if q := e.hints.queues[name]; q != nil && q.cfg.MaxWaiting > 0 {
 		e.hints.bounded--

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -79,6 +80,40 @@ func TestUniqueLapsedSQL(t *testing.T) {
 			}
 			if want := !broker.UniqueHolds(s, until, now); got != want {
 				t.Errorf("a claim of a %s task until %v at %v: the SQL says lapsed %v, broker.UniqueHolds %v", s, until, now, got, !want)
+			}
+		}
+	}
+}
+
+// TestLeaseLimitSQL: conveyor_lease_limit, which every lease statement
+// applies, is broker.LeaseLimit: a deadline, a timeout from the start, or
+// both (the earlier), plus the grace, saturating instead of overflowing;
+// NULL when the attempt is unbounded.
+func TestLeaseLimitSQL(t *testing.T) {
+	t.Parallel()
+	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: 2})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	start := time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)
+	far := time.Unix(0, math.MaxInt64-int64(time.Second))
+	deadlines := append(ruleTimes(start), far)
+	timeouts := []time.Duration{0, time.Nanosecond, time.Minute, math.MaxInt64}
+	graces := []time.Duration{0, 5 * time.Second, math.MaxInt64}
+	for _, deadline := range deadlines {
+		for _, timeout := range timeouts {
+			for _, grace := range graces {
+				var got *int64
+				if err := e.pool.QueryRow(t.Context(), `SELECT conveyor_lease_limit($1, $2, $3, $4)`,
+					nanos(deadline), int64(timeout), nanos(start), int64(grace)).Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				want := broker.LeaseLimit(deadline, timeout, start, grace)
+				if deref(got) != nanos(want) {
+					t.Errorf("deadline %v, timeout %v, grace %v: the SQL says %v, broker.LeaseLimit %v",
+						deadline, timeout, grace, deref(got), nanos(want))
+				}
 			}
 		}
 	}

@@ -119,11 +119,12 @@ func (e *Engine) Sessions(ctx context.Context) ([]broker.SessionInfo, error) {
 	rows, err := e.pool.Query(ctx, `SELECT s.id, s.node, s.queues, s.concurrency, s.in_flight, s.labels,
 			s.sdk_version, s.batch_types, s.connected_at, s.last_heartbeat, coalesce(t.ids, '{}')
 		FROM conveyor_sessions s
+		JOIN conveyor_nodes n ON n.id = s.node AND n.last_seen >= now() - $1::interval
 		LEFT JOIN (
 			SELECT lease_session, array_agg(id ORDER BY id) AS ids FROM conveyor_tasks
 			WHERE state = 3 GROUP BY lease_session
 		) t ON t.lease_session = s.id
-		ORDER BY s.id`)
+		ORDER BY s.id`, e.cfg.Liveness)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", e.storageError(err))
 	}
@@ -140,3 +141,7 @@ func (e *Engine) Sessions(ctx context.Context) ([]broker.SessionInfo, error) {
 	}
 	return out, nil
 }
+
+// sessionNode is the node id this engine records its sessions under: its
+// row in conveyor_nodes exists from Open on (cluster.go).
+func (e *Engine) sessionNode(context.Context) (string, error) { return e.NodeID(), nil }

@@ -26,6 +26,9 @@ type txn struct {
 	ended                          [numClasses]int64
 	cronsChanged                   bool
 	lapsed                         []broker.LapsedLease
+	// canceledRunning are the running tasks an operator canceled, for the
+	// other nodes (the session holding one may be on another).
+	canceledRunning []broker.LapsedLease
 	// after runs once the transaction committed, under no lock.
 	after []func()
 	// entering counts, per queue, the new tasks admitted under its bound

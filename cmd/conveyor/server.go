@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/conveyor-dev/conveyor/broker"
+	"github.com/conveyor-dev/conveyor/broker/postgres"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
 	"github.com/conveyor-dev/conveyor/server"
@@ -27,6 +28,8 @@ type serverCmd struct {
 	Broker           string        `default:"bolt" enum:"bolt,postgres" env:"CONVEYOR_BROKER" help:"Storage engine: bolt, the embedded file in --data-dir; or postgres, the database --database-url names."`
 	DatabaseURL      string        `name:"database-url" env:"CONVEYOR_DATABASE_URL" help:"PostgreSQL URL (postgres://user:password@host:port/db), for --broker postgres."`
 	DatabaseMaxConns int32         `name:"database-max-conns" default:"16" env:"CONVEYOR_DATABASE_MAX_CONNS" help:"Most connections to the database the server holds open, for --broker postgres."`
+	NodeLiveness     time.Duration `name:"node-liveness" default:"${node_liveness}" env:"CONVEYOR_NODE_LIVENESS" help:"How long a node's heartbeat may lapse before the other nodes on the database declare it dead and release its tasks, for --broker postgres (at least 1s)."`
+	AdvertiseAddress string        `name:"advertise-address" env:"CONVEYOR_ADVERTISE_ADDRESS" help:"host:port the other nodes and operators reach this node at, shown in GetClusterInfo, for --broker postgres (default: the address --listen bound)."`
 	DataDir          string        `default:"${data_dir}" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`
 	Token            string        `env:"CONVEYOR_TOKEN" help:"Bearer token every RPC must carry (empty: no authentication, loopback only)."`
 	TokenFile        string        `env:"CONVEYOR_TOKEN_FILE" help:"Read the bearer token from this file."`
@@ -59,10 +62,15 @@ func (c *serverCmd) openBroker() (func(server.BrokerOptions) (broker.Broker, err
 		return nil, errors.New("--broker postgres needs --database-url (or CONVEYOR_DATABASE_URL): " +
 			"postgres://user:password@host:port/database")
 	case c.Broker == "postgres":
+		if c.NodeLiveness < time.Second {
+			return nil, fmt.Errorf("--node-liveness must be at least 1s, got %s", c.NodeLiveness)
+		}
 		if c.DatabaseMaxConns < 1 {
 			return nil, fmt.Errorf("--database-max-conns must be at least 1, got %d", c.DatabaseMaxConns)
 		}
 		return server.OpenPostgres(c.DatabaseURL, "", c.DatabaseMaxConns), nil
+	case c.AdvertiseAddress != "":
+		return nil, errors.New("--advertise-address applies to --broker postgres only: an embedded engine serves one node")
 	case c.DatabaseURL != "":
 		return nil, errors.New("--database-url applies to --broker postgres only; --broker bolt keeps its data in --data-dir")
 	}
@@ -73,6 +81,7 @@ func (c *serverCmd) openBroker() (func(server.BrokerOptions) (broker.Broker, err
 func serverDefaults() kong.Vars {
 	return kong.Vars{
 		"listen":                  server.DefaultListen,
+		"node_liveness":           postgres.DefaultLiveness.String(),
 		"data_dir":                server.DefaultDataDir,
 		"lease_ttl":               lease.DefaultTTL.String(),
 		"limit_grace":             lease.DefaultLimitGrace.String(),
@@ -119,6 +128,7 @@ func (c *serverCmd) Run() error {
 	}
 	srv, err := server.New(server.Config{
 		Listen: c.Listen, DataDir: c.DataDir, Token: token, AllowRemote: c.AllowRemote,
+		AdvertiseAddress: c.AdvertiseAddress, NodeLiveness: c.NodeLiveness,
 		TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, LeaseTTL: c.LeaseTTL, LimitGrace: c.LimitGrace,
 		Retention: c.Retention, ArchiveRetention: c.ArchiveRetention,
 		ShutdownTimeout: c.ShutdownTimeout, Logger: log,

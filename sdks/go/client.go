@@ -15,8 +15,9 @@ import (
 )
 
 // Client enqueues tasks and looks them up through the server's
-// TaskService. It is safe for concurrent use; create one per server and
-// reuse it, as it holds the HTTP/2 connection.
+// TaskService. It is safe for concurrent use; create one per service (one
+// server, or the nodes of one; see NewClient) and reuse it, as it holds the
+// HTTP/2 connections.
 //
 // Every method returns the server's errors as an *Error, which errors.Is
 // matches against ErrInvalidArgument, ErrAlreadyExists, ErrNotFound,
@@ -33,17 +34,40 @@ type Client struct {
 // NewClient returns a client of the server at addr, an http:// URL (HTTP/2
 // without TLS, h2c) or an https:// URL (HTTP/2 over TLS), such as
 // "http://127.0.0.1:7420". It does not connect: the first call does.
+//
+// addr may name several servers of one service (nodes sharing one
+// database), separated by commas: "http://a:7420,http://b:7420". Each
+// must be a valid URL, named once; schemes may differ. The Client sends
+// its calls to the first server and, when a server cannot be reached or
+// answers unavailable, tries the call on the next one, in turn, at most
+// once per server; the server that answered keeps the calls after. A call
+// whose outcome is unknown (its connection broke after the request may
+// have been sent) is tried again only if repeating it is harmless:
+// GetTask, and enqueues whose every task carries a TaskID. See the
+// package doc's "Several servers".
 func NewClient(addr string, opts ...Option) (*Client, error) {
-	cfg, url, err := newConnConfig(addr, opts)
+	cfg, servers, err := newConnConfig(addr, opts)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{tasks: conveyorv1connect.NewTaskServiceClient(cfg.httpClient, url, cfg.connectOptions()...),
-		hooks: cfg.enqueueHooks}
+	c := &Client{tasks: newTaskService(cfg, servers), hooks: cfg.enqueueHooks}
 	if !cfg.noEnqueueBatching {
 		c.batcher = &enqueueBatcher{tasks: c.tasks, maxInFlight: cfg.enqueueInFlight, lingerFor: lingerBound}
 	}
 	return c, nil
+}
+
+// newTaskService is the TaskService of servers: the one server's client,
+// or a failoverTasks over several.
+func newTaskService(cfg *connConfig, servers []endpoint) conveyorv1connect.TaskServiceClient {
+	clients := make([]conveyorv1connect.TaskServiceClient, len(servers))
+	for i, s := range servers {
+		clients[i] = conveyorv1connect.NewTaskServiceClient(s.http, s.url, cfg.connectOptions()...)
+	}
+	if len(clients) == 1 {
+		return clients[0]
+	}
+	return &failoverTasks{servers: clients}
 }
 
 // Enqueue stores one task of taskType carrying payload and returns it as

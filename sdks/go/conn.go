@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -61,10 +62,13 @@ func (f optionFunc) applyToWorker(c *workerConfig) { c.connOpts = append(c.connO
 type connConfig struct {
 	token      string
 	protocol   Protocol
-	httpClient *http.Client
-	tlsConfig  *tls.Config
-	logger     *slog.Logger
-	gzip       bool
+	httpClient *http.Client // WithHTTPClient's, or nil
+	// httpClients are the distinct HTTP clients of the servers, once
+	// newConnConfig has made them.
+	httpClients []*http.Client
+	tlsConfig   *tls.Config
+	logger      *slog.Logger
+	gzip        bool
 	// A Client's enqueue settings; a Worker ignores them.
 	noEnqueueBatching bool
 	enqueueInFlight   int
@@ -168,7 +172,19 @@ func WithEnqueueInFlight(n int) Option {
 	})
 }
 
-func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
+// endpoint is one server of a Client's or a Worker's address: its URL and
+// the HTTP client that reaches it.
+type endpoint struct {
+	url  string
+	http *http.Client
+}
+
+// newConnConfig applies opts and checks addr (see parseServers), and
+// returns the servers addr names, in order, each with its HTTP client:
+// WithHTTPClient's for all of them, else one the SDK makes per scheme
+// (h2c for http://, TLS for https://), shared by the servers of that
+// scheme.
+func newConnConfig(addr string, opts []Option) (*connConfig, []endpoint, error) {
 	c := &connConfig{enqueueInFlight: DefaultEnqueueInFlight}
 	for _, o := range opts {
 		if o != nil {
@@ -176,32 +192,67 @@ func newConnConfig(addr string, opts []Option) (*connConfig, string, error) {
 		}
 	}
 	if len(c.errs) > 0 {
-		return nil, "", errors.Join(c.errs...)
+		return nil, nil, errors.Join(c.errs...)
 	}
-	u, err := url.Parse(addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, "", fmt.Errorf("conveyor: address %q must be an http:// or https:// URL", addr)
+	urls, err := parseServers(addr)
+	if err != nil {
+		return nil, nil, err
 	}
-	if c.tlsConfig != nil && (u.Scheme != "https" || c.httpClient != nil) {
-		// The config would go unused: refuse it rather than connect
-		// without the TLS its caller asked for.
-		why := "the address is " + u.Scheme + "://, which does not use TLS"
-		if c.httpClient != nil {
-			why = "WithHTTPClient's client has its own transport"
+	if err := c.checkTLS(urls); err != nil {
+		return nil, nil, err
+	}
+	byScheme := map[string]*http.Client{}
+	servers := make([]endpoint, len(urls))
+	for i, u := range urls {
+		hc := c.httpClient
+		if hc == nil {
+			hc = byScheme[u.Scheme]
 		}
-		return nil, "", fmt.Errorf("conveyor: WithTLSConfig is for https:// addresses with the SDK's own HTTP client, but %s", why)
-	}
-	if c.httpClient == nil {
-		if u.Scheme == "https" {
-			c.httpClient = tlsClient(c.tlsConfig)
-		} else {
-			c.httpClient = H2CClient()
+		if hc == nil {
+			if u.Scheme == "https" {
+				hc = tlsClient(c.tlsConfig)
+			} else {
+				hc = H2CClient()
+			}
+			byScheme[u.Scheme] = hc
 		}
+		if !slices.Contains(c.httpClients, hc) {
+			c.httpClients = append(c.httpClients, hc)
+		}
+		servers[i] = endpoint{url: u.String(), http: hc}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
-	return c, u.String(), nil
+	return c, servers, nil
+}
+
+// checkTLS refuses WithTLSConfig where it would go unused: with no
+// https:// server, or beside WithHTTPClient. Refused rather than ignored,
+// so that nothing connects without the TLS its caller asked for.
+func (c *connConfig) checkTLS(urls []*url.URL) error {
+	if c.tlsConfig == nil {
+		return nil
+	}
+	if c.httpClient != nil {
+		return errors.New("conveyor: WithTLSConfig is for https:// addresses with the SDK's own HTTP client, but WithHTTPClient's client has its own transport")
+	}
+	if slices.ContainsFunc(urls, func(u *url.URL) bool { return u.Scheme == "https" }) {
+		return nil
+	}
+	why := "the address is http://, which does not use TLS"
+	if len(urls) > 1 {
+		why = "every address is http://, which does not use TLS"
+	}
+	return fmt.Errorf("conveyor: WithTLSConfig is for https:// addresses with the SDK's own HTTP client, but %s", why)
+}
+
+// closeIdleConnections closes the idle connections of every HTTP client
+// in use.
+func (c *connConfig) closeIdleConnections() {
+	for _, hc := range c.httpClients {
+		hc.CloseIdleConnections()
+	}
 }
 
 // connectOptions are the connect client options for this configuration.

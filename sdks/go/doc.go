@@ -2,11 +2,46 @@
 // inspects tasks, and a Worker that holds a session with the server and
 // runs handlers for the tasks it is sent.
 //
-// Both speak ConnectRPC to one server address. Plain http:// addresses use
+// Both speak ConnectRPC to a server address. Plain http:// addresses use
 // HTTP/2 without TLS (h2c); https:// addresses negotiate HTTP/2 over TLS.
 // The gRPC protocol is the default; WithProtocol selects gRPC-Web or the
 // Connect protocol (HTTP/JSON-friendly) for the Client. A Worker's session
 // is a bidirectional stream and needs gRPC or Connect.
+//
+// # Several servers
+//
+// An address may name several servers of one service (Conveyor nodes on
+// one PostgreSQL database, reached without a load balancer), separated by
+// commas: "http://node1:7420,http://node2:7420". NewClient and NewWorker
+// check each URL (an http:// or https:// URL with a host; schemes may
+// differ) and refuse an empty entry or a server named twice, naming the
+// URL at fault.
+//
+// A Client sends its calls to one server at a time, the first one first.
+// A call moves on to the next server, in turn, when the one in use cannot
+// have acted on it: the connection could not be made (refused,
+// unreachable, a name that does not resolve), or the server answered
+// unavailable (it is shutting down or cannot reach its storage, and
+// changed nothing). It is tried at most once per server, while its
+// context lasts; the server that answered stays in use for the calls
+// after. A call whose outcome is unknown, cut short by a transport error
+// (code unavailable, or a connection reset) once its request may have
+// reached the server, moves on only when repeating it is harmless:
+// GetTask, and Enqueue, EnqueueBatch and EnqueueTx whose every task
+// carries a TaskID (a repeat of a stored task id gets ErrAlreadyExists
+// from Enqueue and EnqueueBatch, and the stored task from EnqueueTx).
+// Other calls in doubt return their error, as with one server: enqueue
+// with a TaskID to retry them safely. A unique key does not make an
+// enqueue repeatable, as it lapses once its task completes. No other
+// error moves a call. Enqueue batching is unchanged: a shared EnqueueBatch
+// moves on as its tasks allow.
+//
+// A Worker holds one session at a time. Its first session goes to the
+// first server; each time a session cannot be opened or ends (a broken
+// stream, a server shutting down), the next one goes to the next server
+// in turn. The servers of a round are tried one after another at once;
+// the reconnect backoff is waited between rounds, and after a session
+// that was established (which also resets it).
 //
 // # Producing
 //

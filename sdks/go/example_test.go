@@ -94,6 +94,21 @@ func ExampleNewClient() {
 	// true <nil>
 }
 
+// An address may name several servers of one service, separated by
+// commas: the Client moves a call to the next one when the server in use
+// cannot be reached or answers unavailable. Each URL is checked, and a
+// server named twice is refused.
+func ExampleNewClient_severalServers() {
+	_, err := conveyor.NewClient("http://node1:7420,http://node1:7420/")
+	fmt.Println(err)
+
+	client, err := conveyor.NewClient("http://node1:7420,http://node2:7420")
+	fmt.Println(client != nil, err)
+	// Output:
+	// conveyor: address "http://node1:7420/" (server 2 of 2) names the same server as server 1: list each server once
+	// true <nil>
+}
+
 // Delay a task, keep it unique for an hour and bound each attempt.
 func ExampleClient_Enqueue() {
 	client, err := conveyor.NewClient("http://127.0.0.1:7420")

@@ -122,16 +122,16 @@ type session struct {
 
 var errHandshakeTimeout = fmt.Errorf("conveyor: no Welcome within %s of Hello", handshakeTimeout)
 
-// runSession opens a stream, says Hello, waits for Welcome and serves the
+// runSession opens a stream to srv, says Hello, waits for Welcome and serves the
 // session until the stream ends. established reports whether Welcome came.
-func (w *Worker) runSession(base context.Context) (established bool, err error) {
+func (w *Worker) runSession(base context.Context, srv sessionServer) (established bool, err error) {
 	concurrency, ok := w.awaitCapacity()
 	if !ok {
 		return false, nil // stopping
 	}
 	streamCtx, cancelStream := context.WithCancelCause(context.Background())
 	defer cancelStream(nil)
-	stream := w.client.Session(streamCtx)
+	stream := srv.client.Session(streamCtx)
 	// Canceling the context alone does not always unblock a pending
 	// Receive: once the response has started, net/http's HTTP/2 transport
 	// notices the cancellation only when the request body yields, which a
@@ -174,7 +174,7 @@ func (w *Worker) runSession(base context.Context) (established bool, err error) 
 		id:                welcome.GetSessionId(),
 		stream:            stream,
 		abort:             func() { abort(ErrSessionLost) },
-		log:               w.log.With("session", welcome.GetSessionId()),
+		log:               w.log.With("session", welcome.GetSessionId(), "server", srv.url),
 		leaseTTL:          welcome.GetLeaseTtl().AsDuration(),
 		heartbeatInterval: welcome.GetHeartbeatInterval().AsDuration(),
 		wake:              make(chan struct{}, 1),

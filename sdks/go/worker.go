@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -58,10 +57,12 @@ const (
 // stops gracefully (see Run). Delivery is at least once: a task may run
 // again after a crash, a lost connection or a lapsed lease.
 type Worker struct {
-	cfg        workerConfig
-	log        *slog.Logger
-	httpClient *http.Client
-	client     conveyorv1connect.WorkerServiceClient
+	cfg  workerConfig
+	log  *slog.Logger
+	conn *connConfig
+	// servers are the servers the Worker may hold its session with, in
+	// the order it tries them (see loop).
+	servers []sessionServer
 
 	mu            sync.RWMutex
 	handlers      map[string]Handler
@@ -99,6 +100,15 @@ type Worker struct {
 // URL; plain http uses HTTP/2 without TLS). It takes WorkerOptions and the
 // connection Options. The session needs the gRPC protocol (the default) or
 // the Connect protocol: ProtocolGRPCWeb cannot carry it.
+//
+// addr may name several servers of one service, separated by commas, as
+// for NewClient: "http://a:7420,http://b:7420". The Worker holds one
+// session at a time, with the first server first; each time a session
+// cannot be opened or ends (a broken stream, a server going away), the
+// next one goes to the next server in turn. The servers of a round are
+// tried at once, one after another, and the reconnect backoff
+// (WithReconnectBackoff) is waited between rounds, and after a session
+// that was established.
 func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	cfg := workerConfig{
 		concurrency:      DefaultWorkerConcurrency,
@@ -126,7 +136,7 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	conn, url, err := newConnConfig(addr, cfg.connOpts)
+	conn, endpoints, err := newConnConfig(addr, cfg.connOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +146,8 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	return &Worker{
 		cfg:           cfg,
 		log:           conn.logger,
-		httpClient:    conn.httpClient,
-		client:        conveyorv1connect.NewWorkerServiceClient(sessionClient(conn.httpClient), url, conn.connectOptions()...),
+		conn:          conn,
+		servers:       sessionServers(conn, endpoints),
 		handlers:      map[string]Handler{},
 		batchHandlers: map[string]BatchHandler{},
 		orphanGone:    make(chan struct{}),
@@ -147,6 +157,22 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		killCh:        make(chan struct{}),
 		doneCh:        make(chan struct{}),
 	}, nil
+}
+
+// sessionServer is one server a Worker may hold its session with.
+type sessionServer struct {
+	url    string
+	client conveyorv1connect.WorkerServiceClient
+}
+
+// sessionServers are the session clients of endpoints, in order.
+func sessionServers(conn *connConfig, endpoints []endpoint) []sessionServer {
+	servers := make([]sessionServer, len(endpoints))
+	for i, e := range endpoints {
+		servers[i] = sessionServer{url: e.url,
+			client: conveyorv1connect.NewWorkerServiceClient(sessionClient(e.http), e.url, conn.connectOptions()...)}
+	}
+	return servers
 }
 
 func closedChan() chan struct{} {
@@ -289,31 +315,55 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := w.loop(base)
 	cancelBase(ErrSessionLost)
 	w.waitHandlers(drainUnwind)
-	w.httpClient.CloseIdleConnections()
+	w.conn.closeIdleConnections()
 	return err
 }
 
 // loop runs sessions until a stop or a fatal error.
+//
+// Sessions go to the servers in turn: the first session to the first
+// server, and each one after to the server after the last one's, whatever
+// ended that one (a broken stream, a server that went away, a refused
+// Hello). The protocol's backoff (§5.9) paces rounds, not servers: the
+// servers of a round are tried one after another at once, and a round
+// that got no session waits delay(r) before the next, r counting such
+// rounds. A session that was established (Welcome) resets r, and its end
+// begins a round after delay(0), so that the workers of a server that
+// went away spread over the others. With one server, every round is one
+// attempt, and this is the protocol's backoff as it stands.
 func (w *Worker) loop(base context.Context) error {
-	attempt := 0
+	n := len(w.servers)
+	server := 0 // the server of the next session
+	tried := 0  // sessions tried in the current round
+	failed := 0 // rounds without a session since the last one established
 	for {
 		if w.stopping() {
 			return nil
 		}
-		established, err := w.runSession(base)
+		srv := w.servers[server]
+		established, err := w.runSession(base, srv)
 		if w.stopping() {
 			return nil
 		}
 		if isFatalSessionError(err) {
-			w.log.Error("worker session refused; not reconnecting", "err", err)
-			return fmt.Errorf("conveyor: worker session: %w", wrapError(err))
+			w.log.Error("worker session refused; not reconnecting", "server", srv.url, "err", err)
+			return fmt.Errorf("conveyor: worker session with %s: %w", srv.url, wrapError(err))
 		}
+		server = (server + 1) % n
+		tried++
 		if established {
-			attempt = 0
+			failed, tried = 0, n
 		}
-		delay := w.cfg.backoff.delay(attempt)
-		attempt++
-		w.log.Warn("worker session ended; reconnecting", "err", err, "attempt", attempt, "delay", delay)
+		if tried < n {
+			w.log.Warn("worker session ended; trying the next server", "server", srv.url, "err", err,
+				"next", w.servers[server].url)
+			continue
+		}
+		tried = 0
+		delay := w.cfg.backoff.delay(failed)
+		failed++
+		w.log.Warn("worker session ended; reconnecting", "server", srv.url, "err", err, "attempt", failed,
+			"delay", delay, "next", w.servers[server].url)
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:

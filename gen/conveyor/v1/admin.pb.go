@@ -2510,7 +2510,13 @@ type NodeInfo struct {
 	// version is the node's build version.
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// started_at is when the node started.
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// last_seen_at is the node's last heartbeat (nodes sharing a database;
+	// unset for the embedded engine).
+	LastSeenAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	// leader is set on the node that runs the jobs that run once across
+	// nodes (promotion, purges, cron, sweeping dead nodes).
+	Leader        bool `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2571,6 +2577,20 @@ func (x *NodeInfo) GetStartedAt() *timestamppb.Timestamp {
 		return x.StartedAt
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetLastSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenAt
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
 }
 
 // GetClusterInfoResponse describes the cluster.
@@ -3170,13 +3190,16 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"#\n" +
 	"\x11ResumeCronRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\x89\x01\n" +
+	"\x15GetClusterInfoRequest\"\xdf\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x129\n" +
 	"\n" +
-	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xb9\x01\n" +
+	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12<\n" +
+	"\flast_seen_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSeenAt\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\bR\x06leader\"\xb9\x01\n" +
 	"\x16GetClusterInfoResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.conveyor.v1.NodeInfoR\x05nodes\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x121\n" +
@@ -3337,19 +3360,20 @@ var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	31, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
 	54, // 24: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
 	55, // 25: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	42, // 26: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	53, // 27: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	50, // 28: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	51, // 29: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	55, // 30: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	55, // 31: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	45, // 32: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	52, // 33: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	55, // 26: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
+	42, // 27: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	53, // 28: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	50, // 29: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	51, // 30: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	55, // 31: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	55, // 32: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	45, // 33: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	52, // 34: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }

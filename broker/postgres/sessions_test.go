@@ -14,8 +14,8 @@ import (
 	"github.com/conveyor-dev/conveyor/internal/pgtest"
 )
 
-// twoNodes opens two engines on one schema: two nodes of one service.
-func twoNodes(t *testing.T, store string) (a, b *postgres.Engine) {
+// twoSessionNodes opens two engines on one schema: two nodes of one service.
+func twoSessionNodes(t *testing.T, store string) (a, b *postgres.Engine) {
 	t.Helper()
 	a = openEngine(t, store, postgres.Config{MaxConns: 2})
 	b = openEngine(t, store, postgres.Config{MaxConns: 2})
@@ -44,7 +44,7 @@ func sessionIDs(t *testing.T, r broker.SessionRegistry) map[string]broker.Sessio
 func TestSessionRegistryAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	a, b := twoNodes(t, t.Name())
+	a, b := twoSessionNodes(t, t.Name())
 	connected := time.Unix(1_700_000_000, 5).UTC()
 	sa := broker.SessionInfo{ID: "01SESSIONA", Node: "ignored", Queues: map[string]int32{"mail": 2, "sms": 1},
 		Concurrency: 4, Labels: map[string]string{"host": "w1"}, SDKVersion: "1.2.3",
@@ -129,7 +129,7 @@ func TestSessionsGoWithTheirNode(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	store := t.Name()
-	a, b := twoNodes(t, store)
+	a, b := twoSessionNodes(t, store)
 	for i, e := range []*postgres.Engine{a, a, b} {
 		if err := e.OpenSession(ctx, broker.SessionInfo{ID: "01S" + string(rune('A'+i)), Queues: map[string]int32{"q": 1},
 			Concurrency: 1, ConnectedAt: time.Now()}); err != nil {

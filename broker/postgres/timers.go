@@ -28,6 +28,9 @@ func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error
 		e.hints.clockStart = now
 	}
 	e.mu.Unlock()
+	if err := e.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
 	if leading, _ := e.Leading(); !leading {
 		// The leader promotes; this node only wakes its own sessions
 		// whose rate bucket refilled (the buckets are each node's).

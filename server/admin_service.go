@@ -15,7 +15,7 @@ import (
 )
 
 // adminService implements conveyor.v1.AdminService: this file the
-// cluster, workers and broker; admin_queues.go the queues and their
+// cluster and broker; admin_workers.go the workers; admin_queues.go the queues and their
 // configuration; admin_tasks.go listing and acting on tasks.
 type adminService struct {
 	conveyorv1connect.UnimplementedAdminServiceHandler
@@ -61,25 +61,6 @@ func (a *adminService) nodes(ctx context.Context) ([]*conveyorv1.NodeInfo, error
 			LastSeenAt: timestamppb.New(n.LastSeen), Leader: n.Leader}
 	}
 	return out, nil
-}
-
-func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
-	out := &conveyorv1.ListWorkersResponse{}
-	for _, s := range a.server.hub.List() {
-		out.Workers = append(out.Workers, &conveyorv1.WorkerInfo{
-			SessionId:       s.ID,
-			Queues:          s.Hello.GetQueues(),
-			Concurrency:     s.Hello.GetConcurrency(),
-			InFlight:        int32(s.InFlight),
-			TaskIds:         s.TaskIDs,
-			BatchTypes:      s.Hello.GetBatchTypes(),
-			Labels:          s.Hello.GetLabels(),
-			SdkVersion:      s.Hello.GetSdkVersion(),
-			ConnectedAt:     timestamppb.New(s.ConnectedAt),
-			LastHeartbeatAt: ts(s.LastHeartbeat),
-		})
-	}
-	return connect.NewResponse(out), nil
 }
 
 func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {

@@ -123,7 +123,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
 	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
-	s.hub = sessions.NewHub(b, s.cfg.sessionConfig(), retrier, sessionMetrics{s.metrics}, s.log.With("component", "sessions"), s.now)
+	s.hub = sessions.NewHub(b, s.cfg.sessionConfig(), retrier, sessionMetrics{s.metrics}, s.log, s.now)
 	s.metrics.registry.MustRegister(newStateCollector(s))
 	promoter := scheduler.NewPromoter(b, s.now, s.log)
 	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,9 +47,11 @@ type cluster struct {
 	// (the database unreachable).
 	lapse *time.Timer
 
-	// beats counts the heartbeats; resyncAt is the beat at which the
-	// hints are read again (0: none planned). Only the heartbeat uses them.
-	beats, resyncAt int64
+	// beats counts the heartbeats (read by tests); resyncAt is the beat
+	// at which the hints are read again (0: none planned), the
+	// heartbeat's alone.
+	beats    atomic.Int64
+	resyncAt int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -170,14 +173,14 @@ func (e *Engine) beat(ctx context.Context) error {
 func (e *Engine) peersSeen(peers int64) {
 	c := &e.cluster
 	was := e.events.peers.Swap(peers)
-	c.beats++
+	beats := c.beats.Add(1)
 	switch {
 	case peers == 0:
 		c.resyncAt = 0
 	case was == 0 || c.resyncAt == 0:
-		c.resyncAt = c.beats + 2
-	case c.beats >= c.resyncAt:
-		c.resyncAt = c.beats + int64(resyncEvery/heartbeatEvery(e.cfg.Liveness))
+		c.resyncAt = beats + 2
+	case beats >= c.resyncAt:
+		c.resyncAt = beats + int64(resyncEvery/heartbeatEvery(e.cfg.Liveness))
 		e.hintsStale.Store(true)
 		e.startResync()
 	}

@@ -303,3 +303,30 @@ func TestUniqueKeyRaceAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerCutReadsCountsAgain: a node whose listener's connection was
+// cut misses the notifications sent meanwhile; once it listens again it
+// reads its counts from the database, so a task enqueued on another node
+// in the gap still reaches its sessions.
+func TestListenerCutReadsCountsAgain(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, t.Name())
+	a, _ := openNode(t, schema)
+	b, noteB := openNode(t, schema)
+	// Past the read of the counts b makes two beats after it joined: what
+	// it learns from here on is from notifications, or from the read its
+	// listener's reconnection makes.
+	testwait.Until(t, time.Minute, "node b to be past its first read of the counts", func() bool {
+		return b.events.peers.Load() == 1 && b.cluster.beats.Load() >= 4
+	})
+	pid := b.events.listenerPID.Load()
+	// The listener is gone before the enqueue: its notification is lost.
+	if _, err := a.pool.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, int32(pid)); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, a, "q")
+	// Within resyncEvery's half: the periodic read must not be what finds it.
+	testwait.Until(t, resyncEvery/2, "node b to listen again and count the task", func() bool {
+		return b.events.listenerPID.Load() != pid && readyOn(b, "q") == 1 && noteB.readyCount("q") > 0
+	})
+}

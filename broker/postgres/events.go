@@ -97,6 +97,8 @@ type events struct {
 	mu   sync.Mutex
 	out  message
 	wake chan struct{}
+	// listenerPID is the listener's backend, for tests that cut it.
+	listenerPID atomic.Uint32
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -165,6 +167,7 @@ func (ev *events) connect(ctx context.Context) (*pgx.Conn, error) {
 		_ = conn.Close(ctx)
 		return nil, err
 	}
+	ev.listenerPID.Store(conn.PgConn().PID())
 	return conn, nil
 }
 
@@ -195,6 +198,13 @@ func (ev *events) listen(ctx context.Context, conn *pgx.Conn) {
 		wait = min(2*wait, 2*time.Second)
 		c, err := ev.connect(ctx)
 		if err != nil {
+			// The fallback poll: while the listener is down, the hints
+			// are read again at each attempt (every 2 s at most), so the
+			// other nodes' work still reaches this one's sessions.
+			if ev.peers.Load() > 0 {
+				ev.e.hintsStale.Store(true)
+				ev.e.startResync()
+			}
 			continue
 		}
 		conn = c

@@ -56,7 +56,7 @@ func (e *Engine) startResync() {
 		defer e.resyncs.Done()
 		if err := e.resync(); err != nil {
 			e.hintsStale.Store(true) // the next commit tries again
-			e.log.Warn("re-read the queue counts after a commit whose outcome was lost", "err", err)
+			e.log.Warn("could not read the queue counts again", "err", err)
 		}
 	}()
 }

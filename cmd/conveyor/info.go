@@ -54,7 +54,7 @@ func (c *infoCmd) Run(k *kong.Context) error {
 	l.add("uptime", ci.GetUptime().AsDuration().Round(time.Second).String())
 	l.add("storage_engine", ci.GetStorageEngine())
 	for _, n := range ci.GetNodes() {
-		l.add("node", fmt.Sprintf("%s at %s, version %s, started %s", n.GetId(), n.GetAddress(), n.GetVersion(), showTime(n.GetStartedAt())))
+		l.add("node", nodeLine(n))
 	}
 	l.add("data_path", bi.GetDataPath())
 	if bi.GetEngine() == "postgres" {
@@ -69,4 +69,18 @@ func (c *infoCmd) Run(k *kong.Context) error {
 		l.add("tasks."+s, fmt.Sprint(bi.GetTaskCounts()[s]))
 	}
 	return l.write(k.Stdout)
+}
+
+// nodeLine describes a node; one of several on a database also says when
+// it was last seen and whether it leads.
+func nodeLine(n *conveyorv1.NodeInfo) string {
+	line := fmt.Sprintf("%s at %s, version %s, started %s", n.GetId(), n.GetAddress(), n.GetVersion(), showTime(n.GetStartedAt()))
+	if n.GetLastSeenAt() == nil {
+		return line
+	}
+	line += ", last seen " + showTime(n.GetLastSeenAt())
+	if n.GetLeader() {
+		line += ", leader"
+	}
+	return line
 }

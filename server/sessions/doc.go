@@ -8,7 +8,11 @@
 // matching answers to deliveries), how a session's free slots are shared
 // across its queues (dispatch_plan.go, picker.go), the bounds on a worker
 // frame checked before it is decoded (frame_bounds.go), the handshake
-// (serve.go) and one write per burst of frames (flush.go). The Hub
+// (serve.go), one write per burst of frames (flush.go) and, on an engine
+// several nodes share, the record of this node's sessions in the engine's
+// session registry, for every node's ListWorkers (session_registry.go:
+// opens and closes queued, loads written every few seconds, never waited
+// for by a session). The Hub
 // (hub.go) is its face: the server constructs one (NewHub) with the
 // broker, the session settings (Config), the retry rule and what the
 // sessions record (Metrics), and hands it each WorkerService.Session
@@ -29,8 +33,9 @@
 //   - reads for the admin service and monitoring: List (ListWorkers),
 //     AttemptID (a lease's attempt id in task views), Count, Load,
 //     LateResults and UnknownResults (Stats and /metrics);
-//   - the lifecycle: Start, and Stop, which ends every session (their
-//     leases released at once, no retry increment) and refuses new ones.
+//   - the lifecycle: Start (the registry's writer, if any), and Stop,
+//     which ends every session (their leases released at once, no retry
+//     increment), refuses new ones and writes their ends to the registry.
 //
 // # Caveats
 //

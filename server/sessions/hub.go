@@ -27,6 +27,9 @@ type Hub struct {
 	now     func() time.Time
 	retrier scheduler.Retrier
 	metrics Metrics
+	// registry records the sessions for the other nodes (nil: the engine
+	// keeps no session registry).
+	registry *registryWriter
 
 	boot string // bootID, the prefix of attempt ids
 
@@ -48,11 +51,18 @@ type Hub struct {
 // NewHub returns a hub of no session that serves sessions with b: it
 // leases, extends, releases and completes through b, decides what each
 // worker's Result leads to with r, records what it sees in m, logs to log
-// and reads the time from now. cfg holds the session settings (see
-// Config). Sessions register as their streams open (Serve).
+// (as component "sessions", and "session-registry") and reads the time
+// from now. cfg holds the session settings (see Config). Sessions register
+// as their streams open (Serve). On an engine that keeps a session
+// registry (broker.SessionRegistry), the hub records its sessions there,
+// from Start to Stop, for the other nodes' ListWorkers.
 func NewHub(b broker.Broker, cfg Config, r scheduler.Retrier, m Metrics, log *slog.Logger, now func() time.Time) *Hub {
-	return &Hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, metrics: m, boot: bootID(),
+	h := &Hub{broker: b, cfg: cfg, log: log.With("component", "sessions"), now: now, retrier: r, metrics: m, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{})}
+	if reg, ok := b.(broker.SessionRegistry); ok {
+		h.registry = newRegistryWriter(reg, h, log.With("component", "session-registry"))
+	}
+	return h
 }
 
 // bootID is a short random id of this server process, the prefix of its
@@ -81,6 +91,9 @@ func (h *Hub) register(s *session) bool {
 		h.byQueue[q] = append(h.byQueue[q], s)
 	}
 	h.wg.Add(1)
+	if h.registry != nil {
+		h.registry.opened(s.registryInfo())
+	}
 	return true
 }
 
@@ -104,6 +117,9 @@ func (h *Hub) unregister(s *session) {
 	}
 	h.mu.Unlock()
 	s.end(errShuttingDown) // a no-op unless the session is still running
+	if h.registry != nil {
+		h.registry.closed(s.id)
+	}
 	h.wg.Done()
 }
 
@@ -137,12 +153,18 @@ func (h *Hub) LeaseLapsed(l broker.LapsedLease) {
 	}
 }
 
-// Start does nothing: sessions register as their streams open. It is
-// there for the server's one lifecycle of background services.
-func (h *Hub) Start(context.Context) error { return nil }
+// Start starts the registry's writer, if any: sessions register as their
+// streams open.
+func (h *Hub) Start(ctx context.Context) error {
+	if h.registry != nil {
+		return h.registry.Start(ctx)
+	}
+	return nil
+}
 
 // Stop ends every session, refuses new ones, and waits, bounded by ctx,
-// until every session has unregistered. It is idempotent.
+// until every session has unregistered; then it writes their ends to the
+// registry, if any. It is idempotent.
 func (h *Hub) Stop(ctx context.Context) error {
 	h.closeAll()
 	done := make(chan struct{})
@@ -152,10 +174,13 @@ func (h *Hub) Stop(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if h.registry != nil {
+		return h.registry.Stop(ctx)
+	}
+	return nil
 }
 
 // RunningCanceled tells the session that holds a lease an operator
@@ -240,4 +265,28 @@ func (h *Hub) List() []Info {
 	h.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// loads snapshots the live sessions' loads, for the registry.
+func (h *Hub) loads() []broker.SessionLoad {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]broker.SessionLoad, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		s.mu.Lock()
+		out = append(out, broker.SessionLoad{ID: s.id, InFlight: int32(s.flight.slots), LastHeartbeat: s.lastHeartbeat})
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// registryInfo is the registry's record of the live session id.
+func (h *Hub) registryInfo(id string) (broker.SessionInfo, bool) {
+	h.mu.RLock()
+	s := h.sessions[id]
+	h.mu.RUnlock()
+	if s == nil {
+		return broker.SessionInfo{}, false
+	}
+	return s.registryInfo(), true
 }

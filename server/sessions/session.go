@@ -186,6 +186,15 @@ func (s *session) info() Info {
 		ConnectedAt: s.connectedAt, LastHeartbeat: s.lastHeartbeat}
 }
 
+// registryInfo is the session as the registry records it (its Node is
+// the engine's to fill in).
+func (s *session) registryInfo() broker.SessionInfo {
+	i := s.info()
+	return broker.SessionInfo{ID: i.ID, Queues: i.Hello.GetQueues(), Concurrency: i.Hello.GetConcurrency(),
+		InFlight: int32(i.InFlight), Labels: i.Hello.GetLabels(), SDKVersion: i.Hello.GetSdkVersion(),
+		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat}
+}
+
 // leaseLapsed records that the reaper took a task back. The worker is told
 // to stop it; the slot stays taken until the worker answers for it or the
 // reclaim window passes (see inflight).

@@ -109,13 +109,18 @@ type soak struct {
 	cron     atomic.Int64
 	reconn   atomic.Int64
 	errs     chan error
+	// killed and moved carry a failover's move to the workers loop and
+	// back.
+	killed  chan *node
+	moved   chan int
+	loopCtx context.Context
 
 	mu      sync.Mutex
 	batched []int // seqs of batch tasks waiting for soakBatch of them
 }
 
 func (r *runner) runSOAK(ctx context.Context) error {
-	done, err := r.connect()
+	done, err := r.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +128,8 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	if err := r.requireIdleQueue(ctx); err != nil {
 		return err
 	}
-	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16)}
+	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16),
+		killed: make(chan *node), moved: make(chan int)}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep
 
@@ -135,10 +141,19 @@ func (r *runner) runSOAK(ctx context.Context) error {
 
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	s.loopCtx = runCtx
+	if r.cfg.KillLeaderAfter > 0 {
+		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Concurrency+r.cfg.N/10)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.workers(runCtx) })
-	cpu := markCPU(r.serverPid())
+	cpu := r.markCPU()
 	t0 := time.Now()
+	ended := make(chan struct{})
+	var killed <-chan error
+	if r.failover != nil {
+		killed = r.killLeaderLater(runCtx, ended, s.move)
+	}
 	sampled := make(chan []SoakSample, 1)
 	sampleCtx, stopSampling := context.WithCancel(runCtx)
 	loadDone := make(chan struct{})
@@ -149,6 +164,13 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	if produceErr == nil {
 		produceErr = s.waitAll(runCtx)
 	}
+	close(ended)
+	if killed != nil {
+		if kerr := <-killed; produceErr == nil {
+			produceErr = kerr
+		}
+		r.res.Failover = r.failover.result()
+	}
 	stopSampling()
 	rep.Samples = <-sampled
 	use := cpu.since()
@@ -158,6 +180,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	r.res.WallS = time.Since(t0).Seconds()
 	r.res.TPS = float64(s.complete.Load()) / r.res.WallS
 	r.res.setCPU(use)
+	r.recordServers(use)
 	rep.Enqueued, rep.Completed, rep.Retried = s.enqueued.Load(), s.complete.Load(), s.retried.Load()
 	rep.Scheduled, rep.CronFires, rep.Reconnects = s.sched.Load(), s.cron.Load(), s.reconn.Load()
 	rep.summarize()
@@ -280,7 +303,13 @@ func (s *soak) enqueue(ctx context.Context, seq int) error {
 		}
 		return nil
 	}
-	if _, err := s.r.client.Enqueue(ctx, benchType, payload(seq, 0), opts...); err != nil {
+	_, err := s.r.producerClient(seq).Enqueue(ctx, benchType, payload(seq, 0), opts...)
+	if err != nil && s.r.failover != nil && s.r.failover.killAt.Load() > 0 {
+		// Its node may be the killed one: once more on a live node. A
+		// task the dead node committed runs twice; done counts it once.
+		_, err = s.r.producerClient(seq).Enqueue(ctx, benchType, payload(seq, 0), opts...)
+	}
+	if err != nil {
 		return fmt.Errorf("enqueue %d: %w", seq, err)
 	}
 	s.enqueued.Add(1)
@@ -292,7 +321,10 @@ func (s *soak) enqueueBatch(ctx context.Context, seqs []int) error {
 	for i, seq := range seqs {
 		tasks[i] = conveyor.NewTask(benchType, payload(seq, 0), soakOptions()...)
 	}
-	res, err := s.r.client.EnqueueBatch(ctx, tasks)
+	res, err := s.r.producerClient(seqs[0]).EnqueueBatch(ctx, tasks)
+	if err != nil && s.r.failover != nil && s.r.failover.killAt.Load() > 0 {
+		res, err = s.r.producerClient(seqs[0]).EnqueueBatch(ctx, tasks) // as enqueue does
+	}
 	if err != nil {
 		return fmt.Errorf("enqueue a batch from %d: %w", seqs[0], err)
 	}
@@ -309,10 +341,16 @@ func (s *soak) enqueueBatch(ctx context.Context, seqs []int) error {
 // first attempt of a fail-once task.
 func (s *soak) handle(_ context.Context, d *conveyor.Delivery) error {
 	if d.Metadata["conveyor-cron-id"] != "" {
+		s.watch(-1)
 		s.cron.Add(1)
 		return nil
 	}
 	seq := payloadSeq(d.Payload)
+	if d.Metadata["soak"] == "fail-once" {
+		s.watch(-1) // started twice by design
+	} else {
+		s.watch(seq)
+	}
 	if seq < 0 || seq >= len(s.done) {
 		return fmt.Errorf("soak: task %s has no seq of this run", d.ID)
 	}
@@ -328,46 +366,99 @@ func (s *soak) handle(_ context.Context, d *conveyor.Delivery) error {
 	return nil
 }
 
+// watch records a handler start in a failover run.
+func (s *soak) watch(seq int) {
+	if f := s.r.failover; f != nil {
+		f.handled(seq)
+	}
+}
+
+// soakWorker is one of SOAK's running workers and the node it is on (nil
+// on r.addr).
+type soakWorker struct {
+	node *node
+	stop func() error
+}
+
 // workers runs two workers until ctx ends and replaces one of them every
-// soakReconnectEvery.
+// soakReconnectEvery. With several nodes, each new worker goes to the
+// next live worker node, and a worker of a node the bench killed is
+// restarted on another (its SDK worker reconnects only to its address).
 func (s *soak) workers(ctx context.Context) {
-	start := func() func() error {
-		w, err := s.newWorker()
+	next := 0
+	start := func() soakWorker {
+		addr, n := s.r.addr, (*node)(nil)
+		if live := s.r.liveWorkerNodes(); len(s.r.nodes) > 1 && len(live) > 0 {
+			n = live[next%len(live)]
+			addr = n.url
+			next++
+		}
+		w, err := s.newWorker(addr)
 		if err != nil {
 			s.fail(err)
-			return func() error { return nil }
+			return soakWorker{node: n, stop: func() error { return nil }}
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(wctx) }()
-		return func() error { cancel(); return <-done }
+		return soakWorker{node: n, stop: sync.OnceValue(func() error { cancel(); return <-done })}
 	}
 	stable, rotating := start(), start()
-	defer func() { _ = stable() }()
+	defer func() { _ = stable.stop() }()
 	t := time.NewTicker(min(time.Minute, s.r.cfg.Duration/4))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			_ = rotating()
+			_ = rotating.stop()
 			return
 		case <-t.C:
-			if err := rotating(); err != nil && ctx.Err() == nil {
+			if err := rotating.stop(); err != nil && ctx.Err() == nil {
 				s.fail(fmt.Errorf("stop a worker: %w", err))
 			}
 			rotating = start()
 			s.reconn.Add(1)
+		case k := <-s.killed:
+			moved := 0
+			for _, w := range []*soakWorker{&stable, &rotating} {
+				if w.node == k {
+					go func(stop func() error) { _ = stop() }(w.stop) // between sessions: ends promptly
+					*w = start()
+					moved++
+				}
+			}
+			select {
+			case s.moved <- moved:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-func (s *soak) newWorker() (*conveyor.Worker, error) {
+// move is the failover's move of SOAK: the workers loop restarts the
+// killed node's workers.
+func (s *soak) move(k *node) (int, error) {
+	select {
+	case s.killed <- k:
+	case <-s.loopCtx.Done():
+		return 0, s.loopCtx.Err()
+	}
+	select {
+	case n := <-s.moved:
+		return n, nil
+	case <-s.loopCtx.Done():
+		return 0, s.loopCtx.Err()
+	}
+}
+
+func (s *soak) newWorker(addr string) (*conveyor.Worker, error) {
 	r := s.r
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(max(r.cfg.Concurrency/2, 1))}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}
-	w, err := conveyor.NewWorker(r.addr, opts...)
+	w, err := conveyor.NewWorker(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +551,7 @@ func (s *soak) readServer() (SoakSample, error) {
 
 // scrape reads the named unlabelled samples of the server's /metrics.
 func (s *soak) scrape(names ...string) (map[string]float64, error) {
-	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.r.addr, "/")+"/metrics", nil)
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.r.liveAddr(), "/")+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// failoverLiveness is the nodes' --node-liveness in a --kill-leader-after
+// run: the tasks the killed node's workers held come back to PENDING only
+// once its heartbeat is this old, so the server's default (15s) would
+// make most of the gap a setting's, not the failover's.
+const failoverLiveness = 5 * time.Second
+
+// Failover is what --kill-leader-after measured. Times are from the kill
+// unless they say otherwise.
+type Failover struct {
+	// AfterS is when the leader was killed, from the workers' start.
+	AfterS float64 `json:"after_s"`
+	// NodeLiveness is the nodes' --node-liveness.
+	NodeLiveness string `json:"node_liveness"`
+	KilledNode   string `json:"killed_node"`
+	NewLeader    string `json:"new_leader"`
+	// NewLeaderMs is how long until GetClusterInfo on a survivor named
+	// another node leader.
+	NewLeaderMs float64 `json:"new_leader_ms"`
+	// MaxGapMs is the longest interval with no handler started on any
+	// worker, from the last start before the kill to the run's last
+	// start; MaxGapAtMs is where it began (negative: before the kill).
+	MaxGapMs   float64 `json:"max_gap_ms"`
+	MaxGapAtMs float64 `json:"max_gap_at_ms"`
+	// Redelivered counts the tasks handed to a handler a second time: those
+	// the killed node's workers held, back after NodeLiveness;
+	// RedeliveredAfterMs is when the first of them started again.
+	Redelivered        int64   `json:"redelivered"`
+	RedeliveredAfterMs float64 `json:"redelivered_after_ms,omitempty"`
+	// WorkersMoved is how many workers were connected to the killed node
+	// and restarted by the bench on a survivor (WorkerFailover says how).
+	WorkersMoved   int    `json:"workers_moved"`
+	WorkerFailover string `json:"worker_failover"`
+}
+
+// workerFailover is how the workers of the killed node reach another: the
+// Go SDK's worker reconnects only to its one address.
+const workerFailover = "the bench stops each worker of the killed node and starts one on a surviving node"
+
+// failoverWatch records the handler starts of a --kill-leader-after run.
+type failoverWatch struct {
+	starts []int64 // mono, in the order the starts were counted
+	next   atomic.Int64
+	seen   []atomic.Bool // by seq: started once
+	again  atomic.Int64
+	// firstAgain is the first repeated start after the kill (mono).
+	firstAgain atomic.Int64
+	killAt     atomic.Int64
+	res        Failover
+}
+
+// newFailoverWatch makes room for n tasks started once and slack more
+// starts (the redeliveries).
+func newFailoverWatch(n, slack int) *failoverWatch {
+	return &failoverWatch{starts: make([]int64, n+slack), seen: make([]atomic.Bool, n),
+		res: Failover{NodeLiveness: failoverLiveness.String(), WorkerFailover: workerFailover}}
+}
+
+// handled records a handler's start of task seq (-1: a task the run does
+// not expect once only).
+func (f *failoverWatch) handled(seq int) {
+	now := mono()
+	if i := f.next.Add(1) - 1; i < int64(len(f.starts)) {
+		atomic.StoreInt64(&f.starts[i], now)
+	}
+	if seq >= 0 && seq < len(f.seen) && f.seen[seq].Swap(true) {
+		f.again.Add(1)
+		if k := f.killAt.Load(); k > 0 && now > k {
+			f.firstAgain.CompareAndSwap(0, now)
+		}
+	}
+}
+
+// onHandled is the handler start of W3's workers: counted, and watched in
+// a failover run.
+func (r *runner) onHandled(seq int) {
+	r.handled.Add(1)
+	if f := r.failover; f != nil {
+		f.handled(seq)
+	}
+}
+
+// result is the failover's figures once the run ended.
+func (f *failoverWatch) result() *Failover {
+	res := f.res
+	kill := f.killAt.Load()
+	if kill == 0 {
+		return &res
+	}
+	n := min(f.next.Load(), int64(len(f.starts)))
+	starts := make([]int64, n)
+	for i := range starts {
+		starts[i] = atomic.LoadInt64(&f.starts[i])
+	}
+	slices.Sort(starts)
+	gap, at := maxGapAround(starts, kill)
+	res.MaxGapMs, res.MaxGapAtMs = float64(gap)/1e6, float64(at-kill)/1e6
+	res.Redelivered = f.again.Load()
+	if a := f.firstAgain.Load(); a > 0 {
+		res.RedeliveredAfterMs = float64(a-kill) / 1e6
+	}
+	return &res
+}
+
+// maxGapAround is the longest interval between consecutive sorted starts
+// from the last one before kill on (from kill itself when none came
+// before), and where it began.
+func maxGapAround(sorted []int64, kill int64) (gap, at int64) {
+	i, _ := slices.BinarySearch(sorted, kill)
+	prev := kill
+	if i > 0 {
+		prev = sorted[i-1]
+	}
+	at = prev
+	for _, s := range sorted[i:] {
+		if s-prev > gap {
+			gap, at = s-prev, prev
+		}
+		prev = s
+	}
+	return gap, at
+}
+
+// killLeaderLater kills the leader cfg.KillLeaderAfter from now, unless
+// ended closes first (the run is over: an error, since it measured no
+// failover), and moves the killed node's workers with move. The channel
+// gets the outcome.
+func (r *runner) killLeaderLater(ctx context.Context, ended <-chan struct{}, move func(*node) (int, error)) <-chan error {
+	out := make(chan error, 1)
+	t0 := time.Now()
+	go func() {
+		t := time.NewTimer(r.cfg.KillLeaderAfter)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ended:
+			out <- fmt.Errorf("the run ended before --kill-leader-after %s: give it more tasks or a longer --duration",
+				r.cfg.KillLeaderAfter)
+			return
+		case <-ctx.Done():
+			out <- ctx.Err()
+			return
+		}
+		r.failover.res.AfterS = time.Since(t0).Seconds()
+		out <- r.killLeader(ctx, move)
+	}()
+	return out
+}
+
+// killLeader SIGKILLs the node GetClusterInfo names leader, moves its
+// workers and waits until a survivor names a new leader.
+func (r *runner) killLeader(ctx context.Context, move func(*node) (int, error)) error {
+	f := r.failover
+	leader, err := r.leader(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("find the leader to kill: %w", err)
+	}
+	leader.peakKB.Store(procStatusKB(leader.proc.pid(), "VmHWM"))
+	leader.killed.Store(true)
+	kill := mono()
+	f.killAt.Store(kill)
+	if err := leader.proc.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill the leader: %w", err)
+	}
+	f.res.KilledNode = strings.TrimPrefix(leader.url, "http://")
+	if f.res.WorkersMoved, err = move(leader); err != nil {
+		return err
+	}
+	next, err := r.leader(ctx, leader)
+	if err != nil {
+		return fmt.Errorf("no new leader after the kill: %w", err)
+	}
+	f.res.NewLeaderMs = float64(mono()-kill) / 1e6
+	f.res.NewLeader = strings.TrimPrefix(next.url, "http://")
+	return nil
+}
+
+// leader waits until GetClusterInfo on a live node names one of the run's
+// nodes other than not leader, and returns it.
+func (r *runner) leader(ctx context.Context, not *node) (*node, error) {
+	for {
+		info, err := r.admin().GetClusterInfo(ctx, connect.NewRequest(&conveyorv1.GetClusterInfoRequest{}))
+		if err == nil {
+			for _, ni := range info.Msg.GetNodes() {
+				if !ni.GetLeader() {
+					continue
+				}
+				for _, n := range r.nodes {
+					if n != not && n.url == "http://"+ni.GetAddress() {
+						return n, nil
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

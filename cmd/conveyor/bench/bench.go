@@ -85,8 +85,11 @@ type Config struct {
 	// KillLeaderAfter, when set (W3 and SOAK with Nodes >= 2), SIGKILLs the
 	// node GetClusterInfo names leader this long after the workers start,
 	// and records the failover (Result.Failover). The nodes then run with
-	// a node liveness of failoverLiveness.
+	// a node liveness of failoverLiveness unless NodeLiveness is set.
 	KillLeaderAfter time.Duration
+	// NodeLiveness is the nodes' --node-liveness when Nodes > 1. Zero: the
+	// server's default (15s), or failoverLiveness with KillLeaderAfter.
+	NodeLiveness time.Duration
 	// Run is the run index recorded in the result.
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.

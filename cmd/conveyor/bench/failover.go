@@ -14,7 +14,7 @@ import (
 )
 
 // failoverLiveness is the nodes' --node-liveness in a --kill-leader-after
-// run: the tasks the killed node's workers held come back to PENDING only
+// run unless the run sets its own: the tasks the killed node's workers held come back to PENDING only
 // once its heartbeat is this old, so the server's default (15s) would
 // make most of the gap a setting's, not the failover's.
 const failoverLiveness = 5 * time.Second
@@ -65,9 +65,9 @@ type failoverWatch struct {
 
 // newFailoverWatch makes room for n tasks started once and slack more
 // starts (the redeliveries).
-func newFailoverWatch(n, slack int) *failoverWatch {
+func newFailoverWatch(n, slack int, liveness time.Duration) *failoverWatch {
 	return &failoverWatch{starts: make([]int64, n+slack), seen: make([]atomic.Bool, n),
-		res: Failover{NodeLiveness: failoverLiveness.String(), WorkerFailover: workerFailover}}
+		res: Failover{NodeLiveness: liveness.String(), WorkerFailover: workerFailover}}
 }
 
 // handled records a handler's start of task seq (-1: a task the run does

@@ -62,11 +62,25 @@ func checkNodes(c *Config) error {
 		return fmt.Errorf("MEM measures one server; --nodes does not apply")
 	case c.Cross && (c.Workload != "W4" || c.Nodes < 2):
 		return fmt.Errorf("--cross applies to W4 with --nodes 2 or more (got %s with --nodes %d)", c.Workload, c.Nodes)
+	case c.NodeLiveness > 0 && c.Nodes < 2:
+		return fmt.Errorf("--node-liveness applies to --nodes 2 or more")
 	case c.KillLeaderAfter > 0 && ((c.Workload != "W3" && c.Workload != "SOAK") || c.Nodes < 2):
 		return fmt.Errorf("--kill-leader-after applies to W3 and SOAK with --nodes 2 or more (got %s with --nodes %d)",
 			c.Workload, c.Nodes)
 	}
 	return nil
+}
+
+// nodeLiveness is the --node-liveness the nodes get, or 0 for the
+// server's default.
+func (r *runner) nodeLiveness() time.Duration {
+	if r.cfg.NodeLiveness > 0 {
+		return r.cfg.NodeLiveness
+	}
+	if r.cfg.KillLeaderAfter > 0 {
+		return failoverLiveness
+	}
+	return 0
 }
 
 // startNodes starts cfg.Nodes fresh servers, each on a temp data dir of
@@ -78,8 +92,9 @@ func (r *runner) startNodes(ctx context.Context) (done func(), err error) {
 	if err != nil {
 		return func() {}, err
 	}
-	if r.cfg.KillLeaderAfter > 0 {
-		args = append(args, "--node-liveness", failoverLiveness.String())
+	if l := r.nodeLiveness(); l > 0 {
+		args = append(args, "--node-liveness", l.String())
+		r.res.Settings["node_liveness"] = l.String()
 	}
 	var dirs []string
 	done = func() {
@@ -118,7 +133,11 @@ func (r *runner) startNodes(ctx context.Context) (done func(), err error) {
 	r.srv, r.addr, r.client = r.nodes[0].proc, r.nodes[0].url, r.nodes[0].client
 	if r.cfg.Nodes > 1 {
 		r.res.Settings["nodes"] = fmt.Sprint(r.cfg.Nodes)
-		if err := r.waitCluster(ctx); err != nil {
+		err := r.waitCluster(ctx)
+		if err == nil {
+			err = r.waitCrossDispatch(ctx)
+		}
+		if err != nil {
 			done()
 			return func() {}, err
 		}

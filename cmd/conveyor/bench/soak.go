@@ -143,7 +143,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	defer stopAll()
 	s.loopCtx = runCtx
 	if r.cfg.KillLeaderAfter > 0 {
-		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Concurrency+r.cfg.N/10)
+		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Concurrency+r.cfg.N/10, r.nodeLiveness())
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.workers(runCtx) })

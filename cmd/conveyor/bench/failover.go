@@ -32,13 +32,17 @@ type Failover struct {
 	// another node leader.
 	NewLeaderMs float64 `json:"new_leader_ms"`
 	// MaxGapMs is the longest interval with no handler started on any
-	// worker, from the last start before the kill to the run's last
-	// start; MaxGapAtMs is where it began (negative: before the kill).
+	// worker around the kill: from the last start before it to the last
+	// start within gapWindow liveness after it (when the tasks the killed
+	// node held are back and a new leader sweeps); MaxGapAtMs is where it
+	// began (negative: before the kill).
 	MaxGapMs   float64 `json:"max_gap_ms"`
 	MaxGapAtMs float64 `json:"max_gap_at_ms"`
-	// Redelivered counts the tasks handed to a handler a second time: those
-	// the killed node's workers held, back after NodeLiveness;
-	// RedeliveredAfterMs is when the first of them started again.
+	// Redelivered counts the tasks handed to a handler a second time after
+	// the kill: those the killed node's workers held, back after
+	// NodeLiveness (and, in SOAK, a task the killed node committed whose
+	// enqueue the bench sent again to a survivor); RedeliveredAfterMs is
+	// when the first of them started again.
 	Redelivered        int64   `json:"redelivered"`
 	RedeliveredAfterMs float64 `json:"redelivered_after_ms,omitempty"`
 	// WorkersMoved is how many workers were connected to the killed node
@@ -60,13 +64,14 @@ type failoverWatch struct {
 	// firstAgain is the first repeated start after the kill (mono).
 	firstAgain atomic.Int64
 	killAt     atomic.Int64
+	liveness   time.Duration
 	res        Failover
 }
 
 // newFailoverWatch makes room for n tasks started once and slack more
 // starts (the redeliveries).
 func newFailoverWatch(n, slack int, liveness time.Duration) *failoverWatch {
-	return &failoverWatch{starts: make([]int64, n+slack), seen: make([]atomic.Bool, n),
+	return &failoverWatch{starts: make([]int64, n+slack), seen: make([]atomic.Bool, n), liveness: liveness,
 		res: Failover{NodeLiveness: liveness.String(), WorkerFailover: workerFailover}}
 }
 
@@ -107,7 +112,7 @@ func (f *failoverWatch) result() *Failover {
 		starts[i] = atomic.LoadInt64(&f.starts[i])
 	}
 	slices.Sort(starts)
-	gap, at := maxGapAround(starts, kill)
+	gap, at := maxGapAround(starts, kill, kill+int64(gapWindow*f.liveness))
 	res.MaxGapMs, res.MaxGapAtMs = float64(gap)/1e6, float64(at-kill)/1e6
 	res.Redelivered = f.again.Load()
 	if a := f.firstAgain.Load(); a > 0 {
@@ -116,10 +121,16 @@ func (f *failoverWatch) result() *Failover {
 	return &res
 }
 
+// gapWindow is how many node liveness times after the kill the gap is
+// looked for: one for the peers to declare the node dead, one more for the
+// new leader's sweep and the released tasks' dispatch. Later quiet times
+// are the run's (SOAK's scheduled tasks, its drain), not the failover's.
+const gapWindow = 2
+
 // maxGapAround is the longest interval between consecutive sorted starts
-// from the last one before kill on (from kill itself when none came
-// before), and where it began.
-func maxGapAround(sorted []int64, kill int64) (gap, at int64) {
+// from the last one before kill (kill itself when none came before) to
+// the last one before until, and where it began.
+func maxGapAround(sorted []int64, kill, until int64) (gap, at int64) {
 	i, _ := slices.BinarySearch(sorted, kill)
 	prev := kill
 	if i > 0 {
@@ -127,6 +138,9 @@ func maxGapAround(sorted []int64, kill int64) (gap, at int64) {
 	}
 	at = prev
 	for _, s := range sorted[i:] {
+		if s >= until {
+			break
+		}
 		if s-prev > gap {
 			gap, at = s-prev, prev
 		}

@@ -33,16 +33,16 @@ func TestNodesRefused(t *testing.T) {
 }
 
 // The failover's gap runs from the last start before the kill to the
-// last start, and says where it began.
+// last start before the window's end, and says where it began.
 func TestMaxGapAround(t *testing.T) {
-	starts := []int64{10, 20, 30, 95, 100, 400, 410}
-	if gap, at := maxGapAround(starts, 50); gap != 300 || at != 100 {
-		t.Errorf("gap %d at %d, want 300 at 100", gap, at)
+	starts := []int64{10, 20, 30, 95, 100, 400, 410, 2000}
+	if gap, at := maxGapAround(starts, 50, 1000); gap != 300 || at != 100 {
+		t.Errorf("gap %d at %d, want 300 at 100 (the quiet time after the window is not the failover's)", gap, at)
 	}
-	if gap, at := maxGapAround(starts, 5); gap != 300 || at != 100 {
+	if gap, at := maxGapAround(starts, 5, 1000); gap != 300 || at != 100 {
 		t.Errorf("kill before every start: gap %d at %d, want 300 at 100", gap, at)
 	}
-	if gap, at := maxGapAround([]int64{10, 20}, 500); gap != 0 || at != 20 {
+	if gap, at := maxGapAround([]int64{10, 20}, 500, 1000); gap != 0 || at != 20 {
 		t.Errorf("no start after the kill: gap %d at %d, want 0 at 20", gap, at)
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,15 +46,16 @@ type Failover struct {
 	// when the first of them started again.
 	Redelivered        int64   `json:"redelivered"`
 	RedeliveredAfterMs float64 `json:"redelivered_after_ms,omitempty"`
-	// WorkersMoved is how many workers were connected to the killed node
-	// and restarted by the bench on a survivor (WorkerFailover says how).
-	WorkersMoved   int    `json:"workers_moved"`
-	WorkerFailover string `json:"worker_failover"`
+	// WorkersOnKilled is how many workers held their session with the
+	// killed node; WorkersBackMs is how long until a survivor listed each
+	// of them again (WorkerFailover says how they got there).
+	WorkersOnKilled int     `json:"workers_on_killed_node"`
+	WorkersBackMs   float64 `json:"workers_back_ms"`
+	WorkerFailover  string  `json:"worker_failover"`
 }
 
-// workerFailover is how the workers of the killed node reach another: the
-// Go SDK's worker reconnects only to its one address.
-const workerFailover = "the bench stops each worker of the killed node and starts one on a surviving node"
+// workerFailover is how the workers of the killed node reach another.
+const workerFailover = "each worker is given every node's URL, its own node's first: the Go SDK opens its next session with the next one"
 
 // failoverWatch records the handler starts of a --kill-leader-after run.
 type failoverWatch struct {
@@ -151,9 +153,9 @@ func maxGapAround(sorted []int64, kill, until int64) (gap, at int64) {
 
 // killLeaderLater kills the leader cfg.KillLeaderAfter from now, unless
 // ended closes first (the run is over: an error, since it measured no
-// failover), and moves the killed node's workers with move. The channel
-// gets the outcome.
-func (r *runner) killLeaderLater(ctx context.Context, ended <-chan struct{}, move func(*node) (int, error)) <-chan error {
+// failover); on lists the labels of the workers whose session was with a
+// node. The channel gets the outcome.
+func (r *runner) killLeaderLater(ctx context.Context, ended <-chan struct{}, on func(*node) []string) <-chan error {
 	out := make(chan error, 1)
 	t0 := time.Now()
 	go func() {
@@ -170,14 +172,15 @@ func (r *runner) killLeaderLater(ctx context.Context, ended <-chan struct{}, mov
 			return
 		}
 		r.failover.res.AfterS = time.Since(t0).Seconds()
-		out <- r.killLeader(ctx, move)
+		out <- r.killLeader(ctx, on)
 	}()
 	return out
 }
 
-// killLeader SIGKILLs the node GetClusterInfo names leader, moves its
-// workers and waits until a survivor names a new leader.
-func (r *runner) killLeader(ctx context.Context, move func(*node) (int, error)) error {
+// killLeader SIGKILLs the node GetClusterInfo names leader, and waits
+// until a survivor names a new leader and lists each worker that held its
+// session with the killed node.
+func (r *runner) killLeader(ctx context.Context, on func(*node) []string) error {
 	f := r.failover
 	leader, err := r.leader(ctx, nil)
 	if err != nil {
@@ -191,16 +194,49 @@ func (r *runner) killLeader(ctx context.Context, move func(*node) (int, error)) 
 		return fmt.Errorf("kill the leader: %w", err)
 	}
 	f.res.KilledNode = strings.TrimPrefix(leader.url, "http://")
-	if f.res.WorkersMoved, err = move(leader); err != nil {
-		return err
-	}
+	labels := on(leader)
+	f.res.WorkersOnKilled = len(labels)
+	back := make(chan error, 1)
+	go func() {
+		err := r.waitWorkersBack(ctx, labels)
+		f.res.WorkersBackMs = float64(mono()-kill) / 1e6
+		back <- err
+	}()
 	next, err := r.leader(ctx, leader)
 	if err != nil {
-		return fmt.Errorf("no new leader after the kill: %w", err)
+		return errors.Join(fmt.Errorf("no new leader after the kill: %w", err), <-back)
 	}
 	f.res.NewLeaderMs = float64(mono()-kill) / 1e6
 	f.res.NewLeader = strings.TrimPrefix(next.url, "http://")
-	return nil
+	return <-back
+}
+
+// waitWorkersBack waits until the live nodes list a session of each
+// worker labelled in labels.
+func (r *runner) waitWorkersBack(ctx context.Context, labels []string) error {
+	for {
+		seen := map[string]bool{}
+		for _, n := range r.nodes {
+			if n.killed.Load() {
+				continue
+			}
+			res, err := adminAt(n.url, r.cfg.Token).ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+			if err != nil {
+				continue
+			}
+			for _, w := range res.Msg.GetWorkers() {
+				seen[w.GetLabels()[runLabelKey]] = true
+			}
+		}
+		if !slices.ContainsFunc(labels, func(l string) bool { return !seen[l] }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the killed node's workers are not back on a survivor: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // leader waits until GetClusterInfo on a live node names one of the run's

@@ -15,18 +15,17 @@ const probeQueue = "bench-probe-"
 
 // probeRound is how long one round of probes may take to be dispatched:
 // far above a prompt cross-node dispatch (milliseconds), far below what a
-// node that has not yet learned its peers takes (it reads the others'
-// tasks at its next resync, seconds later).
+// node that does not yet know its peers takes (it reads their tasks at
+// its next resync, seconds later).
 const probeRound = time.Second
 
 // probeRounds bounds the rounds, about a minute of them.
 const probeRounds = 60
 
 // waitCrossDispatch waits until a task enqueued on any node is dispatched
-// promptly to a worker on any other: a fresh node learns its peers at its
-// heartbeat, so for a few seconds after the nodes start, a task enqueued
-// on one waits for the other's next resync. The load would measure that
-// start, not the cluster. It records how long the wait took.
+// promptly to a worker on any other: until the nodes know each other, a
+// task enqueued on one waits for another's next resync, and the load would
+// measure that start, not the cluster. It records how long the wait took.
 func (r *runner) waitCrossDispatch(ctx context.Context) error {
 	t0 := time.Now()
 	type pair struct{ round, from, to int }

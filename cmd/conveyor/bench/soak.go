@@ -109,11 +109,11 @@ type soak struct {
 	cron     atomic.Int64
 	reconn   atomic.Int64
 	errs     chan error
-	// killed and moved carry a failover's move to the workers loop and
-	// back.
-	killed  chan *node
-	moved   chan int
-	loopCtx context.Context
+	// running maps the label of each running worker to the node it
+	// holds its first session with (nil on r.addr); started counts them.
+	wmu     sync.Mutex
+	running map[string]*node
+	started int
 
 	mu      sync.Mutex
 	batched []int // seqs of batch tasks waiting for soakBatch of them
@@ -129,7 +129,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 		return err
 	}
 	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16),
-		killed: make(chan *node), moved: make(chan int)}
+		running: map[string]*node{}}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep
 
@@ -141,7 +141,6 @@ func (r *runner) runSOAK(ctx context.Context) error {
 
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
-	s.loopCtx = runCtx
 	if r.cfg.KillLeaderAfter > 0 {
 		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Concurrency+r.cfg.N/10, r.nodeLiveness())
 	}
@@ -152,7 +151,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	ended := make(chan struct{})
 	var killed <-chan error
 	if r.failover != nil {
-		killed = r.killLeaderLater(runCtx, ended, s.move)
+		killed = r.killLeaderLater(runCtx, ended, s.on)
 	}
 	sampled := make(chan []SoakSample, 1)
 	sampleCtx, stopSampling := context.WithCancel(runCtx)
@@ -373,88 +372,94 @@ func (s *soak) watch(seq int) {
 	}
 }
 
-// soakWorker is one of SOAK's running workers and the node it is on (nil
-// on r.addr).
-type soakWorker struct {
-	node *node
-	stop func() error
-}
-
 // workers runs two workers until ctx ends and replaces one of them every
-// soakReconnectEvery. With several nodes, each new worker goes to the
-// next live worker node, and a worker of a node the bench killed is
-// restarted on another (its SDK worker reconnects only to its address).
+// soakReconnectEvery. With several nodes, each new worker holds its first
+// session with the next live node, and is given every node's URL
+// (serversFrom) to move on to when that session ends.
 func (s *soak) workers(ctx context.Context) {
-	next := 0
-	start := func() soakWorker {
-		addr, n := s.r.addr, (*node)(nil)
-		if live := s.r.liveWorkerNodes(); len(s.r.nodes) > 1 && len(live) > 0 {
-			n = live[next%len(live)]
-			addr = n.url
-			next++
+	start := func() func() error {
+		label, n := s.nextWorker()
+		addr := s.r.addr
+		if n != nil {
+			addr = s.r.serversFrom(n)
 		}
-		w, err := s.newWorker(addr)
+		w, err := s.newWorker(addr, label)
 		if err != nil {
 			s.fail(err)
-			return soakWorker{node: n, stop: func() error { return nil }}
+			return func() error { return nil }
 		}
+		s.wmu.Lock()
+		s.running[label] = n
+		s.wmu.Unlock()
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(wctx) }()
-		return soakWorker{node: n, stop: sync.OnceValue(func() error { cancel(); return <-done })}
+		return func() error {
+			s.wmu.Lock()
+			delete(s.running, label)
+			s.wmu.Unlock()
+			cancel()
+			return <-done
+		}
 	}
 	stable, rotating := start(), start()
-	defer func() { _ = stable.stop() }()
+	defer func() { _ = stable() }()
 	t := time.NewTicker(min(time.Minute, s.r.cfg.Duration/4))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			_ = rotating.stop()
+			_ = rotating()
 			return
 		case <-t.C:
-			if err := rotating.stop(); err != nil && ctx.Err() == nil {
+			if err := rotating(); err != nil && ctx.Err() == nil {
 				s.fail(fmt.Errorf("stop a worker: %w", err))
 			}
 			rotating = start()
 			s.reconn.Add(1)
-		case k := <-s.killed:
-			moved := 0
-			for _, w := range []*soakWorker{&stable, &rotating} {
-				if w.node == k {
-					go func(stop func() error) { _ = stop() }(w.stop) // between sessions: ends promptly
-					*w = start()
-					moved++
-				}
-			}
-			select {
-			case s.moved <- moved:
-			case <-ctx.Done():
-				return
-			}
 		}
 	}
 }
 
-// move is the failover's move of SOAK: the workers loop restarts the
-// killed node's workers.
-func (s *soak) move(k *node) (int, error) {
-	select {
-	case s.killed <- k:
-	case <-s.loopCtx.Done():
-		return 0, s.loopCtx.Err()
+// nextWorker is the label of the next worker to start and the live node
+// it holds its first session with (with one server: none, and r.addr).
+func (s *soak) nextWorker() (string, *node) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.started++
+	label := fmt.Sprintf("%s-s%d", s.r.label, s.started)
+	var live []*node
+	for _, n := range s.r.workerNodes() {
+		if !n.killed.Load() {
+			live = append(live, n)
+		}
 	}
-	select {
-	case n := <-s.moved:
-		return n, nil
-	case <-s.loopCtx.Done():
-		return 0, s.loopCtx.Err()
+	if len(s.r.nodes) < 2 || len(live) == 0 {
+		return "", nil // one server: no failover to watch, no label
 	}
+	return label, live[s.started%len(live)]
 }
 
-func (s *soak) newWorker(addr string) (*conveyor.Worker, error) {
+// on lists the labels of the running workers whose first session is with
+// node k.
+func (s *soak) on(k *node) []string {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var labels []string
+	for label, n := range s.running {
+		if n == k {
+			labels = append(labels, label)
+		}
+	}
+	return labels
+}
+
+func (s *soak) newWorker(addr, label string) (*conveyor.Worker, error) {
 	r := s.r
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(max(r.cfg.Concurrency/2, 1))}
+	if label != "" {
+		opts = append(opts, conveyor.WithLabels(map[string]string{runLabelKey: label}))
+	}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}

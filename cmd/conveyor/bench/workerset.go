@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -16,15 +18,11 @@ type workerSet struct {
 
 	mu      sync.Mutex
 	workers []*benchWorker
-	// stopping are the workers moved off a killed node, stopped in the
-	// background: their Run ends once their reconnect wait sees the stop.
-	stopping []func() error
-	started  int
 }
 
 // benchWorker is one running worker of a workerSet.
 type benchWorker struct {
-	node        *node // nil on r.addr
+	node        *node // its first server; nil on r.addr
 	addr, label string
 	stop        func() error
 }
@@ -34,13 +32,13 @@ type benchWorker struct {
 func (r *runner) startWorkers(ctx context.Context, onStart func(seq int)) (*workerSet, error) {
 	ws := &workerSet{r: r, ctx: ctx, onStart: onStart}
 	if len(r.nodes) <= 1 {
-		return ws, ws.add(nil, r.addr, r.label)
+		return ws, ws.add(nil, r.label)
 	}
 	nodes := r.workerNodes()
 	r.res.Settings["workers"] = fmt.Sprintf("%d, one per node of %d, each of concurrency %d",
 		len(nodes), len(r.nodes), r.cfg.Concurrency)
-	for _, n := range nodes {
-		if err := ws.add(n, n.url, ""); err != nil {
+	for i, n := range nodes {
+		if err := ws.add(n, fmt.Sprintf("%s-w%d", r.label, i+1)); err != nil {
 			_ = ws.stop()
 			return nil, err
 		}
@@ -48,97 +46,84 @@ func (r *runner) startWorkers(ctx context.Context, onStart func(seq int)) (*work
 	return ws, nil
 }
 
-// add starts a worker on addr (node n's, or r.addr when n is nil); an
-// empty label gets one of its own, so that waitSessions tells it from
-// the others.
-func (ws *workerSet) add(n *node, addr, label string) error {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	ws.started++
-	if label == "" {
-		label = fmt.Sprintf("%s-w%d", ws.r.label, ws.started)
+// add starts a worker whose first server is node n (r.addr when nil),
+// labelled label, so that waitSessions tells it from the others.
+func (ws *workerSet) add(n *node, label string) error {
+	addr := ws.r.addr
+	if n != nil {
+		addr = ws.r.serversFrom(n)
 	}
 	stop, err := ws.r.startWorkerAt(ws.ctx, addr, label, ws.onStart)
 	if err != nil {
 		return err
 	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
 	ws.workers = append(ws.workers, &benchWorker{node: n, addr: addr, label: label, stop: stop})
 	return nil
 }
 
-// waitSessions waits until each worker's server lists its session.
+// waitSessions waits until each worker's first server lists its session.
 func (ws *workerSet) waitSessions(ctx context.Context) error {
 	ws.mu.Lock()
 	workers := append([]*benchWorker(nil), ws.workers...)
 	ws.mu.Unlock()
 	for _, w := range workers {
-		if err := ws.r.waitSessionAt(ctx, w.addr, w.label); err != nil {
+		first := ws.r.addr
+		if w.node != nil {
+			first = w.node.url
+		}
+		if err := ws.r.waitSessionAt(ctx, first, w.label); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// move restarts the workers of the killed node on the live worker nodes
-// in turn (any live node when no worker node is left), and returns how
-// many it moved. The SDK worker reconnects only to the address it was
-// given, so the bench moves it, as an application with a list of servers
-// would.
-func (ws *workerSet) move(killed *node) (int, error) {
+// on lists the labels of the workers whose first server is node k: those
+// whose session a kill of k ends.
+func (ws *workerSet) on(k *node) []string {
 	ws.mu.Lock()
-	var keep, moved []*benchWorker
+	defer ws.mu.Unlock()
+	var labels []string
 	for _, w := range ws.workers {
-		if w.node == killed {
-			moved = append(moved, w)
-			ws.stopping = append(ws.stopping, w.stop)
-			go func() { _ = w.stop() }() // the worker is between sessions: it ends promptly
-		} else {
-			keep = append(keep, w)
+		if w.node == k {
+			labels = append(labels, w.label)
 		}
 	}
-	ws.workers = keep
-	ws.mu.Unlock()
-	live := ws.r.liveWorkerNodes()
-	for i := range moved {
-		n := live[i%len(live)]
-		if err := ws.add(n, n.url, ""); err != nil {
-			return i, fmt.Errorf("restart a worker on %s: %w", n.url, err)
-		}
-	}
-	return len(moved), nil
+	return labels
 }
 
 // stop stops every worker and returns the first error.
 func (ws *workerSet) stop() error {
 	ws.mu.Lock()
-	workers, stopping := ws.workers, ws.stopping
-	ws.workers, ws.stopping = nil, nil
+	workers := ws.workers
+	ws.workers = nil
 	ws.mu.Unlock()
 	var errs []error
 	for _, w := range workers {
 		errs = append(errs, w.stop())
 	}
-	for _, stop := range stopping {
-		_ = stop() // it ran already: this waits for its Run to return
-	}
 	return errors.Join(errs...)
 }
 
-// liveWorkerNodes are the worker nodes not killed, or every live node
-// when none is left of them.
-func (r *runner) liveWorkerNodes() []*node {
-	var live []*node
-	for _, n := range r.workerNodes() {
-		if !n.killed.Load() {
-			live = append(live, n)
+// serversFrom is the address a worker whose first server is node n is
+// given: every node's URL, n's first, then the other worker nodes in
+// turn, then the rest. The SDK's worker holds its session with the first
+// and moves to the next when that session ends, so the workers of a
+// killed node spread over the survivors.
+func (r *runner) serversFrom(n *node) string {
+	wn := r.workerNodes()
+	i := slices.Index(wn, n)
+	ordered := append(slices.Clone(wn[max(i, 0):]), wn[:max(i, 0)]...)
+	for _, o := range r.nodes {
+		if !slices.Contains(ordered, o) {
+			ordered = append(ordered, o)
 		}
 	}
-	if len(live) == 0 {
-		for _, n := range r.nodes {
-			if !n.killed.Load() {
-				live = append(live, n)
-			}
-		}
+	urls := make([]string, len(ordered))
+	for j, o := range ordered {
+		urls[j] = o.url
 	}
-	return live
+	return strings.Join(urls, ",")
 }

@@ -334,7 +334,7 @@ func (r *runner) w3(ctx context.Context) (measured, error) {
 	ended := make(chan struct{})
 	var killed <-chan error
 	if r.failover != nil {
-		killed = r.killLeaderLater(ctx, ended, ws.move)
+		killed = r.killLeaderLater(ctx, ended, ws.on)
 	}
 	end, err := r.waitDone(ctx, r.cfg.N)
 	close(ended)

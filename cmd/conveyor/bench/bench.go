@@ -214,7 +214,7 @@ type Result struct {
 	CPUStealPct     float64 `json:"cpu_steal_pct"`
 	// Servers is each fresh server's use over the run, in node order, when
 	// the run is on PostgreSQL (with several nodes, cpu_server_pct is
-	// their sum).
+	// their sum and server_peak_rss_mb their largest).
 	Servers []ServerUse `json:"servers,omitempty"`
 	// CPUPostgres is PostgreSQL's CPU over the run, when it runs on it:
 	// every process of this machine named postgres, so the whole cluster

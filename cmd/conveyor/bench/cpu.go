@@ -220,7 +220,7 @@ type ServerUse struct {
 
 // recordServers records each server's and PostgreSQL's CPU of u (on
 // PostgreSQL only), and the servers' peak memory. With several servers,
-// cpu_server_pct becomes their sum.
+// cpu_server_pct becomes their sum and server_peak_rss_mb their largest.
 func (r *runner) recordServers(u cpuUse) {
 	if len(u.nodes) == 0 {
 		return
@@ -233,6 +233,9 @@ func (r *runner) recordServers(u cpuUse) {
 	}
 	if len(r.nodes) > 1 {
 		r.res.CPUServerPct = cpuFigure(sum, u.wall).Pct
+		for _, s := range r.res.Servers {
+			r.res.ServerPeakRSSMB = max(r.res.ServerPeakRSSMB, s.PeakRSSMB)
+		}
 	}
 	if u.havePG {
 		f := cpuFigure(u.pg, u.wall)

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
@@ -133,6 +135,17 @@ func TestDashboard(t *testing.T) {
 		b.waitText("tr[data-session]", "reports=3")
 		b.waitText(`tr[data-session] td[data-label="In flight"]`, "2/4")
 		b.waitText(`tr[data-session] td[data-label="Tasks"]`, resizing[0])
+		// The Node column shows when the server is one of several nodes
+		// (on PostgreSQL), with the node of the session.
+		res, err := tb.admin.ListWorkers(ctx(t), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+		if err != nil || len(res.Msg.GetWorkers()) != 1 {
+			t.Fatalf("ListWorkers: %v", err)
+		}
+		if node := res.Msg.GetWorkers()[0].GetNodeId(); node != "" {
+			b.waitTextIs(`tr[data-session] td[data-label="Node"]`, node)
+		} else if n := eval[int](b, "count the Node cells", `[...document.querySelectorAll("table.workers th[scope=col]")].filter((h) => h.textContent === "Node").length + document.querySelectorAll('td[data-label="Node"]').length`); n != 0 {
+			t.Errorf("a lone node shows a Node column (%d cells)", n)
+		}
 		b.screenshot("workers")
 	})
 

@@ -128,9 +128,10 @@
 //     LeaseLapsed). The tasks held by a node that died (its heartbeat
 //     lapsed) go back to PENDING with no retry counted, by the leader.
 //   - One node at a time leads, under a term no other node holds; the
-//     server runs PromoteDue, Purge and the cron fires only there. Each of
-//     them is safe to run twice; only the sweep of dead nodes is fenced by
-//     the term.
+//     server runs Purge and the cron fires only there, and PromoteDue
+//     promotes only there (elsewhere it wakes the node's sessions whose
+//     rate bucket refilled). Each of them is safe to run twice; only the
+//     sweep of dead nodes is fenced by the term.
 //   - What decides what may run is in the database: a lease, a
 //     concurrency key, a unique key, a dependency, a group and the caps
 //     hold across nodes.

@@ -14,7 +14,7 @@ import (
 )
 
 // adminService implements conveyor.v1.AdminService: this file the
-// cluster, workers and broker; admin_queues.go the queues and their
+// cluster and broker; admin_workers.go the workers; admin_queues.go the queues and their
 // configuration; admin_tasks.go listing and acting on tasks.
 type adminService struct {
 	conveyorv1connect.UnimplementedAdminServiceHandler
@@ -60,25 +60,6 @@ func (a *adminService) nodes(ctx context.Context) ([]*conveyorv1.NodeInfo, error
 			LastSeenAt: timestamppb.New(n.LastSeen), Leader: n.Leader}
 	}
 	return out, nil
-}
-
-func (a *adminService) ListWorkers(context.Context, *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
-	out := &conveyorv1.ListWorkersResponse{}
-	for _, s := range a.server.hub.list() {
-		out.Workers = append(out.Workers, &conveyorv1.WorkerInfo{
-			SessionId:       s.id,
-			Queues:          s.hello.GetQueues(),
-			Concurrency:     s.hello.GetConcurrency(),
-			InFlight:        int32(s.inFlight),
-			TaskIds:         s.taskIDs,
-			BatchTypes:      s.hello.GetBatchTypes(),
-			Labels:          s.hello.GetLabels(),
-			SdkVersion:      s.hello.GetSdkVersion(),
-			ConnectedAt:     timestamppb.New(s.connectedAt),
-			LastHeartbeatAt: ts(s.lastHeartbeat),
-		})
-	}
-	return connect.NewResponse(out), nil
 }
 
 func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {

@@ -26,6 +26,9 @@ type hub struct {
 	now     func() time.Time
 	retrier scheduler.Retrier
 	metrics *metrics
+	// registry records the sessions for the other nodes (nil: the engine
+	// keeps no session registry).
+	registry *registryWriter
 
 	boot string // bootID, the prefix of attempt ids
 
@@ -75,6 +78,9 @@ func (h *hub) register(s *session) bool {
 		h.byQueue[q] = append(h.byQueue[q], s)
 	}
 	h.wg.Add(1)
+	if h.registry != nil {
+		h.registry.opened(s.registryInfo())
+	}
 	return true
 }
 
@@ -98,6 +104,9 @@ func (h *hub) unregister(s *session) {
 	}
 	h.mu.Unlock()
 	s.end(errShuttingDown) // a no-op unless the session is still running
+	if h.registry != nil {
+		h.registry.closed(s.id)
+	}
 	h.wg.Done()
 }
 
@@ -129,11 +138,18 @@ func (h *hub) leaseLapsed(l broker.LapsedLease) {
 	}
 }
 
-// Start does nothing: sessions register as their streams open.
-func (h *hub) Start(context.Context) error { return nil }
+// Start starts the registry's writer, if any: sessions register as their
+// streams open.
+func (h *hub) Start(ctx context.Context) error {
+	if h.registry != nil {
+		return h.registry.Start(ctx)
+	}
+	return nil
+}
 
 // Stop ends every session, refuses new ones, and waits, bounded by ctx,
-// until every session has unregistered. It is idempotent.
+// until every session has unregistered; then it writes their ends to the
+// registry, if any. It is idempotent.
 func (h *hub) Stop(ctx context.Context) error {
 	h.closeAll()
 	done := make(chan struct{})
@@ -143,10 +159,13 @@ func (h *hub) Stop(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if h.registry != nil {
+		return h.registry.Stop(ctx)
+	}
+	return nil
 }
 
 // cancelRunning tells the session that holds a lease an operator canceled
@@ -213,4 +232,28 @@ func (h *hub) list() []sessionInfo {
 	h.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
+}
+
+// loads snapshots the live sessions' loads, for the registry.
+func (h *hub) loads() []broker.SessionLoad {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]broker.SessionLoad, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		s.mu.Lock()
+		out = append(out, broker.SessionLoad{ID: s.id, InFlight: int32(s.flight.slots), LastHeartbeat: s.lastHeartbeat})
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// registryInfo is the registry's record of the live session id.
+func (h *hub) registryInfo(id string) (broker.SessionInfo, bool) {
+	h.mu.RLock()
+	s := h.sessions[id]
+	h.mu.RUnlock()
+	if s == nil {
+		return broker.SessionInfo{}, false
+	}
+	return s.registryInfo(), true
 }

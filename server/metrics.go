@@ -455,8 +455,10 @@ func boolFloat(b bool) float64 {
 }
 
 // metricsHandler serves /metrics, with the bearer token when the server
-// has one (CONTRACT.md).
+// has one (CONTRACT.md), each series labelled with the node on an engine
+// several nodes share (nodeGatherer).
 func (s *Server) metricsHandler() http.Handler {
-	h := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{MaxRequestsInFlight: 4})
+	g := nodeGatherer{Gatherer: s.metrics.registry, node: func() string { return nodeID(s.broker) }}
+	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: 4})
 	return s.gate.plain(h)
 }

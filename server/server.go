@@ -120,6 +120,9 @@ func (s *Server) Start(ctx context.Context) error {
 	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
 	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
 	s.hub = newHub(b, s.cfg, retrier, s.metrics, s.log.With("component", "sessions"), s.now)
+	if reg, ok := b.(broker.SessionRegistry); ok {
+		s.hub.registry = newRegistryWriter(reg, s.hub, s.log.With("component", "session-registry"))
+	}
 	s.metrics.registry.MustRegister(newStateCollector(s))
 	promoter := scheduler.NewPromoter(b, s.now, s.log)
 	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)

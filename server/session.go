@@ -177,6 +177,15 @@ func (s *session) info() sessionInfo {
 		connectedAt: s.connectedAt, lastHeartbeat: s.lastHeartbeat}
 }
 
+// registryInfo is the session as the registry records it (its Node is
+// the engine's to fill in).
+func (s *session) registryInfo() broker.SessionInfo {
+	i := s.info()
+	return broker.SessionInfo{ID: i.id, Queues: i.hello.GetQueues(), Concurrency: i.hello.GetConcurrency(),
+		InFlight: int32(i.inFlight), Labels: i.hello.GetLabels(), SDKVersion: i.hello.GetSdkVersion(),
+		BatchTypes: i.hello.GetBatchTypes(), ConnectedAt: i.connectedAt, LastHeartbeat: i.lastHeartbeat}
+}
+
 // leaseLapsed records that the reaper took a task back. The worker is told
 // to stop it; the slot stays taken until the worker answers for it or the
 // reclaim window passes (see inflight).

@@ -44,7 +44,8 @@ type Config struct {
 	// ApplicationName names the engine's connections (pg_stat_activity
 	// shows it): conveyor copy refuses a database a server is connected
 	// to by it. Defaults to ServerApplicationName, followed by the schema
-	// when Schema is set.
+	// when one is set (Schema, or the URL's search_path), so that a copy
+	// into one schema is not refused for a server on another.
 	ApplicationName string
 	// NodeAddress and NodeVersion describe this node to the others (the
 	// conveyor_nodes table, GetClusterInfo).
@@ -70,9 +71,7 @@ func (c *Config) setDefaults() {
 	if c.Liveness <= 0 {
 		c.Liveness = DefaultLiveness
 	}
-	if c.ApplicationName == "" {
-		c.ApplicationName = serverApplicationName(c.Schema)
-	}
+
 }
 
 // Engine is the PostgreSQL broker. The database is the truth: every rule
@@ -129,6 +128,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("database URL %s: %w", RedactURL(cfg.URL), err)
 	}
 	pcfg.MaxConns = cfg.MaxConns
+	if cfg.ApplicationName == "" {
+		schema := cfg.Schema
+		if schema == "" {
+			schema = pcfg.ConnConfig.RuntimeParams["search_path"]
+		}
+		cfg.ApplicationName = serverApplicationName(schema)
+	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.ApplicationName
 	if cfg.Schema != "" {
 		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema

@@ -308,6 +308,11 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 	if e.queuePaused(p.Queue) || p.N <= 0 || len(p.Types) == 0 {
 		return nil, nil
 	}
+	if e.queueCapped(p.Queue) {
+		if err := t.lockCaps(ctx, []string{p.Queue}); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := t.query(ctx, `SELECT gid, name, type, live FROM conveyor_groups
 		WHERE queue = $1 AND fired AND type = ANY($2) ORDER BY fire_seq FOR UPDATE SKIP LOCKED`, p.Queue, p.Types)
 	if err != nil {
@@ -346,17 +351,22 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 			t.groupChanged(p.Queue, g.gid, g.typ, 0)
 			continue
 		}
-		n, fits, goes := e.reserveGroup(p.Queue, g.gid, live, p.Now)
+		n, fits, goes, memCapped := e.reserveGroup(p.Queue, g.gid, live, p.Now)
 		if !fits {
 			continue
 		}
 		if !goes {
 			break
 		}
-		leases, err := t.leaseMembers(ctx, g.gid, n, p, now, expiry)
-		e.unreserve(t, p.Queue, n, len(leases))
+		leases, fits, goes, err := t.leaseGroup(ctx, g.gid, n, live, memCapped, p, now, expiry)
 		if err != nil {
 			return nil, err
+		}
+		if !fits {
+			continue
+		}
+		if !goes {
+			break
 		}
 		left := live - len(leases)
 		if _, err := t.exec(ctx, `UPDATE conveyor_groups SET live = $2 WHERE gid = $1`, g.gid, left); err != nil {
@@ -373,6 +383,38 @@ func (t *txn) leaseGroups(ctx context.Context, p broker.GroupLeaseParams, now, e
 		}
 	}
 	return out, nil
+}
+
+// leaseGroup leases the batch of fired group gid, with live members, that
+// reserveGroup let go with n of them, and gives back what it did not
+// take. A queue capped in the database (its row locked by lockCaps) has
+// the group decided there again, as reserveGroup did (caps.go): whether
+// it fits under the cap, and whether the rate bucket lets it go; one
+// capped in memory whose row was not locked (its caps came since) lets no
+// group go in this call.
+func (t *txn) leaseGroup(ctx context.Context, gid int64, n, live int, memCapped bool, p broker.GroupLeaseParams, now, expiry int64) (
+	leases []broker.Lease, fits, goes bool, err error) {
+	c := t.caps[p.Queue]
+	take, fits, goes := n, true, !memCapped
+	if c != nil {
+		var batch int
+		batch, fits, goes = c.group(gid, live, now)
+		take = min(n, batch)
+	}
+	if !fits || !goes {
+		var refused *refusal
+		if fits && c != nil {
+			refused = &refusal{bucket: c.bucket, gid: gid, n: take}
+		}
+		t.e.unreserve(t, p.Queue, n, 0, refused)
+		return nil, fits, goes, nil
+	}
+	leases, err = t.leaseMembers(ctx, gid, take, p, now, expiry)
+	if c != nil {
+		c.took(len(leases))
+	}
+	t.e.unreserve(t, p.Queue, n, len(leases), nil)
+	return leases, true, true, err
 }
 
 // expireMembers archives the members of fired group gid whose expiry or

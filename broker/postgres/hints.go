@@ -74,6 +74,9 @@ type queueHint struct {
 	// leasing counts the tasks Lease calls in progress may take (reserved
 	// under the caps before their statements run).
 	leasing int64
+	// rateReserved counts the rate tokens those calls took from bucket
+	// before the database's bucket decided (caps.go).
+	rateReserved int64
 	// entering counts the new tasks enqueue calls in progress admitted
 	// under the queue's bound (bound.go); refused is set once the bound
 	// refused a task, until the notifier answers that nobody waits.

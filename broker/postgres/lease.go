@@ -17,10 +17,12 @@ import (
 // are locked: it cannot change before the update), which spares a
 // primary-key lookup per task.
 // The queue's caps (max_active, the rate limit) are reserved in memory
-// before, so concurrent calls never pass them together.
+// before, so concurrent calls of this node never pass them together, and
+// for a capped queue decided again in the database (caps.go), whose
+// row the transaction locks first, so that no two nodes pass them
+// together either.
 func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
-	now := nanos(p.Now)
-	expiry := satAdd(now, p.TTL)
+	expiry := satAdd(nanos(p.Now), p.TTL)
 	e.lapses.RLock()
 	defer e.lapses.RUnlock()
 	var out []broker.Lease
@@ -28,17 +30,19 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	node := e.NodeID()
 	err := e.inTx(ctx, func(t *txn) error {
 		out, short = out[:0], short[:0]
+		if err := t.lockCaps(ctx, e.cappedPicks(p.Picks, p.Now)); err != nil {
+			return err
+		}
 		for _, pick := range p.Picks {
-			n, at := e.reserve(pick.Queue, pick.N, p.Now)
+			n, at, memCapped := e.reserve(pick.Queue, pick.N, p.Now)
 			if n == 0 {
 				continue
 			}
-			ls, err := t.leaseQueue(ctx, pick.Queue, n, p.SessionID, nanos(at), expiry, p.LimitGrace, node)
-			e.unreserve(t, pick.Queue, n, len(ls))
+			ls, isShort, err := t.leasePick(ctx, pick.Queue, n, at, memCapped, p, expiry, node)
 			if err != nil {
 				return err
 			}
-			if len(ls) < n {
+			if isShort {
 				short = append(short, pick.Queue)
 			}
 			out = append(out, ls...)
@@ -52,6 +56,40 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		return nil, err
 	}
 	return out, nil
+}
+
+// leasePick leases up to n tasks of queue, reserved in memory at at, and
+// gives back what it did not take. A queue capped in the database (its
+// row locked by lockCaps) gets no more than its caps there allow; one
+// capped in memory whose row was not locked (it had nothing to lease
+// then) gets none in this call. It reports whether the lease came out
+// short of what the caps allowed, for recheckLater (a look is owed only
+// for the rows SKIP LOCKED passed: the database's caps wake the sessions
+// when they have room again, through the refill's wake and the commits
+// that end ACTIVE tasks).
+func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, memCapped bool, p broker.LeaseParams, expiry int64, node string) ([]broker.Lease, bool, error) {
+	allowed, rateCut := n, false
+	c := t.caps[queue]
+	switch {
+	case c != nil:
+		allowed, rateCut = c.alone(n, nanos(at))
+	case memCapped:
+		allowed = 0
+	}
+	var ls []broker.Lease
+	var err error
+	if allowed > 0 {
+		ls, err = t.leaseQueue(ctx, queue, allowed, p.SessionID, nanos(at), expiry, p.LimitGrace, node)
+	}
+	var refused *refusal
+	if c != nil {
+		c.took(len(ls))
+		if rateCut {
+			refused = &refusal{bucket: c.bucket}
+		}
+	}
+	t.e.unreserve(t, queue, n, len(ls), refused)
+	return ls, len(ls) < allowed || memCapped && c == nil, err
 }
 
 // recheckAfter is how long after a short lease the engine looks at the
@@ -195,34 +233,54 @@ type extraScanner struct {
 func (s extraScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more...)...) }
 
 // reserve takes, under the queue's caps, up to n of its dispatchable
-// tasks for a Lease call in progress, and returns how many, and the time
-// to stamp their start with: now, or for a queue with a rate limit the
-// time its bucket counted the tokens at, if later (a call that read the
-// clock before another one, and reserves after it, is counted at the
-// other's time: its leases are stamped so, never before the tokens they
-// took).
-func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time) {
+// tasks for a Lease call in progress, and returns how many, the time
+// to stamp their start with, and whether the queue is capped. The time is
+// now, or for a queue with a rate limit the time its bucket counted the
+// tokens at, if later (a call that read the clock before another one, and
+// reserves after it, is counted at the other's time: its leases are
+// stamped so, never before the tokens they took).
+func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
 	if q == nil || e.closed || n <= 0 {
-		return 0, now
+		return 0, now, false
 	}
 	n = min(n, e.dispatchableLocked(q, now))
 	if n > 0 {
-		q.leasing += int64(n)
-		e.tookLocked(q, n, now)
+		e.reservedLocked(q, n, now)
 	}
 	if q.cfg.RatePerSecond > 0 && q.bucket.Last > nanos(now) {
 		now = fromNanos(q.bucket.Last)
 	}
-	return n, now
+	return n, now, isCapped(q.cfg)
+}
+
+// reservedLocked reserves n of q's tasks for a call in progress, with
+// their rate tokens.
+func (e *Engine) reservedLocked(q *queueHint, n int, now time.Time) {
+	q.leasing += int64(n)
+	if q.cfg.RatePerSecond > 0 {
+		q.rateReserved += int64(n)
+	}
+	e.tookLocked(q, n, now)
+}
+
+// refusal is the database's rate bucket after it refused tokens the
+// memory's had, for the memory to take (adoptBucketLocked): for fired
+// group gid of n members (gid 0: for tasks alone).
+type refusal struct {
+	bucket broker.RateBucket[int64]
+	gid    int64
+	n      int
 }
 
 // unreserve gives back what a Lease call reserved and did not take (its
 // rate tokens too); what it took stays reserved until t ends, when the
-// queue's ACTIVE count has them (or they are given back).
-func (e *Engine) unreserve(t *txn, queue string, reserved, took int) {
+// queue's ACTIVE count has them (or they are given back). When the
+// database refused rate tokens (refused not nil), the memory's bucket
+// becomes the database's.
+func (e *Engine) unreserve(t *txn, queue string, reserved, took int, refused *refusal) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
@@ -230,8 +288,12 @@ func (e *Engine) unreserve(t *txn, queue string, reserved, took int) {
 		return
 	}
 	q.leasing -= int64(reserved - took)
+	q.rateReserved = max(q.rateReserved-int64(reserved), 0)
 	if q.cfg.RatePerSecond > 0 {
 		q.bucket.Tokens += float64(reserved - took)
+	}
+	if refused != nil {
+		e.adoptBucketLocked(q, refused.bucket, refused.gid, refused.n)
 	}
 	if took > 0 {
 		if t.leasing == nil {
@@ -245,23 +307,32 @@ func (e *Engine) unreserve(t *txn, queue string, reserved, took int) {
 // with live members may go now: how many members its batch takes (all,
 // or as many as the cap allows at all), whether they fit under the cap
 // now, and whether the rate limit lets them go. What goes is reserved.
-func (e *Engine) reserveGroup(queue string, gid int64, live int, now time.Time) (n int, fits, goes bool) {
+// It reports too whether the queue is capped.
+func (e *Engine) reserveGroup(queue string, gid int64, live int, now time.Time) (n int, fits, goes, capped bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
 	if q == nil || e.closed {
-		return 0, false, false
+		return 0, false, false, false
 	}
+	capped = isCapped(q.cfg)
 	n = q.cfg.BatchSize(live)
 	if int64(n) > q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing) {
-		return n, false, false
+		return n, false, false, capped
 	}
 	if !e.groupTokensLocked(q, gid, n, now) {
-		return n, true, false
+		return n, true, false, capped
 	}
-	q.leasing += int64(n)
-	e.tookLocked(q, n, now)
-	return n, true, true
+	e.reservedLocked(q, n, now)
+	return n, true, true, capped
+}
+
+// queueCapped reports whether queue is capped, as the memory knows it.
+func (e *Engine) queueCapped(queue string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hints.queues[queue]
+	return q != nil && isCapped(q.cfg)
 }
 
 // queuePaused reports whether queue is paused.

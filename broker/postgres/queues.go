@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
 )
@@ -70,27 +71,34 @@ func (e *Engine) SetQueuePaused(ctx context.Context, name string, paused bool) (
 
 // UpdateQueueConfig changes a queue's configuration, durably; see
 // broker.Broker. The queue's row is locked while update runs, so no other
-// change comes between its read and its write.
+// change comes between its read and its write; its rate bucket is carried
+// over to the new rate (reconfigure) in the same write.
 func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func(*broker.QueueConfig)) (broker.QueueInfo, error) {
 	var old, cfg broker.QueueConfig
+	now := e.cfg.Now()
+	clockStart := e.clockStart()
 	err := e.inTx(ctx, func(t *txn) error {
 		if err := t.createQueues(ctx, []string{name}); err != nil {
 			return err
 		}
 		var delay, grace int64
+		var b broker.RateBucket[int64]
 		if err := t.queryRow(ctx, `SELECT concurrency_limit, max_active, rate_per_second, rate_burst, group_max_size,
-			group_max_delay, group_grace, max_waiting FROM conveyor_queues WHERE name = $1 FOR UPDATE`, name).Scan(
+			group_max_delay, group_grace, max_waiting, rate_tokens, rate_last, rate_held, rate_held_until, rate_holder
+			FROM conveyor_queues WHERE name = $1 FOR UPDATE`, name).Scan(
 			&old.ConcurrencyLimit, &old.MaxActive, &old.RatePerSecond, &old.RateBurst, &old.Group.MaxSize, &delay, &grace,
-			&old.MaxWaiting); err != nil {
+			&old.MaxWaiting, &b.Tokens, &b.Last, &b.Held, &b.HeldUntil, &b.Holder); err != nil {
 			return err
 		}
 		old.Group.MaxDelay, old.Group.GracePeriod = durationOf(delay), durationOf(grace)
 		cfg = old
 		update(&cfg)
+		reconfigure(&b, clockStart, now, old, cfg)
 		if _, err := t.exec(ctx, `UPDATE conveyor_queues SET concurrency_limit = $2, max_active = $3, rate_per_second = $4,
-			rate_burst = $5, group_max_size = $6, group_max_delay = $7, group_grace = $8, max_waiting = $9 WHERE name = $1`,
+			rate_burst = $5, group_max_size = $6, group_max_delay = $7, group_grace = $8, max_waiting = $9,
+			rate_tokens = $10, rate_last = $11 WHERE name = $1`,
 			name, cfg.ConcurrencyLimit, cfg.MaxActive, cfg.RatePerSecond, cfg.RateBurst, cfg.Group.MaxSize,
-			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting); err != nil {
+			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting, b.Tokens, b.Last); err != nil {
 			return err
 		}
 		if cfg.KeyLimit() > old.KeyLimit() {
@@ -98,7 +106,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 				return err
 			}
 		}
-		t.after = append(t.after, func() { e.configChanged(name, old, cfg) })
+		t.after = append(t.after, func() { e.configChanged(name, old, cfg, now) })
 		return t.policyChanged(ctx, name, cfg.Group.WithDefaults(e.cfg.GroupDefaults))
 	})
 	if err != nil {
@@ -107,15 +115,15 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 	return e.Queue(ctx, name)
 }
 
-// configChanged applies a queue's new configuration to the hints: its
-// rate bucket keeps what it holds under the new rate, and a queue with
-// more room than before wakes its sessions.
-func (e *Engine) configChanged(name string, old, cfg broker.QueueConfig) {
+// configChanged applies a queue's new configuration, made at now, to the
+// hints: its rate bucket keeps what it holds under the new rate (as the
+// database's did), and a queue with more room than before wakes its
+// sessions.
+func (e *Engine) configChanged(name string, old, cfg broker.QueueConfig, now time.Time) {
 	e.events.configChanged(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queueLocked(name)
-	now := e.cfg.Now()
 	before := e.dispatchableLocked(q, now)
 	q.cfg = cfg
 	e.rateChangedLocked(q, now, old)

@@ -31,10 +31,17 @@ func (e *Engine) refillLocked(q *queueHint, now time.Time, cfg broker.QueueConfi
 
 // rateChangedLocked carries q's bucket over a change of its rate from old.
 func (e *Engine) rateChangedLocked(q *queueHint, now time.Time, old broker.QueueConfig) {
+	reconfigure(&q.bucket.RateBucket, e.hints.clockStart, now, old, q.cfg)
+}
+
+// reconfigure carries bucket b over a change of its queue's rate from old
+// to cfg at now, starting it first (as refillLocked does) if it ran under
+// old: the memory's bucket and the database's (UpdateQueueConfig) alike.
+func reconfigure(b *broker.RateBucket[int64], clockStart int64, now time.Time, old, cfg broker.QueueConfig) {
 	if old.RatePerSecond > 0 {
-		q.bucket.Start(e.hints.clockStart, now.UnixNano())
+		b.Start(clockStart, now.UnixNano())
 	}
-	q.bucket.Reconfigured(now.UnixNano(), old, q.cfg)
+	b.Reconfigured(now.UnixNano(), old, cfg)
 }
 
 // tookLocked records that n tasks of q were leased at now.

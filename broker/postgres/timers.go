@@ -19,7 +19,8 @@ const expiringSQL = `state IN (1, 2, 4, 8, 9) AND expire_at <= $1`
 // PromoteDue makes due SCHEDULED and RETRY tasks pending, archives the
 // waiting tasks whose expiry passed, fires the groups whose time came and
 // wakes the sessions of the queues whose rate bucket refilled; see
-// broker.Broker.
+// broker.Broker. With several nodes, only the leader promotes: on the
+// others it only wakes their sessions (each node keeps its own buckets).
 func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error) {
 	now := nanos(at)
 	e.mu.Lock()
@@ -27,6 +28,17 @@ func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error
 		e.hints.clockStart = now
 	}
 	e.mu.Unlock()
+	if err := e.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
+	if leading, _ := e.Leading(); !leading {
+		// The leader promotes; this node only wakes its own sessions
+		// whose rate bucket refilled (the buckets are each node's).
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.hints.nextPromote = e.wakeRefilledLocked(now)
+		return fromNanos(e.hints.nextPromote), nil
+	}
 	var next int64
 	err := e.inTx(ctx, func(t *txn) error {
 		var err error

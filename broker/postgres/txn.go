@@ -35,6 +35,9 @@ type txn struct {
 	// (bound.go), and leasing the tasks leased under its caps (lease.go):
 	// the queue's hints count them as reserved until the transaction ends.
 	entering, leasing map[string]int64
+	// caps holds the capped queues whose rows the transaction locked
+	// (caps.go).
+	caps map[string]*capped
 }
 
 // queueDelta is what a transaction changed of one queue.
@@ -118,10 +121,13 @@ func (t *txn) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // totalShards is how many rows spread each queue's totals.
 const totalShards = 8
 
-// flush writes the transaction's queue totals, each queue's into one of its
-// rows picked at random, so that concurrent transactions seldom wait for
-// the same row.
+// flush writes the rate buckets the transaction changed, and its queue
+// totals, each queue's into one of its rows picked at random, so that
+// concurrent transactions seldom wait for the same row.
 func (t *txn) flush(ctx context.Context) error {
+	if err := t.writeCaps(ctx); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(t.queues))
 	for name, d := range t.queues {
 		if d.enqueued != 0 || d.processed != 0 || d.failed != 0 || d.expired != 0 {

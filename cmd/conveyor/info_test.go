@@ -77,6 +77,7 @@ func TestWorkers(t *testing.T) {
 		Labels      map[string]string
 		SdkVersion  string
 		TaskIDs     []string `json:"taskIds"`
+		NodeID      string   `json:"nodeId"`
 	}
 	// The held task is listed once the session's record catches up.
 	servertest.Eventually(t, 10*time.Second, "the worker lists its task", func() bool {
@@ -95,7 +96,13 @@ func TestWorkers(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "SESSION ") {
 		t.Fatalf("workers table:\n%s", strings.Join(lines, "\n"))
 	}
-	for _, cell := range []string{w.SessionID, " w=3 ", " 2 ", " 1 ", "host=h1, zone=a", id} {
+	// A NODE column, second, when the server is one of several nodes (on
+	// PostgreSQL), and none on the embedded engine.
+	if (w.NodeID != "") != (servertest.Engine() == servertest.EnginePostgres) ||
+		(strings.Fields(lines[0])[1] == "NODE") != (w.NodeID != "") {
+		t.Errorf("node %q on engine %s, table:\n%s", w.NodeID, servertest.Engine(), strings.Join(lines, "\n"))
+	}
+	for _, cell := range []string{w.SessionID, w.NodeID, " w=3 ", " 2 ", " 1 ", "host=h1, zone=a", id} {
 		if !strings.Contains(lines[1], cell) {
 			t.Errorf("workers row lacks %q:\n%s", cell, lines[1])
 		}

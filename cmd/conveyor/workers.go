@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -15,8 +16,9 @@ type workersCmd struct {
 	clientFlags
 }
 
-// Run lists the sessions by id: what each serves, how busy it is, and the
-// tasks it holds (dispatched and not yet answered).
+// Run lists the sessions by id (of every node, when several share a
+// database, with the node each is on): what each serves, how busy it is,
+// and the tasks it holds (dispatched and not yet answered).
 func (c *workersCmd) Run(k *kong.Context) error {
 	cn, err := c.dial()
 	if err != nil {
@@ -31,11 +33,23 @@ func (c *workersCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetWorkers())
 	}
-	t := newTable(k.Stdout, "SESSION", "QUEUES", "CONCURRENCY", "IN FLIGHT", "SDK", "CONNECTED", "LAST HEARTBEAT", "LABELS", "TASKS")
-	for _, w := range res.Msg.GetWorkers() {
-		t.row(w.GetSessionId(), orDash(showMap(w.GetQueues())), fmt.Sprint(w.GetConcurrency()),
+	workers := res.Msg.GetWorkers()
+	// The NODE column shows only when the server is one of several nodes
+	// (a shared database): one node alone has nothing to tell apart.
+	nodes := slices.ContainsFunc(workers, func(w *conveyorv1.WorkerInfo) bool { return w.GetNodeId() != "" })
+	headers := []string{"SESSION", "QUEUES", "CONCURRENCY", "IN FLIGHT", "SDK", "CONNECTED", "LAST HEARTBEAT", "LABELS", "TASKS"}
+	if nodes {
+		headers = slices.Insert(headers, 1, "NODE")
+	}
+	t := newTable(k.Stdout, headers...)
+	for _, w := range workers {
+		cells := []string{w.GetSessionId(), orDash(showMap(w.GetQueues())), fmt.Sprint(w.GetConcurrency()),
 			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showTime(w.GetConnectedAt()),
-			showTime(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ",")))
+			showTime(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
+		if nodes {
+			cells = slices.Insert(cells, 1, orDash(w.GetNodeId()))
+		}
+		t.row(cells...)
 	}
 	return t.flush()
 }

@@ -2725,7 +2725,10 @@ type WorkerInfo struct {
 	// task_ids lists the tasks the session holds (dispatched, not yet answered).
 	TaskIds []string `protobuf:"bytes,9,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
 	// batch_types are the task types the worker handles as batches.
-	BatchTypes    []string `protobuf:"bytes,10,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
+	BatchTypes []string `protobuf:"bytes,10,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
+	// node_id is the id of the server node the session is on (nodes sharing
+	// a database; empty for the embedded engine).
+	NodeId        string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2830,7 +2833,15 @@ func (x *WorkerInfo) GetBatchTypes() []string {
 	return nil
 }
 
-// ListWorkersResponse lists the live sessions.
+func (x *WorkerInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+// ListWorkersResponse lists the live sessions (of every node, when several
+// share a database).
 type ListWorkersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// workers are ordered by session id.
@@ -3194,7 +3205,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x121\n" +
 	"\x06uptime\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12%\n" +
 	"\x0estorage_engine\x18\x04 \x01(\tR\rstorageEngine\"\x14\n" +
-	"\x12ListWorkersRequest\"\xbe\x04\n" +
+	"\x12ListWorkersRequest\"\xd7\x04\n" +
 	"\n" +
 	"WorkerInfo\x12\x1d\n" +
 	"\n" +
@@ -3210,7 +3221,8 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\btask_ids\x18\t \x03(\tR\ataskIds\x12\x1f\n" +
 	"\vbatch_types\x18\n" +
 	" \x03(\tR\n" +
-	"batchTypes\x1a9\n" +
+	"batchTypes\x12\x17\n" +
+	"\anode_id\x18\v \x01(\tR\x06nodeId\x1a9\n" +
 	"\vQueuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +

@@ -12,13 +12,17 @@ import { Time } from "../components/Time";
 const SHOWN_TASKS = 5;
 
 /**
- * WorkersPage lists the live worker sessions: the queues each serves and
+ * WorkersPage lists the live worker sessions (of every node, when several
+ * share a database, with the node each is on): the queues each serves and
  * their weights, labels, the tasks in flight and the latest heartbeat.
  */
 export function WorkersPage() {
   useTitle("Workers");
   const w = usePoll((signal) => admin.listWorkers({}, { signal }), 2000, []);
   const workers = w.data?.workers ?? [];
+  // The Node column shows only when the server is one of several nodes
+  // sharing a database: a lone node has nothing to tell apart.
+  const nodes = workers.some((x) => x.nodeId !== "");
   return (
     <>
       <div class="page-head">
@@ -36,6 +40,7 @@ export function WorkersPage() {
             <thead>
               <tr>
                 <th scope="col">Session</th>
+                {nodes && <th scope="col">Node</th>}
                 <th scope="col">Queues (weight)</th>
                 <th scope="col">Labels</th>
                 <th scope="col" class="num">
@@ -49,7 +54,7 @@ export function WorkersPage() {
             </thead>
             <tbody>
               {workers.map((x) => (
-                <WorkerRow key={x.sessionId} w={x} />
+                <WorkerRow key={x.sessionId} w={x} nodes={nodes} />
               ))}
             </tbody>
           </table>
@@ -73,7 +78,7 @@ function TaskLinks({ ids }: { ids: string[] }) {
   );
 }
 
-function WorkerRow({ w }: { w: WorkerInfo }) {
+function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
   const first = w.taskIds.slice(0, SHOWN_TASKS);
   const rest = w.taskIds.slice(SHOWN_TASKS);
   return (
@@ -81,6 +86,11 @@ function WorkerRow({ w }: { w: WorkerInfo }) {
       <th scope="row" data-label="Session" class="mono">
         {w.sessionId}
       </th>
+      {nodes && (
+        <td data-label="Node" class="mono">
+          {w.nodeId || <span class="muted">—</span>}
+        </td>
+      )}
       <td data-label="Queues (weight)">
         <Chips map={w.queues} />
         {w.batchTypes.length > 0 && <p class="muted">batches: {w.batchTypes.join(", ")}</p>}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"sort"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+)
+
+// ListWorkers lists the live worker sessions. On an engine several nodes
+// share (a session registry), it lists every node's: this node's from
+// memory, so that their in-flight counts and tasks are exact, the others'
+// as their nodes last wrote them (in-flight counts and heartbeats every
+// registrySyncEvery; their tasks as the database holds them now).
+func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
+	local := a.server.hub.list()
+	node := nodeID(a.broker)
+	out := &conveyorv1.ListWorkersResponse{Workers: make([]*conveyorv1.WorkerInfo, 0, len(local))}
+	here := make(map[string]struct{}, len(local))
+	for _, s := range local {
+		here[s.id] = struct{}{}
+		out.Workers = append(out.Workers, localWorker(s, node))
+	}
+	reg, ok := a.broker.(broker.SessionRegistry)
+	if !ok {
+		return connect.NewResponse(out), nil
+	}
+	recorded, err := reg.Sessions(ctx)
+	if err != nil {
+		return nil, toConnectError(a.server.log, err)
+	}
+	for _, r := range recorded {
+		if _, ok := here[r.ID]; ok || r.Node == node {
+			continue // this node's: live ones listed above, the others ended (their close not written yet)
+		}
+		out.Workers = append(out.Workers, recordedWorker(r))
+	}
+	sort.Slice(out.Workers, func(i, j int) bool { return out.Workers[i].GetSessionId() < out.Workers[j].GetSessionId() })
+	return connect.NewResponse(out), nil
+}
+
+// localWorker describes a session of this node.
+func localWorker(s sessionInfo, node string) *conveyorv1.WorkerInfo {
+	return &conveyorv1.WorkerInfo{
+		SessionId:       s.id,
+		NodeId:          node,
+		Queues:          s.hello.GetQueues(),
+		Concurrency:     s.hello.GetConcurrency(),
+		InFlight:        int32(s.inFlight),
+		TaskIds:         s.taskIDs,
+		BatchTypes:      s.hello.GetBatchTypes(),
+		Labels:          s.hello.GetLabels(),
+		SdkVersion:      s.hello.GetSdkVersion(),
+		ConnectedAt:     timestamppb.New(s.connectedAt),
+		LastHeartbeatAt: ts(s.lastHeartbeat),
+	}
+}
+
+// recordedWorker describes a session of another node, from the registry.
+func recordedWorker(r broker.SessionInfo) *conveyorv1.WorkerInfo {
+	return &conveyorv1.WorkerInfo{
+		SessionId:       r.ID,
+		NodeId:          r.Node,
+		Queues:          r.Queues,
+		Concurrency:     r.Concurrency,
+		InFlight:        r.InFlight,
+		TaskIds:         r.TaskIDs,
+		BatchTypes:      r.BatchTypes,
+		Labels:          r.Labels,
+		SdkVersion:      r.SDKVersion,
+		ConnectedAt:     timestamppb.New(r.ConnectedAt),
+		LastHeartbeatAt: ts(r.LastHeartbeat),
+	}
+}

@@ -102,6 +102,9 @@ type Engine struct {
 	commits    sync.RWMutex
 	hintsStale atomic.Bool
 	resyncs    sync.WaitGroup
+	// remote is held by the application of each other node's
+	// notification, and whole by a resync (resync.go).
+	remote sync.Mutex
 
 	// cluster is this node's membership and leadership (cluster.go);
 	// events carries the hints to and from the other nodes (events.go).

@@ -294,8 +294,11 @@ func (e *Engine) timersAddedLocked(promoteAt, leaseAt, purgeOwnAt int64, ended [
 	return timers
 }
 
-// applyRemote applies another node's notification.
+// applyRemote applies another node's notification, never while a resync
+// reads the hints again (e.remote).
 func (e *Engine) applyRemote(m *message) {
+	e.remote.Lock()
+	defer e.remote.Unlock()
 	if m.Joined {
 		e.events.peers.CompareAndSwap(0, 1) // the next heartbeat counts them all
 	}

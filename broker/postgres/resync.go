@@ -75,6 +75,14 @@ func (e *Engine) resync() error {
 		return err
 	}
 	defer conn.Release()
+	// The other nodes' changes wait too (applyRemote): one committed
+	// after the counts are read and applied before they replace the
+	// hints would be lost, and a queue's count left short (its sessions
+	// asleep with tasks ready). Held back, a change committed before the
+	// read is counted twice instead: a session woken for nothing, until
+	// the next read.
+	e.remote.Lock()
+	defer e.remote.Unlock()
 	e.commits.Lock()
 	defer e.commits.Unlock()
 	qs, err := readHints(ctx, conn)

@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"strconv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -65,6 +65,9 @@ type message struct {
 	// Joined announces a node that just joined: the others send their
 	// notifications from now on, not from their next heartbeat.
 	Joined bool `json:"j,omitempty"`
+	// XIDs are the transactions whose changes Queues carries (none
+	// known: some may be missing).
+	XIDs []uint64 `json:"i,omitempty"`
 }
 
 // wireDelta is a queueDelta on the wire.
@@ -97,8 +100,10 @@ type events struct {
 	mu   sync.Mutex
 	out  message
 	wake chan struct{}
-	// listenerPID is the listener's backend, for tests that cut it.
+	// listenerPID is the listener's backend, for tests that cut it;
+	// received counts the other nodes' notifications received.
 	listenerPID atomic.Uint32
+	received    atomic.Int64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -224,6 +229,7 @@ func (ev *events) receive(payload string) {
 	if m.From == ev.self {
 		return
 	}
+	ev.received.Add(1)
 	ev.e.applyRemote(&m)
 }
 
@@ -267,6 +273,9 @@ func (ev *events) add(t *txn) {
 			}
 			earliest(&m.Ended[c], at)
 		}
+	}
+	if len(t.queues) > 0 {
+		m.XIDs = append(m.XIDs, t.xid) // 0 when unknown: never seen by a snapshot
 	}
 	m.Crons = m.Crons || t.cronsChanged
 	m.Cancels = append(m.Cancels, t.canceledRunning...)
@@ -380,7 +389,7 @@ func split(m *message) []*message {
 	for name, d := range m.Queues {
 		if len(cur.Queues) == perPart {
 			parts = append(parts, cur)
-			cur = &message{From: m.From}
+			cur = &message{From: m.From, XIDs: m.XIDs}
 		}
 		if cur.Queues == nil {
 			cur.Queues = map[string]*wireDelta{}

@@ -101,10 +101,20 @@ func (e *Engine) queueLocked(name string) *queueHint {
 // loadHints reads the hints from the database: each queue's row, totals
 // and per-state counts, and its fired groups.
 func (e *Engine) loadHints(ctx context.Context) error {
-	qs, err := readHints(ctx, e.pool)
+	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
+	defer conn.Release()
+	// The other nodes' notifications received meanwhile wait, and skip
+	// what the read saw (as for a resync).
+	e.remote.Lock()
+	defer e.remote.Unlock()
+	qs, snap, err := readHintsSnapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	e.resynced = &snap
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hints.queues = qs
@@ -294,8 +304,11 @@ func (e *Engine) timersAddedLocked(promoteAt, leaseAt, purgeOwnAt int64, ended [
 	return timers
 }
 
-// applyRemote applies another node's notification.
+// applyRemote applies another node's notification, never while a resync
+// reads the hints again (e.remote).
 func (e *Engine) applyRemote(m *message) {
+	e.remote.Lock()
+	defer e.remote.Unlock()
 	if m.Joined {
 		e.events.peers.CompareAndSwap(0, 1) // the next heartbeat counts them all
 	}
@@ -307,6 +320,9 @@ func (e *Engine) applyRemote(m *message) {
 	if e.closed {
 		e.mu.Unlock()
 		return
+	}
+	if e.resynced != nil && e.resynced.sawAll(m.XIDs) {
+		m.Queues = nil // the last resync read what they did
 	}
 	for name, w := range m.Queues {
 		d := &queueDelta{counts: w.Counts, ready: w.Ready, enqueued: w.Totals[0], processed: w.Totals[1],

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The hints follow the transactions the engine saw commit. A COMMIT whose
@@ -75,12 +76,26 @@ func (e *Engine) resync() error {
 		return err
 	}
 	defer conn.Release()
+	e.remote.Lock()
+	defer e.remote.Unlock()
+	return e.resyncLocked(ctx, conn)
+}
+
+// resyncLocked is resync, with e.remote held.
+func (e *Engine) resyncLocked(ctx context.Context, conn *pgxpool.Conn) error {
+	// The other nodes' changes wait too (applyRemote): one committed
+	// after the counts are read and applied before they replace the
+	// hints would be lost, and a queue's count left short (its sessions
+	// asleep with tasks ready). Held back, each is applied after, unless
+	// the read saw its transactions (its notification names them): the
+	// counts are read under one snapshot, kept to tell.
 	e.commits.Lock()
 	defer e.commits.Unlock()
-	qs, err := readHints(ctx, conn)
+	qs, snap, err := readHintsSnapshot(ctx, conn)
 	if err != nil {
 		return err
 	}
+	e.resynced = &snap
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -121,4 +136,23 @@ func (q *queueHint) stored(read *queueHint) {
 	}
 	q.paused, q.cfg, q.counts, q.ready, q.fired = read.paused, read.cfg, read.counts, read.ready, read.fired
 	q.enqueued, q.processed, q.failed, q.expired = read.enqueued, read.processed, read.failed, read.expired
+}
+
+// readHintsSnapshot reads the hints under one snapshot, and returns it.
+func readHintsSnapshot(ctx context.Context, conn *pgxpool.Conn) (map[string]*queueHint, snapshot, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, snapshot{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var text string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
+		return nil, snapshot{}, err
+	}
+	snap, err := parseSnapshot(text)
+	if err != nil {
+		return nil, snapshot{}, err
+	}
+	qs, err := readHints(ctx, tx)
+	return qs, snap, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +30,10 @@ type txn struct {
 	// canceledRunning are the running tasks an operator canceled, for the
 	// other nodes (the session holding one may be on another).
 	canceledRunning []broker.LapsedLease
+	// xid is the transaction's id, read before its commit while other
+	// nodes are live: they learn of its changes with it (events.go), so
+	// that a resync of theirs that saw it does not count them twice.
+	xid uint64
 	// after runs once the transaction committed, under no lock.
 	after []func()
 	// entering counts, per queue, the new tasks admitted under its bound
@@ -128,6 +133,9 @@ func (t *txn) flush(ctx context.Context) error {
 	if err := t.writeCaps(ctx); err != nil {
 		return err
 	}
+	if err := t.readXID(ctx); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(t.queues))
 	for name, d := range t.queues {
 		if d.enqueued != 0 || d.processed != 0 || d.failed != 0 || d.expired != 0 {
@@ -151,5 +159,20 @@ func (t *txn) flush(ctx context.Context) error {
 			processed = t.processed + excluded.processed, failed = t.failed + excluded.failed,
 			expired = t.expired + excluded.expired`,
 		names, shard, enq, proc, fail, exp)
+	return err
+}
+
+// readXID reads the transaction's id, for the other nodes, when there are
+// any and it changed what they count.
+func (t *txn) readXID(ctx context.Context) error {
+	if len(t.queues) == 0 || t.e.events.peers.Load() == 0 {
+		return nil
+	}
+	var s string
+	if err := t.queryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&s); err != nil {
+		return err
+	}
+	xid, err := strconv.ParseUint(s, 10, 64)
+	t.xid = xid
 	return err
 }

@@ -35,6 +35,10 @@ type benchCmd struct {
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
 	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 	DatabaseURL  string        `name:"database-url" env:"CONVEYOR_BENCH_DATABASE_URL" help:"Run each fresh server on PostgreSQL, in a schema of its own in this database (dropped after the run)."`
+	Nodes        int           `default:"1" help:"Fresh servers per run, all on one PostgreSQL schema (more than 1 needs --database-url); producers and workers are spread over them in turn, one worker per node."`
+	Cross        bool          `help:"W4 with --nodes 2 or more: producers call the first node only, workers connect to the other nodes only."`
+	NodeLiveness time.Duration `name:"node-liveness" help:"The nodes' --node-liveness with --nodes 2 or more (default: the server's, 15s; 5s with --kill-leader-after)."`
+	KillLeader   time.Duration `name:"kill-leader-after" help:"W3 or SOAK with --nodes 2 or more: SIGKILL the leader node this long after the workers start and record the failover (the nodes run with --node-liveness 5s)."`
 }
 
 func (c *benchCmd) Run() error {
@@ -65,6 +69,7 @@ func (c *benchCmd) Run() error {
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, HTTP1: c.HTTP1, Run: run,
 			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
 			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery, DatabaseURL: c.DatabaseURL,
+			Nodes: c.Nodes, Cross: c.Cross, KillLeaderAfter: c.KillLeader, NodeLiveness: c.NodeLiveness,
 		})
 		if err := bench.WriteJSON(os.Stdout, res); err != nil {
 			return err

@@ -74,6 +74,22 @@ type Config struct {
 	// schema of its own in this database (dropped after the run), instead
 	// of the embedded engine.
 	DatabaseURL string
+	// Nodes is how many fresh servers the run starts on one PostgreSQL
+	// schema (more than one needs DatabaseURL). Producers and workers are
+	// spread over them in turn. Defaults to 1.
+	Nodes int
+	// Cross puts W4's producers on the first node only and its workers on
+	// the other nodes only (needs Nodes >= 2): every task crosses nodes
+	// between its enqueue and its dispatch.
+	Cross bool
+	// KillLeaderAfter, when set (W3 and SOAK with Nodes >= 2), SIGKILLs the
+	// node GetClusterInfo names leader this long after the workers start,
+	// and records the failover (Result.Failover). The nodes then run with
+	// a node liveness of failoverLiveness unless NodeLiveness is set.
+	KillLeaderAfter time.Duration
+	// NodeLiveness is the nodes' --node-liveness when Nodes > 1. Zero: the
+	// server's default (15s), or failoverLiveness with KillLeaderAfter.
+	NodeLiveness time.Duration
 	// Run is the run index recorded in the result.
 	Run int
 	// Timeout bounds the run. Defaults to 10 minutes.
@@ -144,6 +160,9 @@ func (c *Config) setDefaults() error {
 	if c.HTTP1 && c.Protocol != conveyor.ProtocolConnect {
 		return fmt.Errorf("--http1 needs --protocol connect: gRPC runs only over HTTP/2")
 	}
+	if err := checkNodes(c); err != nil {
+		return err
+	}
 	if c.PrefillOther > 0 && (c.Workload == "MEM" || c.Workload == "SOAK") {
 		return fmt.Errorf("--prefill-other applies to W1, W2, W3 and W4, not %s", c.Workload)
 	}
@@ -193,6 +212,16 @@ type Result struct {
 	CPUBenchPct     float64 `json:"cpu_bench_pct"`
 	CPUServerPct    float64 `json:"cpu_server_pct,omitempty"`
 	CPUStealPct     float64 `json:"cpu_steal_pct"`
+	// Servers is each fresh server's use over the run, in node order, when
+	// the run is on PostgreSQL (with several nodes, cpu_server_pct is
+	// their sum and server_peak_rss_mb their largest).
+	Servers []ServerUse `json:"servers,omitempty"`
+	// CPUPostgres is PostgreSQL's CPU over the run, when it runs on it:
+	// every process of this machine named postgres, so the whole cluster
+	// (other databases' load included), not the bench's schema alone.
+	CPUPostgres *CPUFigure `json:"cpu_postgres,omitempty"`
+	// Failover is what --kill-leader-after measured.
+	Failover *Failover `json:"failover,omitempty"`
 
 	// MEM only: the server's anonymous memory holding N pending tasks, and
 	// how long a restart takes to reopen them ready to dispatch.
@@ -314,9 +343,12 @@ func WriteJSON(w io.Writer, r Result) error {
 }
 
 type runner struct {
-	cfg    Config
-	res    *Result
-	srv    *serverProc
+	cfg Config
+	res *Result
+	srv *serverProc
+	// nodes are the run's fresh servers (srv is the first), none on
+	// --addr.
+	nodes  []*node
 	addr   string
 	client *conveyor.Client
 	// taskID is some enqueued task's id, for GetTask.
@@ -330,6 +362,8 @@ type runner struct {
 	// server's count when waitDone gave up. A failed run reports them.
 	acked, handled atomic.Int64
 	completed      atomic.Pointer[int64]
+	// failover records --kill-leader-after's kill, nil without it.
+	failover *failoverWatch
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -339,7 +373,7 @@ func (r *runner) run(ctx context.Context) error {
 	if r.cfg.Workload == "SOAK" {
 		return r.runSOAK(ctx)
 	}
-	done, err := r.connect()
+	done, err := r.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -372,45 +406,23 @@ func (r *runner) run(ctx context.Context) error {
 	r.res.WallS = m.wall.Seconds()
 	r.res.TPS = float64(m.count) / m.wall.Seconds()
 	r.res.setCPU(m.cpu)
+	r.recordServers(m.cpu)
 	return nil
 }
 
-// connect points the runner at cfg.Addr, or at a fresh server process on
-// a temp data dir, and makes its client. done stops that server and
-// removes its data.
-func (r *runner) connect() (done func(), err error) {
-	done = func() {}
-	r.addr = r.cfg.Addr
-	if r.addr == "" {
-		dir, err := os.MkdirTemp("", "conveyor-bench-")
-		if err != nil {
-			return done, err
-		}
-		args, dropDB, err := r.serverArgs()
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return done, err
-		}
-		if r.srv, err = startServer(r.cfg.Binary, dir, args...); err != nil {
-			_ = os.RemoveAll(dir)
-			dropDB()
-			return done, err
-		}
-		done = func() {
-			_ = r.srv.stop()
-			_ = os.RemoveAll(dir)
-			dropDB()
-		}
-		r.addr = r.srv.url
+// connect points the runner at cfg.Addr, or at cfg.Nodes fresh server
+// processes on temp data dirs (startNodes), and makes its client. done
+// stops those servers and removes their data.
+func (r *runner) connect(ctx context.Context) (done func(), err error) {
+	if r.cfg.Addr == "" {
+		return r.startNodes(ctx)
 	}
+	r.addr = r.cfg.Addr
 	if r.client, err = conveyor.NewClient(r.addr, r.connOptions()...); err != nil {
-		done()
 		return func() {}, err
 	}
-	if r.cfg.Addr != "" {
-		r.labelEngine()
-	}
-	return done, nil
+	r.labelEngine()
+	return func() {}, nil
 }
 
 // labelEngine reads the engine of the running server (--addr), whose
@@ -444,7 +456,11 @@ func (r *runner) connOptions() []conveyor.Option {
 	return opts
 }
 
+// serverPid is the server's process: the first live node's with several.
 func (r *runner) serverPid() int {
+	if n := r.liveNode(); n != nil {
+		return n.proc.pid()
+	}
 	if r.srv == nil {
 		return 0
 	}

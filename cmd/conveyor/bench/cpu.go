@@ -23,6 +23,13 @@ type cpuMark struct {
 	serverTicks      uint64
 	machineCPUs      float64
 	haveMachineCPU   bool
+	// nodes and nodeCPU are the run's servers and their CPU at the mark,
+	// pgTicks PostgreSQL's (havePG): set on PostgreSQL only (runner's
+	// markCPU).
+	nodes   []*node
+	nodeCPU []time.Duration
+	pgTicks uint64
+	havePG  bool
 }
 
 type cpuUse struct {
@@ -31,6 +38,11 @@ type cpuUse struct {
 	// one wanted it (counted in machinePct): runs with much of it measured
 	// a slower machine than their neighbours did.
 	stealPct float64
+	wall     time.Duration
+	// nodes is each server's CPU over the run, pg PostgreSQL's (havePG).
+	nodes  []time.Duration
+	pg     time.Duration
+	havePG bool
 }
 
 func markCPU(serverPid int) cpuMark {
@@ -45,6 +57,15 @@ func (m cpuMark) since() cpuUse {
 	if busy, all, steal, ok := machineJiffies(); ok && m.haveMachineCPU && all > m.all {
 		u.machinePct = 100 * m.machineCPUs * float64(busy-m.busy) / float64(all-m.all)
 		u.stealPct = 100 * m.machineCPUs * float64(steal-m.steal) / float64(all-m.all)
+	}
+	u.wall = wall
+	for i, n := range m.nodes {
+		u.nodes = append(u.nodes, n.cpu()-m.nodeCPU[i])
+	}
+	if m.havePG {
+		if t, ok := postgresTicks(); ok && t >= m.pgTicks {
+			u.pg, u.havePG = ticksToDuration(t-m.pgTicks), true
+		}
 	}
 	if wall > 0 {
 		u.benchPct = 100 * float64(selfCPU()-m.self) / float64(wall)
@@ -101,18 +122,125 @@ func procTicks(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
+	_, own, _, _ := parseStat(string(b))
+	return own
+}
+
+// parseStat reads a /proc/<pid>/stat line: the command name, its own CPU
+// (utime+stime) and its waited-for children's (cutime+cstime), in clock
+// ticks. The name is between the first '(' and the last ')': it may hold
+// either.
+func parseStat(s string) (comm string, own, children uint64, ok bool) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", 0, 0, false
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
+	f := strings.Fields(s[end+1:])
+	if len(f) < 15 {
+		return "", 0, 0, false
 	}
-	ut, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return ut + st
+	var v [4]uint64
+	for i := range v {
+		v[i], _ = strconv.ParseUint(f[11+i], 10, 64)
+	}
+	return s[open+1 : end], v[0] + v[1], v[2] + v[3], true
+}
+
+// postgresTicks is the CPU, in clock ticks, of every process of this
+// machine named postgres: the whole PostgreSQL cluster (every cluster,
+// were there several), whichever database its work was for. Each
+// process's children's CPU counts too: the postmaster collects a backend's
+// when it exits, so a connection closed between two readings is counted
+// once, in the postmaster's, and not lost.
+func postgresTicks() (uint64, bool) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	var sum uint64
+	found := false
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited since ReadDir
+		}
+		if comm, own, children, ok := parseStat(string(b)); ok && comm == "postgres" {
+			sum += own + children
+			found = true
+		}
+	}
+	return sum, found
+}
+
+func ticksToDuration(t uint64) time.Duration { return time.Duration(t) * time.Second / clockTicks }
+
+// markCPU marks the CPU of the machine, the bench and the first server
+// and, on PostgreSQL, of every server and of PostgreSQL.
+func (r *runner) markCPU() cpuMark {
+	m := markCPU(r.serverPid())
+	if r.cfg.DatabaseURL != "" && len(r.nodes) > 0 {
+		m.nodes = r.nodes
+		for _, n := range r.nodes {
+			m.nodeCPU = append(m.nodeCPU, n.cpu())
+		}
+		m.pgTicks, m.havePG = postgresTicks()
+	}
+	return m
+}
+
+// CPUFigure is CPU used over a run.
+type CPUFigure struct {
+	Seconds float64 `json:"cpu_s"`
+	// Pct is Seconds over the run's wall time in percent of one core, as
+	// cpu_server_pct: 150 is one and a half cores.
+	Pct float64 `json:"cpu_pct"`
+}
+
+func cpuFigure(used, wall time.Duration) CPUFigure {
+	f := CPUFigure{Seconds: used.Seconds()}
+	if wall > 0 {
+		f.Pct = 100 * used.Seconds() / wall.Seconds()
+	}
+	return f
+}
+
+// ServerUse is one fresh server's use over a run.
+type ServerUse struct {
+	// Node is the address the server listened on.
+	Node string `json:"node"`
+	CPUFigure
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// Killed is set on the node --kill-leader-after killed: its figures
+	// end there.
+	Killed bool `json:"killed,omitempty"`
+}
+
+// recordServers records each server's and PostgreSQL's CPU of u (on
+// PostgreSQL only), and the servers' peak memory. With several servers,
+// cpu_server_pct becomes their sum and server_peak_rss_mb their largest.
+func (r *runner) recordServers(u cpuUse) {
+	if len(u.nodes) == 0 {
+		return
+	}
+	var sum time.Duration
+	for i, n := range r.nodes {
+		r.res.Servers = append(r.res.Servers, ServerUse{Node: strings.TrimPrefix(n.url, "http://"),
+			CPUFigure: cpuFigure(u.nodes[i], u.wall), PeakRSSMB: kbToMB(n.peakRSSKB()), Killed: n.killed.Load()})
+		sum += u.nodes[i]
+	}
+	if len(r.nodes) > 1 {
+		r.res.CPUServerPct = cpuFigure(sum, u.wall).Pct
+		for _, s := range r.res.Servers {
+			r.res.ServerPeakRSSMB = max(r.res.ServerPeakRSSMB, s.PeakRSSMB)
+		}
+	}
+	if u.havePG {
+		f := cpuFigure(u.pg, u.wall)
+		r.res.CPUPostgres = &f
+	}
 }
 
 // setCPU records a run's CPU use in its result.

@@ -109,13 +109,18 @@ type soak struct {
 	cron     atomic.Int64
 	reconn   atomic.Int64
 	errs     chan error
+	// running maps the label of each running worker to the node it
+	// holds its first session with (nil on r.addr); started counts them.
+	wmu     sync.Mutex
+	running map[string]*node
+	started int
 
 	mu      sync.Mutex
 	batched []int // seqs of batch tasks waiting for soakBatch of them
 }
 
 func (r *runner) runSOAK(ctx context.Context) error {
-	done, err := r.connect()
+	done, err := r.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +128,8 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	if err := r.requireIdleQueue(ctx); err != nil {
 		return err
 	}
-	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16)}
+	s := &soak{r: r, done: make([]atomic.Bool, r.cfg.N), failed: make([]atomic.Bool, r.cfg.N), errs: make(chan error, 16),
+		running: map[string]*node{}}
 	rep := &SoakReport{WarmupS: soakWarmup(r.cfg.Duration).Seconds()}
 	r.res.Soak = rep
 
@@ -135,10 +141,18 @@ func (r *runner) runSOAK(ctx context.Context) error {
 
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	if r.cfg.KillLeaderAfter > 0 {
+		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Concurrency+r.cfg.N/10, r.nodeLiveness())
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.workers(runCtx) })
-	cpu := markCPU(r.serverPid())
+	cpu := r.markCPU()
 	t0 := time.Now()
+	ended := make(chan struct{})
+	var killed <-chan error
+	if r.failover != nil {
+		killed = r.killLeaderLater(runCtx, ended, s.on)
+	}
 	sampled := make(chan []SoakSample, 1)
 	sampleCtx, stopSampling := context.WithCancel(runCtx)
 	loadDone := make(chan struct{})
@@ -149,6 +163,13 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	if produceErr == nil {
 		produceErr = s.waitAll(runCtx)
 	}
+	close(ended)
+	if killed != nil {
+		if kerr := <-killed; produceErr == nil {
+			produceErr = kerr
+		}
+		r.res.Failover = r.failover.result()
+	}
 	stopSampling()
 	rep.Samples = <-sampled
 	use := cpu.since()
@@ -158,6 +179,7 @@ func (r *runner) runSOAK(ctx context.Context) error {
 	r.res.WallS = time.Since(t0).Seconds()
 	r.res.TPS = float64(s.complete.Load()) / r.res.WallS
 	r.res.setCPU(use)
+	r.recordServers(use)
 	rep.Enqueued, rep.Completed, rep.Retried = s.enqueued.Load(), s.complete.Load(), s.retried.Load()
 	rep.Scheduled, rep.CronFires, rep.Reconnects = s.sched.Load(), s.cron.Load(), s.reconn.Load()
 	rep.summarize()
@@ -280,7 +302,13 @@ func (s *soak) enqueue(ctx context.Context, seq int) error {
 		}
 		return nil
 	}
-	if _, err := s.r.client.Enqueue(ctx, benchType, payload(seq, 0), opts...); err != nil {
+	_, err := s.r.producerClient(seq).Enqueue(ctx, benchType, payload(seq, 0), opts...)
+	if err != nil && s.r.failover != nil && s.r.failover.killAt.Load() > 0 {
+		// Its node may be the killed one: once more on a live node. A
+		// task the dead node committed runs twice; done counts it once.
+		_, err = s.r.producerClient(seq).Enqueue(ctx, benchType, payload(seq, 0), opts...)
+	}
+	if err != nil {
 		return fmt.Errorf("enqueue %d: %w", seq, err)
 	}
 	s.enqueued.Add(1)
@@ -292,7 +320,10 @@ func (s *soak) enqueueBatch(ctx context.Context, seqs []int) error {
 	for i, seq := range seqs {
 		tasks[i] = conveyor.NewTask(benchType, payload(seq, 0), soakOptions()...)
 	}
-	res, err := s.r.client.EnqueueBatch(ctx, tasks)
+	res, err := s.r.producerClient(seqs[0]).EnqueueBatch(ctx, tasks)
+	if err != nil && s.r.failover != nil && s.r.failover.killAt.Load() > 0 {
+		res, err = s.r.producerClient(seqs[0]).EnqueueBatch(ctx, tasks) // as enqueue does
+	}
 	if err != nil {
 		return fmt.Errorf("enqueue a batch from %d: %w", seqs[0], err)
 	}
@@ -309,10 +340,16 @@ func (s *soak) enqueueBatch(ctx context.Context, seqs []int) error {
 // first attempt of a fail-once task.
 func (s *soak) handle(_ context.Context, d *conveyor.Delivery) error {
 	if d.Metadata["conveyor-cron-id"] != "" {
+		s.watch(-1)
 		s.cron.Add(1)
 		return nil
 	}
 	seq := payloadSeq(d.Payload)
+	if d.Metadata["soak"] == "fail-once" {
+		s.watch(-1) // started twice by design
+	} else {
+		s.watch(seq)
+	}
 	if seq < 0 || seq >= len(s.done) {
 		return fmt.Errorf("soak: task %s has no seq of this run", d.ID)
 	}
@@ -328,19 +365,42 @@ func (s *soak) handle(_ context.Context, d *conveyor.Delivery) error {
 	return nil
 }
 
+// watch records a handler start in a failover run.
+func (s *soak) watch(seq int) {
+	if f := s.r.failover; f != nil {
+		f.handled(seq)
+	}
+}
+
 // workers runs two workers until ctx ends and replaces one of them every
-// soakReconnectEvery.
+// soakReconnectEvery. With several nodes, each new worker holds its first
+// session with the next live node, and is given every node's URL
+// (serversFrom) to move on to when that session ends.
 func (s *soak) workers(ctx context.Context) {
 	start := func() func() error {
-		w, err := s.newWorker()
+		label, n := s.nextWorker()
+		addr := s.r.addr
+		if n != nil {
+			addr = s.r.serversFrom(n)
+		}
+		w, err := s.newWorker(addr, label)
 		if err != nil {
 			s.fail(err)
 			return func() error { return nil }
 		}
+		s.wmu.Lock()
+		s.running[label] = n
+		s.wmu.Unlock()
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(wctx) }()
-		return func() error { cancel(); return <-done }
+		return func() error {
+			s.wmu.Lock()
+			delete(s.running, label)
+			s.wmu.Unlock()
+			cancel()
+			return <-done
+		}
 	}
 	stable, rotating := start(), start()
 	defer func() { _ = stable() }()
@@ -361,13 +421,49 @@ func (s *soak) workers(ctx context.Context) {
 	}
 }
 
-func (s *soak) newWorker() (*conveyor.Worker, error) {
+// nextWorker is the label of the next worker to start and the live node
+// it holds its first session with (with one server: none, and r.addr).
+func (s *soak) nextWorker() (string, *node) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.started++
+	label := fmt.Sprintf("%s-s%d", s.r.label, s.started)
+	var live []*node
+	for _, n := range s.r.workerNodes() {
+		if !n.killed.Load() {
+			live = append(live, n)
+		}
+	}
+	if len(s.r.nodes) < 2 || len(live) == 0 {
+		return "", nil // one server: no failover to watch, no label
+	}
+	return label, live[s.started%len(live)]
+}
+
+// on lists the labels of the running workers whose first session is with
+// node k.
+func (s *soak) on(k *node) []string {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var labels []string
+	for label, n := range s.running {
+		if n == k {
+			labels = append(labels, label)
+		}
+	}
+	return labels
+}
+
+func (s *soak) newWorker(addr, label string) (*conveyor.Worker, error) {
 	r := s.r
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(max(r.cfg.Concurrency/2, 1))}
+	if label != "" {
+		opts = append(opts, conveyor.WithLabels(map[string]string{runLabelKey: label}))
+	}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}
-	w, err := conveyor.NewWorker(r.addr, opts...)
+	w, err := conveyor.NewWorker(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +556,7 @@ func (s *soak) readServer() (SoakSample, error) {
 
 // scrape reads the named unlabelled samples of the server's /metrics.
 func (s *soak) scrape(names ...string) (map[string]float64, error) {
-	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.r.addr, "/")+"/metrics", nil)
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.r.liveAddr(), "/")+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}

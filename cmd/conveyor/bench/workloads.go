@@ -65,7 +65,8 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 	var next atomic.Int64
 	errs := make(chan error, r.cfg.Callers)
 	var wg sync.WaitGroup
-	for range r.cfg.Callers {
+	for i := range r.cfg.Callers {
+		client := r.producerClient(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -79,7 +80,7 @@ func (r *runner) enqueueMany(ctx context.Context, n int, newTask func(seq int) *
 				for seq := first; seq < min(first+batchSize, n); seq++ {
 					tasks = append(tasks, newTask(seq))
 				}
-				res, err := r.client.EnqueueBatch(ctx, tasks)
+				res, err := client.EnqueueBatch(ctx, tasks)
 				if err == nil {
 					for _, br := range res {
 						if br.Err != nil {
@@ -157,7 +158,7 @@ func (r *runner) prefillOther(ctx context.Context) error {
 }
 
 func (r *runner) w1(ctx context.Context) (measured, error) {
-	cpu := markCPU(r.serverPid())
+	cpu := r.markCPU()
 	t0 := time.Now()
 	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
 		return measured{}, err
@@ -169,9 +170,10 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 	var next atomic.Int64
 	errs := make(chan error, r.cfg.Producers)
 	var wg sync.WaitGroup
-	cpu := markCPU(r.serverPid())
+	cpu := r.markCPU()
 	t0 := time.Now()
-	for range r.cfg.Producers {
+	for i := range r.cfg.Producers {
+		client := r.producerClient(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,7 +182,7 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 				if seq >= r.cfg.N || ctx.Err() != nil {
 					return
 				}
-				if _, err := r.client.Enqueue(ctx, benchType, payload(seq, mono()), conveyor.Queue(benchQueue)); err != nil {
+				if _, err := client.Enqueue(ctx, benchType, payload(seq, mono()), conveyor.Queue(benchQueue)); err != nil {
 					errs <- err
 					return
 				}
@@ -200,15 +202,21 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 	return measured{wall: wall, count: r.cfg.N, cpu: cpu.since()}, nil
 }
 
-// startWorker runs an SDK worker with concurrency cfg.Concurrency whose
-// handler calls onStart with the task's seq first thing.
+// startWorker runs an SDK worker with concurrency cfg.Concurrency on
+// r.addr whose handler calls onStart with the task's seq first thing.
 func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop func() error, err error) {
+	return r.startWorkerAt(ctx, r.addr, r.label, onStart)
+}
+
+// startWorkerAt is startWorker on the server at addr, its session
+// labelled label.
+func (r *runner) startWorkerAt(ctx context.Context, addr, label string, onStart func(seq int)) (stop func() error, err error) {
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency),
-		conveyor.WithLabels(map[string]string{runLabelKey: r.label})}
+		conveyor.WithLabels(map[string]string{runLabelKey: label})}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
 	}
-	w, err := conveyor.NewWorker(r.addr, opts...)
+	w, err := conveyor.NewWorker(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,10 +236,10 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	return func() error {
+	return sync.OnceValue(func() error {
 		cancel()
 		return <-done
-	}, nil
+	}), nil
 }
 
 // waitDone waits until the handlers saw n tasks (r.handled), then until
@@ -295,7 +303,7 @@ func (r *runner) incomplete(ctx context.Context, n int) error {
 // admin is an AdminService client of the server under test (the SDK has
 // no admin client; the bench reads queue counts and sessions from it).
 func (r *runner) admin() conveyorv1connect.AdminServiceClient {
-	return conveyorv1connect.NewAdminServiceClient(conveyor.H2CClient(), r.addr, adminOptions(r.cfg.Token)...)
+	return adminAt(r.liveAddr(), r.cfg.Token)
 }
 
 func adminOptions(token string) []connect.ClientOption {
@@ -313,14 +321,29 @@ func (r *runner) w3(ctx context.Context) (measured, error) {
 	if err := r.enqueueBulk(ctx, r.cfg.N); err != nil {
 		return measured{}, fmt.Errorf("prefill: %w", err)
 	}
-	cpu := markCPU(r.serverPid())
+	if r.cfg.KillLeaderAfter > 0 {
+		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Nodes*r.cfg.Concurrency, r.nodeLiveness())
+	}
+	cpu := r.markCPU()
 	t0 := time.Now()
-	stop, err := r.startWorker(ctx, func(int) { r.handled.Add(1) })
+	ws, err := r.startWorkers(ctx, r.onHandled)
 	if err != nil {
 		return measured{}, err
 	}
-	defer func() { _ = stop() }()
+	defer func() { _ = ws.stop() }()
+	ended := make(chan struct{})
+	var killed <-chan error
+	if r.failover != nil {
+		killed = r.killLeaderLater(ctx, ended, ws.on)
+	}
 	end, err := r.waitDone(ctx, r.cfg.N)
+	close(ended)
+	if killed != nil {
+		if kerr := <-killed; err == nil {
+			err = kerr
+		}
+		r.res.Failover = r.failover.result()
+	}
 	if err != nil {
 		return measured{}, err
 	}
@@ -332,7 +355,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	returned := make([]int64, n)
 	started := make([]int64, n)
 	callStart := make([]int64, n)
-	stop, err := r.startWorker(ctx, func(seq int) {
+	ws, err := r.startWorkers(ctx, func(seq int) {
 		now := mono()
 		if seq >= 0 && seq < n {
 			atomic.StoreInt64(&started[seq], now)
@@ -342,21 +365,22 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 	if err != nil {
 		return measured{}, err
 	}
-	defer func() { _ = stop() }()
-	if err := r.waitSession(ctx); err != nil {
+	defer func() { _ = ws.stop() }()
+	if err := ws.waitSessions(ctx); err != nil {
 		return measured{}, err
 	}
 
 	jobs := make(chan int, n)
 	errs := make(chan error, r.cfg.Producers)
 	var wg sync.WaitGroup
-	for range r.cfg.Producers {
+	for i := range r.cfg.Producers {
+		client := r.producerClient(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for seq := range jobs {
 				s := mono()
-				info, err := r.client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
+				info, err := client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
 				atomic.StoreInt64(&returned[seq], mono())
 				if err == nil {
 					r.taskID.CompareAndSwap(nil, &info.ID)
@@ -372,7 +396,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 			}
 		}()
 	}
-	cpu := markCPU(r.serverPid())
+	cpu := r.markCPU()
 	t0 := time.Now()
 	interval := time.Second / time.Duration(r.cfg.Rate)
 	for sent := 0; sent < n && ctx.Err() == nil; {
@@ -512,7 +536,7 @@ func (r *runner) durable(ctx context.Context) (time.Time, error) {
 	if id == nil {
 		return time.Time{}, fmt.Errorf("no task id to sync on")
 	}
-	if _, err := r.client.GetTask(ctx, *id); err != nil {
+	if _, err := r.liveClient().GetTask(ctx, *id); err != nil {
 		return time.Time{}, fmt.Errorf("sync: %w", err)
 	}
 	return time.Now(), nil
@@ -526,11 +550,17 @@ const runLabelKey = "conveyor-bench-run"
 // server (--addr) may list other applications' workers, which take none
 // of the bench queue's tasks.
 func (r *runner) waitSession(ctx context.Context) error {
-	admin := r.admin()
+	return r.waitSessionAt(ctx, r.addr, r.label)
+}
+
+// waitSessionAt waits until the server at addr lists the session labelled
+// label.
+func (r *runner) waitSessionAt(ctx context.Context, addr, label string) error {
+	admin := adminAt(addr, r.cfg.Token)
 	for {
 		res, err := admin.ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
 		if err == nil && slices.ContainsFunc(res.Msg.GetWorkers(), func(w *conveyorv1.WorkerInfo) bool {
-			return w.GetLabels()[runLabelKey] == r.label
+			return w.GetLabels()[runLabelKey] == label
 		}) {
 			return nil
 		}

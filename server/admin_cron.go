@@ -15,6 +15,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 func (a *adminService) CreateCron(ctx context.Context, req *connect.Request[conveyorv1.CreateCronRequest]) (*connect.Response[conveyorv1.CronEntry], error) {
@@ -28,7 +29,7 @@ func (a *adminService) CreateCron(ctx context.Context, req *connect.Request[conv
 	}
 	stored, err := a.broker.CreateCron(ctx, e)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(stored)), nil
 }
@@ -46,7 +47,7 @@ func (a *adminService) UpdateCron(ctx context.Context, req *connect.Request[conv
 	}
 	stored, err := a.broker.UpdateCron(ctx, w.GetId(), update)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(stored)), nil
 }
@@ -57,7 +58,7 @@ func (a *adminService) GetCron(ctx context.Context, req *connect.Request[conveyo
 	}
 	e, err := a.broker.Cron(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(e)), nil
 }
@@ -65,7 +66,7 @@ func (a *adminService) GetCron(ctx context.Context, req *connect.Request[conveyo
 func (a *adminService) ListCrons(ctx context.Context, _ *connect.Request[conveyorv1.ListCronsRequest]) (*connect.Response[conveyorv1.ListCronsResponse], error) {
 	entries, err := a.broker.Crons(ctx)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	out := &conveyorv1.ListCronsResponse{Entries: make([]*conveyorv1.CronEntry, len(entries))}
 	for i, e := range entries {
@@ -81,7 +82,7 @@ func (a *adminService) DeleteCron(ctx context.Context, req *connect.Request[conv
 	err := a.broker.DeleteCron(ctx, req.Msg.GetId())
 	a.server.metrics.cronDeleted(req.Msg.GetId())
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(&conveyorv1.DeleteCronResponse{}), nil
 }
@@ -95,7 +96,7 @@ func (a *adminService) PauseCron(ctx context.Context, req *connect.Request[conve
 		return e, nil
 	})
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(e)), nil
 }
@@ -154,7 +155,7 @@ func (a *adminService) ResumeCron(ctx context.Context, req *connect.Request[conv
 		}
 	}
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(cronInfo(seen)), nil
 }
@@ -219,7 +220,7 @@ func cronUpdate(w *conveyorv1.CronEntry, paths []string, now time.Time) (func(br
 		if set[i] = cronFields[p]; set[i] == nil {
 			known := slices.Sorted(maps.Keys(cronFields))
 			return nil, connect.NewError(connect.CodeInvalidArgument,
-				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, truncateUTF8(p, maxEchoBytes), strings.Join(known, ", ")))
+				fmt.Errorf("update_mask.paths[%d]: %q is not a field of CronEntry an update can set; the fields are %s", i, wire.TruncateUTF8(p, wire.MaxEchoBytes), strings.Join(known, ", ")))
 		}
 	}
 	var sched scheduler.CronSchedule

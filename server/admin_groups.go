@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 func (a *adminService) ListGroups(ctx context.Context, req *connect.Request[conveyorv1.ListGroupsRequest]) (*connect.Response[conveyorv1.ListGroupsResponse], error) {
@@ -17,7 +18,7 @@ func (a *adminService) ListGroups(ctx context.Context, req *connect.Request[conv
 	}
 	gs, err := a.broker.Groups(ctx, q)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	out := &conveyorv1.ListGroupsResponse{}
 	for _, g := range gs {

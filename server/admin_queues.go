@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
@@ -23,7 +24,7 @@ func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
 func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
 	qs, err := a.broker.Queues(ctx)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	out := &conveyorv1.ListQueuesResponse{}
 	for _, q := range qs {
@@ -33,9 +34,9 @@ func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[convey
 }
 
 func checkQueueName(field, name string) error {
-	if !validQueueName(name) {
+	if !wire.ValidQueueName(name) {
 		return connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("%s %q is invalid: it is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", field, truncateUTF8(name, maxEchoBytes), MaxNameBytes))
+			fmt.Errorf("%s %q is invalid: it is required and must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", field, wire.TruncateUTF8(name, wire.MaxEchoBytes), MaxNameBytes))
 	}
 	return nil
 }
@@ -46,7 +47,7 @@ func (a *adminService) setPaused(ctx context.Context, name string, paused bool) 
 	}
 	q, err := a.broker.SetQueuePaused(ctx, name, paused)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(a.queueInfo(q)), nil
 }
@@ -66,7 +67,7 @@ func (a *adminService) DeleteQueue(ctx context.Context, req *connect.Request[con
 		return nil, err
 	}
 	if err := a.broker.DeleteQueue(ctx, name); err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	a.server.metrics.queueDeleted(name)
 	return connect.NewResponse(&conveyorv1.DeleteQueueResponse{}), nil
@@ -79,7 +80,7 @@ func (a *adminService) GetQueueConfig(ctx context.Context, req *connect.Request[
 	}
 	q, err := a.broker.Queue(ctx, name)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	if req.Msg.GetStored() {
 		return connect.NewResponse(storedConfig(name, q.Config)), nil
@@ -102,7 +103,7 @@ func (a *adminService) UpdateQueueConfig(ctx context.Context, req *connect.Reque
 	}
 	q, err := a.broker.UpdateQueueConfig(ctx, c.GetQueue(), update)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return connect.NewResponse(a.effectiveConfig(q.Name, q.Config)), nil
 }
@@ -134,7 +135,7 @@ func configUpdate(cfg broker.QueueConfig, paths []string) (func(*broker.QueueCon
 	for i, p := range paths {
 		if set[i] = configSettings[p]; set[i] == nil {
 			known := slices.Sorted(maps.Keys(configSettings))
-			return nil, fmt.Errorf("update_mask.paths[%d]: %q is not a setting of QueueConfig; the settings are %s", i, truncateUTF8(p, maxEchoBytes), strings.Join(known, ", "))
+			return nil, fmt.Errorf("update_mask.paths[%d]: %q is not a setting of QueueConfig; the settings are %s", i, wire.TruncateUTF8(p, wire.MaxEchoBytes), strings.Join(known, ", "))
 		}
 	}
 	return func(c *broker.QueueConfig) {

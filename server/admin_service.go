@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // adminService implements conveyor.v1.AdminService: this file the
@@ -26,11 +27,11 @@ func (a *adminService) GetClusterInfo(ctx context.Context, _ *connect.Request[co
 	s := a.server
 	info, err := a.broker.Info(ctx)
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	nodes, err := a.nodes(ctx)
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	return connect.NewResponse(&conveyorv1.GetClusterInfoResponse{
 		Nodes:         nodes,
@@ -65,7 +66,7 @@ func (a *adminService) nodes(ctx context.Context) ([]*conveyorv1.NodeInfo, error
 func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[conveyorv1.GetBrokerInfoRequest]) (*connect.Response[conveyorv1.GetBrokerInfoResponse], error) {
 	info, err := a.broker.Info(ctx)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	counts := map[string]int64{}
 	for s, n := range info.Counts {
@@ -82,7 +83,7 @@ func (a *adminService) GetBrokerInfo(ctx context.Context, _ *connect.Request[con
 	if ds, ok := a.broker.(broker.DatabaseStater); ok {
 		st, err := ds.DatabaseStats(ctx)
 		if err != nil {
-			return nil, toConnectError(a.server.log, err)
+			return nil, wire.ConnectError(a.server.log, err)
 		}
 		res.DatabaseSizeBytes, res.LiveTuples, res.DeadTuples = st.SizeBytes, st.LiveTuples, st.DeadTuples
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // Bounds of the task listing and actions.
@@ -40,11 +41,11 @@ func (a *adminService) ListTasks(ctx context.Context, req *connect.Request[conve
 	p.Limit, p.Cursor = int(size), m.GetPageToken()
 	page, err := a.broker.ListTasks(ctx, p)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	out := &conveyorv1.ListTasksResponse{NextPageToken: page.Next}
 	for _, t := range page.Tasks {
-		out.Tasks = append(out.Tasks, taskInfo(t, a.server.hub.attemptID))
+		out.Tasks = append(out.Tasks, taskInfo(t, a.server.hub.AttemptID))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -100,7 +101,7 @@ func (a *adminService) apply(ctx context.Context, p broker.ActParams) ([]broker.
 	p.Now = a.server.now()
 	res, err := a.broker.Act(ctx, p)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	return res, nil
 }
@@ -110,7 +111,7 @@ func (a *adminService) apply(ctx context.Context, p broker.ActParams) ([]broker.
 func (a *adminService) tellWorkers(res []broker.ActResult) {
 	for _, r := range res {
 		if r.Running != nil {
-			a.server.hub.cancelRunning(*r.Running)
+			a.server.hub.RunningCanceled(*r.Running)
 		}
 	}
 }
@@ -130,16 +131,16 @@ func (a *adminService) actOne(ctx context.Context, action broker.Action, id stri
 	}
 	defer a.tellWorkers(res)
 	if err := res[0].Err; err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	if action == broker.ActionDelete {
 		return nil, nil
 	}
 	t, err := a.broker.GetTask(ctx, id)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
-	return taskInfo(t, a.server.hub.attemptID), nil
+	return taskInfo(t, a.server.hub.AttemptID), nil
 }
 
 func (a *adminService) CancelTask(ctx context.Context, req *connect.Request[conveyorv1.CancelTaskRequest]) (*connect.Response[conveyorv1.TaskInfo], error) {
@@ -186,7 +187,7 @@ func (a *adminService) actBatch(ctx context.Context, action broker.Action, ids [
 	for i, r := range res {
 		out.Results[i] = &conveyorv1.BatchTaskResult{Id: ids[i]}
 		if r.Err != nil {
-			out.Results[i].Error = errorText(toConnectError(a.server.log, r.Err))
+			out.Results[i].Error = errorText(wire.ConnectError(a.server.log, r.Err))
 		}
 	}
 	return connect.NewResponse(out), nil
@@ -237,7 +238,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	}
 	q, err := a.broker.Queue(ctx, p.Queue)
 	if err != nil {
-		return toConnectError(a.server.log, err)
+		return wire.ConnectError(a.server.log, err)
 	}
 	progress := &conveyorv1.BulkTasksProgress{Total: q.Counts[p.State]}
 	start := a.server.now()
@@ -249,7 +250,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 	for last != "" {
 		page, err := a.broker.ListTasks(ctx, p)
 		if err != nil {
-			return toConnectError(a.server.log, err)
+			return wire.ConnectError(a.server.log, err)
 		}
 		ids := make([]string, 0, len(page.Tasks))
 		for _, t := range page.Tasks {
@@ -273,7 +274,7 @@ func (a *adminService) BulkTasks(ctx context.Context, req *connect.Request[conve
 				}
 				progress.Failed++
 				if progress.FirstError == "" {
-					progress.FirstError = errorText(toConnectError(a.server.log, r.Err))
+					progress.FirstError = errorText(wire.ConnectError(a.server.log, r.Err))
 				}
 			}
 		}
@@ -305,7 +306,7 @@ func (a *adminService) lastListed(ctx context.Context, p broker.ListParams) (str
 	p.Search, p.Group, p.Descending, p.Limit, p.Brief = "", "", true, 1, true
 	page, err := a.broker.ListTasks(ctx, p)
 	if err != nil {
-		return "", toConnectError(a.server.log, err)
+		return "", wire.ConnectError(a.server.log, err)
 	}
 	if len(page.Tasks) == 0 {
 		return "", nil

@@ -9,20 +9,23 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
+	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
 // ListWorkers lists the live worker sessions. On an engine several nodes
 // share (a session registry), it lists every node's: this node's from
 // memory, so that their in-flight counts and tasks are exact, the others'
 // as their nodes last wrote them (in-flight counts and heartbeats every
-// registrySyncEvery; their tasks as the database holds them now).
+// few seconds, server/sessions' registry writer; their tasks as the
+// database holds them now).
 func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conveyorv1.ListWorkersRequest]) (*connect.Response[conveyorv1.ListWorkersResponse], error) {
-	local := a.server.hub.list()
+	local := a.server.hub.List()
 	node := nodeID(a.broker)
 	out := &conveyorv1.ListWorkersResponse{Workers: make([]*conveyorv1.WorkerInfo, 0, len(local))}
 	here := make(map[string]struct{}, len(local))
 	for _, s := range local {
-		here[s.id] = struct{}{}
+		here[s.ID] = struct{}{}
 		out.Workers = append(out.Workers, localWorker(s, node))
 	}
 	reg, ok := a.broker.(broker.SessionRegistry)
@@ -31,7 +34,7 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 	}
 	recorded, err := reg.Sessions(ctx)
 	if err != nil {
-		return nil, toConnectError(a.server.log, err)
+		return nil, wire.ConnectError(a.server.log, err)
 	}
 	for _, r := range recorded {
 		if _, ok := here[r.ID]; ok || r.Node == node {
@@ -44,19 +47,19 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 }
 
 // localWorker describes a session of this node.
-func localWorker(s sessionInfo, node string) *conveyorv1.WorkerInfo {
+func localWorker(s sessions.Info, node string) *conveyorv1.WorkerInfo {
 	return &conveyorv1.WorkerInfo{
-		SessionId:       s.id,
+		SessionId:       s.ID,
 		NodeId:          node,
-		Queues:          s.hello.GetQueues(),
-		Concurrency:     s.hello.GetConcurrency(),
-		InFlight:        int32(s.inFlight),
-		TaskIds:         s.taskIDs,
-		BatchTypes:      s.hello.GetBatchTypes(),
-		Labels:          s.hello.GetLabels(),
-		SdkVersion:      s.hello.GetSdkVersion(),
-		ConnectedAt:     timestamppb.New(s.connectedAt),
-		LastHeartbeatAt: ts(s.lastHeartbeat),
+		Queues:          s.Hello.GetQueues(),
+		Concurrency:     s.Hello.GetConcurrency(),
+		InFlight:        int32(s.InFlight),
+		TaskIds:         s.TaskIDs,
+		BatchTypes:      s.Hello.GetBatchTypes(),
+		Labels:          s.Hello.GetLabels(),
+		SdkVersion:      s.Hello.GetSdkVersion(),
+		ConnectedAt:     timestamppb.New(s.ConnectedAt),
+		LastHeartbeatAt: ts(s.LastHeartbeat),
 	}
 }
 

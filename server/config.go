@@ -12,6 +12,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
 // Config configures a Server. The zero value of each field means its
@@ -91,15 +92,21 @@ type Config struct {
 	ReclaimWindow time.Duration
 }
 
+// sessionConfig is the session settings of c, for the session hub.
+func (c *Config) sessionConfig() sessions.Config {
+	return sessions.Config{LeaseTTL: c.LeaseTTL, LimitGrace: c.LimitGrace, MaxSessionConcurrency: c.MaxSessionConcurrency,
+		MaxSessionBytes: c.MaxSessionBytes, ReclaimWindow: c.ReclaimWindow, Version: c.Version, MinSDKVersion: MinSDKVersion}
+}
+
 // MaxLeaseTTL bounds Config.LeaseTTL: a worker that dies holds its tasks
 // for at most this long.
 const MaxLeaseTTL = 24 * time.Hour
 
-// Defaults of the session limits.
+// Defaults of the session limits (server/sessions owns them).
 const (
-	DefaultMaxSessionConcurrency = 4096
-	DefaultMaxSessionBytes       = 64 << 20
-	DefaultReclaimWindow         = 5 * time.Second
+	DefaultMaxSessionConcurrency = sessions.DefaultMaxSessionConcurrency
+	DefaultMaxSessionBytes       = sessions.DefaultMaxSessionBytes
+	DefaultReclaimWindow         = sessions.DefaultReclaimWindow
 )
 
 // Defaults of the server's own settings (the others are the packages'
@@ -187,8 +194,8 @@ func (c *Config) validate() error {
 	if c.MaxSessionConcurrency < 1 {
 		return fmt.Errorf("config: MaxSessionConcurrency (--max-session-concurrency) must be at least 1, got %d", c.MaxSessionConcurrency)
 	}
-	if c.MaxSessionBytes < maxEnvelopeBytes {
-		return fmt.Errorf("config: MaxSessionBytes (--max-session-bytes) must be at least %d (one task of the largest size), got %d", maxEnvelopeBytes, c.MaxSessionBytes)
+	if c.MaxSessionBytes < sessions.MaxEnvelopeBytes {
+		return fmt.Errorf("config: MaxSessionBytes (--max-session-bytes) must be at least %d (one task of the largest size), got %d", sessions.MaxEnvelopeBytes, c.MaxSessionBytes)
 	}
 	if c.ReclaimWindow < 0 || c.ReclaimWindow > time.Hour {
 		return fmt.Errorf("config: ReclaimWindow (--reclaim-window) must be at most 1h (0 means the default, %s), got %s", DefaultReclaimWindow, c.ReclaimWindow)

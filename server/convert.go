@@ -1,7 +1,9 @@
 package server
 
 // This file is the one place the wire's types (conveyor.v1) and the broker
-// contract's meet: every conversion between them is here.
+// contract's meet: every conversion between them is here, but for the two
+// the worker sessions use too (the envelope of a dispatch, and the task's
+// stored options), which are in server/internal/wire.
 
 import (
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 func ts(t time.Time) *timestamppb.Timestamp {
@@ -24,22 +27,8 @@ func ts(t time.Time) *timestamppb.Timestamp {
 // The contract numbers its states, outcomes, strategies and failure
 // policies as the wire does, so each conversion is a cast.
 
-func wireState(s broker.State) conveyorv1.TaskState         { return conveyorv1.TaskState(s) }
-func brokerOutcome(o conveyorv1.TaskOutcome) broker.Outcome { return broker.Outcome(o) }
-func brokerState(s conveyorv1.TaskState) broker.State       { return broker.State(s) }
-
-// decodeOptions reads the producer's options the broker kept as bytes; nil
-// when there are none (or, never expected, when they do not decode).
-func decodeOptions(b []byte) *conveyorv1.TaskOptions {
-	if len(b) == 0 {
-		return nil
-	}
-	o := &conveyorv1.TaskOptions{}
-	if proto.Unmarshal(b, o) != nil {
-		return nil
-	}
-	return o
-}
+func wireState(s broker.State) conveyorv1.TaskState   { return conveyorv1.TaskState(s) }
+func brokerState(s conveyorv1.TaskState) broker.State { return broker.State(s) }
 
 // encodeOptions is the producer's options as the broker keeps them: the
 // fields this server knows. Unknown fields are ignored (protocol §8), so
@@ -122,7 +111,7 @@ func wireErrors(errs []broker.AttemptError) []*conveyorv1.TaskError {
 }
 
 // taskInfo is the wire view of a task. attemptID names the delivery of an
-// ACTIVE task's lease (see hub.attemptID).
+// ACTIVE task's lease (see sessions.Hub.AttemptID).
 func taskInfo(t *broker.Task, attemptID func(uint64) string) *conveyorv1.TaskInfo {
 	info := &conveyorv1.TaskInfo{
 		Id:              t.ID,
@@ -146,7 +135,7 @@ func taskInfo(t *broker.Task, attemptID func(uint64) string) *conveyorv1.TaskInf
 		Group:           t.Group,
 		ConcurrencyKey:  t.ConcurrencyKey,
 		DependsOn:       wireDependencies(t.DependsOn),
-		Options:         decodeOptions(t.Options),
+		Options:         wire.DecodeOptions(t.Options),
 		ExpiresAt:       ts(t.ExpiresAt),
 		Errors:          wireErrors(t.Errors),
 		Dependents:      wireLinks(t.Dependents),
@@ -156,22 +145,6 @@ func taskInfo(t *broker.Task, attemptID func(uint64) string) *conveyorv1.TaskInf
 		info.AttemptId = attemptID(t.LeaseToken)
 	}
 	return info
-}
-
-// envelope is a task as dispatched to a worker.
-func envelope(t *broker.Task) *conveyorv1.TaskEnvelope {
-	return &conveyorv1.TaskEnvelope{
-		Id:          t.ID,
-		Queue:       t.Queue,
-		Type:        t.Type,
-		Payload:     t.Payload,
-		ContentType: t.ContentType,
-		Metadata:    t.Metadata,
-		Options:     decodeOptions(t.Options),
-		Retried:     t.Retried,
-		MaxRetry:    t.MaxRetry,
-		Priority:    t.Priority,
-	}
 }
 
 // queueInfo is the wire view of a queue.

@@ -8,6 +8,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // Metadata keys every fired task carries (CONTRACT.md): the entry's id,
@@ -59,8 +60,8 @@ func cronTemplate(w *conveyorv1.CronEntry, now time.Time) (broker.CronEntry, err
 		Options: encodeOptions(w.GetOptions()), Paused: w.GetPaused()}
 	if e.ID == "" {
 		e.ID = ulid.Make().String()
-	} else if !validQueueName(e.ID) {
-		return e, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", truncateUTF8(e.ID, maxEchoBytes), MaxNameBytes)
+	} else if !wire.ValidQueueName(e.ID) {
+		return e, invalidf("id %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", wire.TruncateUTF8(e.ID, wire.MaxEchoBytes), MaxNameBytes)
 	}
 	o := w.GetOptions()
 	fixed := []struct {
@@ -95,13 +96,13 @@ func cronTask(e broker.CronEntry, fireAt time.Time) (broker.NewTask, error) {
 	md[CronIDKey] = e.ID
 	md[CronFireKey] = fireAt.UTC().Format(time.RFC3339)
 	return newTask(&conveyorv1.EnqueueRequest{Queue: e.Queue, Type: e.Type, Payload: e.Payload,
-		ContentType: e.ContentType, Metadata: md, Options: decodeOptions(e.Options)}, fireAt)
+		ContentType: e.ContentType, Metadata: md, Options: wire.DecodeOptions(e.Options)}, fireAt)
 }
 
 // cronInfo is a stored entry on the wire.
 func cronInfo(e broker.CronEntry) *conveyorv1.CronEntry {
 	w := &conveyorv1.CronEntry{Id: e.ID, Spec: e.Spec, Queue: e.Queue, Type: e.Type, Payload: e.Payload,
-		ContentType: e.ContentType, Metadata: e.Metadata, Options: decodeOptions(e.Options), Paused: e.Paused,
+		ContentType: e.ContentType, Metadata: e.Metadata, Options: wire.DecodeOptions(e.Options), Paused: e.Paused,
 		LastTaskId: e.LastTaskID, LastError: e.LastError}
 	if !e.Paused && !e.NextRun.IsZero() {
 		w.NextRunAt = ts(e.NextRun)

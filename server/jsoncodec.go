@@ -9,15 +9,17 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // jsonCodec is connect's protobuf JSON codec (unknown fields dropped, as
 // protocol §8 asks) but for its decoding errors, whose messages are
-// bounded (boundMessage). protojson quotes the value it could not read,
+// bounded (wire.BoundMessage). protojson quotes the value it could not read,
 // and a decoding error is answered before any interceptor sees it, so
 // without this a bytes field of megabytes of bad base64 in a gRPC-JSON
 // call would come back in the grpc-message header (see
-// maxErrorMessageBytes).
+// wire.MaxErrorTextBytes).
 type jsonCodec struct{ name string }
 
 // jsonCodecs replace connect's two JSON codecs.
@@ -68,7 +70,7 @@ func (jsonCodec) Unmarshal(b []byte, message any) error {
 		return errors.New("zero-length payload is not a valid JSON object")
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
-		return fmt.Errorf("unmarshal into %T: %s", message, boundMessage(err.Error()))
+		return fmt.Errorf("unmarshal into %T: %s", message, wire.BoundMessage(err.Error()))
 	}
 	return nil
 }

@@ -3,62 +3,65 @@ package server
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
-// Limits on what clients may send. docs/protocol.md lists them in one
-// table, with what exceeding each gets.
+// Limits on what clients may send, the services and the worker sessions
+// alike (server/internal/wire holds them, for both). docs/protocol.md
+// lists them in one table, with what exceeding each gets.
 const (
 	// MaxPayloadBytes bounds one task payload (1 MiB), as the protocol says.
-	MaxPayloadBytes = 1 << 20
+	MaxPayloadBytes = wire.MaxPayloadBytes
 	// MaxBatchItems bounds EnqueueBatch, EnqueueTx and the batch actions.
-	MaxBatchItems = 1000
+	MaxBatchItems = wire.MaxBatchItems
 	// MaxRequestBytes bounds one request message (32 MiB), and one worker
 	// frame; a larger one fails with resource_exhausted. One item with a
 	// payload of MaxPayloadBytes always fits.
-	MaxRequestBytes = 32 << 20
-	// healthMaxBytes bounds a health check's request (a service name),
-	// which needs no token: 4 KiB, after decompression too.
-	healthMaxBytes = 4 << 10
+	MaxRequestBytes = wire.MaxRequestBytes
 	// MaxNameBytes bounds queue names, task types, content types, unique,
 	// group and concurrency keys and cron ids.
-	MaxNameBytes = 1024
+	MaxNameBytes = wire.MaxNameBytes
 	// MaxMetadataEntries and MaxMetadataBytes bound a task's metadata (the
 	// bytes of its keys and values together).
-	MaxMetadataEntries = 64
-	MaxMetadataBytes   = 64 << 10
+	MaxMetadataEntries = wire.MaxMetadataEntries
+	MaxMetadataBytes   = wire.MaxMetadataBytes
 	// MaxDependencies bounds one task's depends_on list.
-	MaxDependencies = 1000
+	MaxDependencies = wire.MaxDependencies
 	// MaxResultBytes bounds the result bytes of a Result; a larger result
 	// fails its attempt (the task is retried per its policy).
-	MaxResultBytes = 1 << 20
+	MaxResultBytes = wire.MaxResultBytes
 	// MaxErrorMessageBytes bounds a Result's error_msg; longer messages are
 	// truncated.
-	MaxErrorMessageBytes = 16 << 10
+	MaxErrorMessageBytes = wire.MaxErrorMessageBytes
 	// MaxProgressMessageBytes bounds a Progress message; longer messages
 	// are truncated.
-	MaxProgressMessageBytes = 1 << 10
+	MaxProgressMessageBytes = wire.MaxProgressMessageBytes
 	// MaxHeartbeatIDs bounds the ids one Heartbeat lists.
-	MaxHeartbeatIDs = 100_000
+	MaxHeartbeatIDs = wire.MaxHeartbeatIDs
 	// MaxHelloQueues, MaxHelloLabels and MaxHelloBatchTypes bound a Hello's
 	// maps and lists; MaxLabelBytes bounds each label key and value, and
 	// sdk_version and min_server_version.
-	MaxHelloQueues     = 1000
-	MaxHelloLabels     = 64
-	MaxHelloBatchTypes = 1000
-	MaxLabelBytes      = 1024
+	MaxHelloQueues     = wire.MaxHelloQueues
+	MaxHelloLabels     = wire.MaxHelloLabels
+	MaxHelloBatchTypes = wire.MaxHelloBatchTypes
+	MaxLabelBytes      = wire.MaxLabelBytes
 	// MaxGroupSize bounds a group policy's max_size (one BatchDispatch).
-	MaxGroupSize = 10_000
+	MaxGroupSize = wire.MaxGroupSize
 	// MaxGroupDelay bounds a group policy's max_delay and grace_period.
-	MaxGroupDelay = 24 * time.Hour
+	MaxGroupDelay = wire.MaxGroupDelay
 	// MaxQueueLimit bounds concurrency_limit, max_active, and a rate's
 	// per_second and burst.
-	MaxQueueLimit = 1_000_000
+	MaxQueueLimit = wire.MaxQueueLimit
 	// MaxQueueWaiting bounds a queue's max_waiting: a billion tasks, past
 	// what one server holds, so that a typo does not read as a bound
 	// (and a sum of the counts with it cannot overflow).
-	MaxQueueWaiting = 1_000_000_000
+	MaxQueueWaiting = wire.MaxQueueWaiting
 )
+
+// healthMaxBytes bounds a health check's request (a service name), which
+// needs no token: 4 KiB, after decompression too.
+const healthMaxBytes = 4 << 10
 
 // Bounds on what a client can hold open: connections, streams and request
 // bodies. They matter most for a client without the token, which can
@@ -89,21 +92,5 @@ const (
 	HealthBodyTimeout  = 5 * time.Second
 	RequestBodyTimeout = time.Minute
 )
-
-// truncatedSuffix marks a string cut short by truncateUTF8.
-const truncatedSuffix = " … [truncated]"
-
-// truncateUTF8 returns s if it fits in limit bytes, else its longest
-// prefix that ends on a UTF-8 boundary and, with truncatedSuffix, fits.
-func truncateUTF8(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	cut := max(limit-len(truncatedSuffix), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + truncatedSuffix
-}
 
 func itoa(n int) string { return strconv.Itoa(n) }

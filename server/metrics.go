@@ -231,6 +231,20 @@ func (m *metrics) leaseLapsed(queue, typ string, to broker.State) {
 	}
 }
 
+// sessionMetrics is what the worker sessions record (sessions.Metrics),
+// in the server's metrics.
+type sessionMetrics struct{ m *metrics }
+
+func (s sessionMetrics) TaskDispatched(t *broker.Task, now time.Time) { s.m.dispatchedTask(t, now) }
+
+func (s sessionMetrics) LeaseLapsed(queue, typ string, to broker.State) {
+	s.m.leaseLapsed(queue, typ, to)
+}
+
+func (s sessionMetrics) AttemptEnded(queue, typ string, kind broker.DecisionKind, to broker.State, ran time.Duration) {
+	s.m.attemptEnded(queue, typ, kind, to, ran)
+}
+
 // committed records one group commit.
 func (m *metrics) committed(c broker.Commit) {
 	m.commitOps.Observe(float64(c.Ops))
@@ -381,12 +395,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.queueExpired, float64(q.Expired), q.Name)
 		}
 	}
-	load := s.hub.load()
-	gauge(c.sessions, float64(load.sessions))
-	gauge(c.slots, float64(load.slots))
-	gauge(c.inFlight, float64(load.inFlight))
-	counter(c.resultsDropped, float64(s.hub.lateResults.Load()), "late")
-	counter(c.resultsDropped, float64(s.hub.unknownResults.Load()), "unknown")
+	load := s.hub.Load()
+	gauge(c.sessions, float64(load.Sessions))
+	gauge(c.slots, float64(load.Slots))
+	gauge(c.inFlight, float64(load.InFlight))
+	counter(c.resultsDropped, float64(s.hub.LateResults()), "late")
+	counter(c.resultsDropped, float64(s.hub.UnknownResults()), "unknown")
 	info, _ := s.broker.Info(ctx)
 	if fs, ok := s.broker.(broker.FileStater); ok {
 		if st, err := fs.FileStats(); err == nil {

@@ -5,13 +5,16 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
-// notifier forwards the broker's signals: new ready work wakes the
-// sessions serving the queue, and an earlier timer wakes the timer loops.
-// It is created before the broker opens and wired right after.
+// notifier forwards the broker's signals: those about worker sessions to
+// the session hub (each to the one method of sessions.Hub that takes it),
+// an earlier timer to the timer loops, room in a full queue to the
+// enqueues waiting for it. It is created before the broker opens and
+// wired right after.
 type notifier struct {
-	hub   atomic.Pointer[hub]
+	hub   atomic.Pointer[sessions.Hub]
 	loops atomic.Pointer[[]*scheduler.Loop]
 	cron  atomic.Pointer[scheduler.Loop]
 	// rooms are the enqueues waiting for room in a full queue.
@@ -20,7 +23,7 @@ type notifier struct {
 
 // set names the services the signals wake: the hub, the loops that follow
 // the broker's timers, and the cron loop.
-func (n *notifier) set(h *hub, loops []*scheduler.Loop, cron *scheduler.Loop) {
+func (n *notifier) set(h *sessions.Hub, loops []*scheduler.Loop, cron *scheduler.Loop) {
 	n.hub.Store(h)
 	n.loops.Store(&loops)
 	n.cron.Store(cron)
@@ -29,7 +32,7 @@ func (n *notifier) set(h *hub, loops []*scheduler.Loop, cron *scheduler.Loop) {
 // TasksReady wakes the sessions serving queue.
 func (n *notifier) TasksReady(queue string) {
 	if h := n.hub.Load(); h != nil {
-		h.wakeQueue(queue)
+		h.TasksReady(queue)
 	}
 }
 
@@ -37,7 +40,15 @@ func (n *notifier) TasksReady(queue string) {
 // lock, before the task can be redelivered).
 func (n *notifier) LeaseLapsed(l broker.LapsedLease) {
 	if h := n.hub.Load(); h != nil {
-		h.leaseLapsed(l)
+		h.LeaseLapsed(l)
+	}
+}
+
+// RunningCanceled tells the session holding l, if it is on this node,
+// that an operator canceled its task through another node.
+func (n *notifier) RunningCanceled(l broker.LapsedLease) {
+	if h := n.hub.Load(); h != nil {
+		h.RunningCanceled(l)
 	}
 }
 
@@ -59,14 +70,6 @@ func (n *notifier) CronsChanged() {
 
 // QueueRoom wakes the enqueues waiting for room in queue, and says
 // whether any waits.
-// RunningCanceled tells the session holding l, if it is on this node,
-// that an operator canceled its task through another node.
-func (n *notifier) RunningCanceled(l broker.LapsedLease) {
-	if h := n.hub.Load(); h != nil {
-		h.cancelRunning(l)
-	}
-}
-
 func (n *notifier) QueueRoom(queue string, room int64) bool {
 	return n.rooms.signal(queue, room)
 }

@@ -1,6 +1,9 @@
 // Package server composes Conveyor: the broker, the timer loops, the lease
-// reaper, the worker-session hub and the three ConnectRPC services, served
-// on one port (h2c or TLS) next to gRPC health checking and reflection.
+// reaper, the worker-session hub (server/sessions) and the three
+// ConnectRPC services, served on one port (h2c or TLS) next to gRPC health
+// checking and reflection. The broker's signals come in through one
+// notifier (notifier.go), which forwards those about worker sessions to
+// the hub, each to its one method.
 //
 // # Shutdown order
 //
@@ -39,6 +42,7 @@ import (
 	"github.com/conveyor-dev/conveyor/internal/browserguard"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
 // Server is a running Conveyor server.
@@ -50,7 +54,7 @@ type Server struct {
 
 	broker  broker.Broker
 	rooms   *roomWaits
-	hub     *hub
+	hub     *sessions.Hub
 	metrics *metrics
 	loops   []service // timer loops, in start order
 	health  *health
@@ -119,10 +123,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	retrier := scheduler.Retrier{Backoff: s.cfg.Backoff}
 	retention := scheduler.Retention{Completed: s.cfg.Retention, Archived: s.cfg.ArchiveRetention}
-	s.hub = newHub(b, s.cfg, retrier, s.metrics, s.log.With("component", "sessions"), s.now)
-	if reg, ok := b.(broker.SessionRegistry); ok {
-		s.hub.registry = newRegistryWriter(reg, s.hub, s.log.With("component", "session-registry"))
-	}
+	s.hub = sessions.NewHub(b, s.cfg.sessionConfig(), retrier, sessionMetrics{s.metrics}, s.log, s.now)
 	s.metrics.registry.MustRegister(newStateCollector(s))
 	promoter := scheduler.NewPromoter(b, s.now, s.log)
 	purger := scheduler.NewPurger(b, retention, 0, s.now, s.log)
@@ -194,9 +195,9 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{}
 	if s.hub != nil {
-		st.Sessions = s.hub.count()
-		st.LateResults = s.hub.lateResults.Load()
-		st.UnknownResults = s.hub.unknownResults.Load()
+		st.Sessions = s.hub.Count()
+		st.LateResults = s.hub.LateResults()
+		st.UnknownResults = s.hub.UnknownResults()
 	}
 	if cs, ok := s.broker.(broker.CommitStatser); ok {
 		st.Commits, st.CommitOps = cs.CommitStats()
@@ -325,7 +326,7 @@ func (s *Server) routes(b broker.Broker) http.Handler {
 	unary := func(path string, h http.Handler) { rpc(path, bodyTimeout(RequestBodyTimeout, h)) }
 	unary(conveyorv1connect.NewTaskServiceHandler(&taskService{broker: b, log: s.log, now: s.now, hub: s.hub, metrics: s.metrics, rooms: s.rooms}, opts...))
 	workerPath, workerHandler := conveyorv1connect.NewWorkerServiceHandler(&workerService{hub: s.hub}, slices.Concat(opts, workerCodecs)...)
-	rpc(workerPath, withFlushGate(workerHandler))
+	rpc(workerPath, sessions.WithFlushGate(workerHandler))
 	unary(conveyorv1connect.NewAdminServiceHandler(&adminService{broker: b, server: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(servedServices...)
 	streamsDone, endStreams := context.WithCancel(context.Background())

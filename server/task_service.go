@@ -12,6 +12,8 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
+	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
 // taskService implements conveyor.v1.TaskService on a broker.
@@ -20,7 +22,7 @@ type taskService struct {
 	broker  broker.Broker
 	log     *slog.Logger
 	now     func() time.Time
-	hub     *hub
+	hub     *sessions.Hub
 	metrics *metrics
 	rooms   *roomWaits
 }
@@ -39,7 +41,7 @@ func (s *taskService) Enqueue(ctx context.Context, req *connect.Request[conveyor
 		err = res[0].Err
 	}
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	s.metrics.enqueuedTask(res[0].Task)
 	return connect.NewResponse(&conveyorv1.EnqueueResponse{Task: taskInfo(res[0].Task, nil)}), nil
@@ -77,11 +79,11 @@ func (s *taskService) EnqueueBatch(ctx context.Context, req *connect.Request[con
 			s.waitForRoom(ctx, res, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[index[j]], now) })
 		}
 		if err != nil && res == nil {
-			return nil, toConnectError(s.log, err)
+			return nil, wire.ConnectError(s.log, err)
 		}
 		for j, r := range res {
 			if r.Err != nil {
-				ce := toConnectError(s.log, r.Err)
+				ce := wire.ConnectError(s.log, r.Err)
 				results[index[j]] = &conveyorv1.EnqueueBatchResult{Error: errorText(ce), Code: connect.CodeOf(ce).String()}
 				continue
 			}
@@ -111,7 +113,7 @@ func (s *taskService) EnqueueTx(ctx context.Context, req *connect.Request[convey
 		out, err = s.waitForTxRoom(ctx, tasks, err, func(j int, now time.Time) (broker.NewTask, error) { return newTask(items[j], now) })
 	}
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
 	infos := make([]*conveyorv1.TaskInfo, len(out))
 	for i, t := range out {
@@ -129,9 +131,9 @@ func (s *taskService) GetTask(ctx context.Context, req *connect.Request[conveyor
 	}
 	t, err := s.broker.GetTask(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, toConnectError(s.log, err)
+		return nil, wire.ConnectError(s.log, err)
 	}
-	return connect.NewResponse(taskInfo(t, s.hub.attemptID)), nil
+	return connect.NewResponse(taskInfo(t, s.hub.AttemptID)), nil
 }
 
 // enqueuedInfo is the TaskInfo an enqueue answers with; brief leaves out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // Task defaults of the protocol (§6.1).
@@ -26,21 +27,6 @@ type invalid struct{ msg string }
 func (e *invalid) Error() string { return e.msg }
 
 func invalidf(format string, args ...any) error { return &invalid{msg: fmt.Sprintf(format, args...)} }
-
-// validQueueName reports whether name matches ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$.
-func validQueueName(name string) bool {
-	if name == "" || len(name) > MaxNameBytes {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '-' && c != '_' && c != '.') {
-			return false
-		}
-	}
-	return true
-}
 
 // newTask validates one EnqueueRequest and resolves every default and
 // relative time against now. Errors are *invalid and name the field.
@@ -59,15 +45,15 @@ func newTask(req *conveyorv1.EnqueueRequest, now time.Time) (broker.NewTask, err
 	if nt.ID != "" {
 		id, err := ulid.ParseStrict(nt.ID)
 		if err != nil {
-			return nt, invalidf("task_id %q is not a ULID: %v", truncateUTF8(nt.ID, maxEchoBytes), err)
+			return nt, invalidf("task_id %q is not a ULID: %v", wire.TruncateUTF8(nt.ID, wire.MaxEchoBytes), err)
 		}
 		nt.ID = id.String()
 	}
 	if nt.Queue == "" {
 		nt.Queue = DefaultQueue
 	}
-	if !validQueueName(nt.Queue) {
-		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", truncateUTF8(nt.Queue, maxEchoBytes), MaxNameBytes)
+	if !wire.ValidQueueName(nt.Queue) {
+		return nt, invalidf("queue %q is invalid: it must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most %d bytes)", wire.TruncateUTF8(nt.Queue, wire.MaxEchoBytes), MaxNameBytes)
 	}
 	if nt.Type == "" {
 		return nt, invalidf("type is required")
@@ -256,7 +242,7 @@ func dependencies(in []*conveyorv1.TaskDependency) ([]broker.Dependency, error) 
 	for i, d := range in {
 		id, err := ulid.ParseStrict(d.GetTaskId())
 		if err != nil {
-			return nil, invalidf("options.depends_on[%d].task_id %q is not a ULID", i, truncateUTF8(d.GetTaskId(), maxEchoBytes))
+			return nil, invalidf("options.depends_on[%d].task_id %q is not a ULID", i, wire.TruncateUTF8(d.GetTaskId(), wire.MaxEchoBytes))
 		}
 		if _, ok := conveyorv1.OnFailure_name[int32(d.GetOnFailure())]; !ok {
 			return nil, invalidf("options.depends_on[%d].on_failure %d is not an OnFailure", i, d.GetOnFailure())

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // FuzzNewTask feeds newTask every EnqueueRequest the fuzzer can encode. It
@@ -53,7 +54,7 @@ func FuzzNewTask(f *testing.F) {
 			return
 		}
 		switch {
-		case !validQueueName(nt.Queue):
+		case !wire.ValidQueueName(nt.Queue):
 			t.Fatalf("accepted queue %q", nt.Queue)
 		case nt.Type == "" || len(nt.Type) > MaxNameBytes:
 			t.Fatalf("accepted type of %d bytes", len(nt.Type))

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // frameSamples are frames whose counts equal what decoding builds: no
@@ -129,11 +130,11 @@ func TestFrameCountsCheck(t *testing.T) {
 		at, past frameCounts
 		want     string
 	}{
-		{frameCounts{heartbeatIDs: MaxHeartbeatIDs}, frameCounts{heartbeatIDs: MaxHeartbeatIDs + 1}, "heartbeat lists 100001 ids; the limit is 100000"},
-		{frameCounts{results: MaxGroupSize}, frameCounts{results: MaxGroupSize + 1}, "batch_result lists 10001 results; the limit is 10000"},
-		{frameCounts{queues: MaxHelloQueues}, frameCounts{queues: MaxHelloQueues + 1}, "hello.queues lists 1001 queues; the limit is 1000"},
-		{frameCounts{labels: MaxHelloLabels}, frameCounts{labels: MaxHelloLabels + 1}, "hello.labels has 65 entries; the limit is 64"},
-		{frameCounts{batchTypes: MaxHelloBatchTypes}, frameCounts{batchTypes: MaxHelloBatchTypes + 1}, "hello.batch_types lists 1001 types; the limit is 1000"},
+		{frameCounts{heartbeatIDs: wire.MaxHeartbeatIDs}, frameCounts{heartbeatIDs: wire.MaxHeartbeatIDs + 1}, "heartbeat lists 100001 ids; the limit is 100000"},
+		{frameCounts{results: wire.MaxGroupSize}, frameCounts{results: wire.MaxGroupSize + 1}, "batch_result lists 10001 results; the limit is 10000"},
+		{frameCounts{queues: wire.MaxHelloQueues}, frameCounts{queues: wire.MaxHelloQueues + 1}, "hello.queues lists 1001 queues; the limit is 1000"},
+		{frameCounts{labels: wire.MaxHelloLabels}, frameCounts{labels: wire.MaxHelloLabels + 1}, "hello.labels has 65 entries; the limit is 64"},
+		{frameCounts{batchTypes: wire.MaxHelloBatchTypes}, frameCounts{batchTypes: wire.MaxHelloBatchTypes + 1}, "hello.batch_types lists 1001 types; the limit is 1000"},
 	} {
 		if err := c.at.check(); err != nil {
 			t.Errorf("%+v: %v, want it allowed", c.at, err)

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -16,16 +16,17 @@ import (
 	"github.com/conveyor-dev/conveyor/scheduler"
 )
 
-// hub tracks the live worker sessions: it wakes the sessions serving a
-// queue when the broker reports ready work, hands lapsed leases back to the
-// sessions that held them, and ends every session at shutdown.
-type hub struct {
+// Hub tracks the live worker sessions: it serves each session's stream
+// (Serve), wakes the sessions serving a queue when the broker reports
+// ready work, hands lapsed leases back to the sessions that held them, and
+// ends every session at shutdown. Its methods are safe for concurrent use.
+type Hub struct {
 	broker  broker.Broker
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
 	retrier scheduler.Retrier
-	metrics *metrics
+	metrics Metrics
 	// registry records the sessions for the other nodes (nil: the engine
 	// keeps no session registry).
 	registry *registryWriter
@@ -47,9 +48,21 @@ type hub struct {
 	lateResults, unknownResults atomic.Int64
 }
 
-func newHub(b broker.Broker, cfg Config, r scheduler.Retrier, m *metrics, log *slog.Logger, now func() time.Time) *hub {
-	return &hub{broker: b, cfg: cfg, log: log, now: now, retrier: r, metrics: m, boot: bootID(),
+// NewHub returns a hub of no session that serves sessions with b: it
+// leases, extends, releases and completes through b, decides what each
+// worker's Result leads to with r, records what it sees in m, logs to log
+// (as component "sessions", and "session-registry") and reads the time
+// from now. cfg holds the session settings (see Config). Sessions register
+// as their streams open (Serve). On an engine that keeps a session
+// registry (broker.SessionRegistry), the hub records its sessions there,
+// from Start to Stop, for the other nodes' ListWorkers.
+func NewHub(b broker.Broker, cfg Config, r scheduler.Retrier, m Metrics, log *slog.Logger, now func() time.Time) *Hub {
+	h := &Hub{broker: b, cfg: cfg, log: log.With("component", "sessions"), now: now, retrier: r, metrics: m, boot: bootID(),
 		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{})}
+	if reg, ok := b.(broker.SessionRegistry); ok {
+		h.registry = newRegistryWriter(reg, h, log.With("component", "session-registry"))
+	}
+	return h
 }
 
 // bootID is a short random id of this server process, the prefix of its
@@ -60,14 +73,14 @@ func bootID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// attemptID names the delivery of lease token: unique per delivery (the
+// AttemptID names the delivery of lease token: unique per delivery (the
 // token is unique within the process, the boot id across processes).
-func (h *hub) attemptID(token uint64) string {
+func (h *Hub) AttemptID(token uint64) string {
 	return h.boot + "-" + strconv.FormatUint(token, 36)
 }
 
 // register adds a session; it fails when the server is shutting down.
-func (h *hub) register(s *session) bool {
+func (h *Hub) register(s *session) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
@@ -85,7 +98,7 @@ func (h *hub) register(s *session) bool {
 }
 
 // unregister removes a session. Its leases were released when it ended.
-func (h *hub) unregister(s *session) {
+func (h *Hub) unregister(s *session) {
 	h.mu.Lock()
 	delete(h.sessions, s.id)
 	for _, q := range s.queues {
@@ -110,13 +123,14 @@ func (h *hub) unregister(s *session) {
 	h.wg.Done()
 }
 
-// wakeQueue wakes every session serving queue that has a free slot. One
+// TasksReady wakes every session serving queue that has a free slot (the
+// broker's TasksReady: the queue's ready count left 0). One
 // whose slots are all taken could lease nothing; it wakes itself when a
 // slot frees, and reads the ready counts then. Waking it anyway would have
 // it read the counts of all its queues under the broker's lock for
 // nothing, for each busy session of the queue, on every task that makes
 // the queue ready.
-func (h *hub) wakeQueue(queue string) {
+func (h *Hub) TasksReady(queue string) {
 	h.mu.RLock()
 	for _, s := range h.byQueue[queue] {
 		if s.hasRoom() {
@@ -126,10 +140,11 @@ func (h *hub) wakeQueue(queue string) {
 	h.mu.RUnlock()
 }
 
-// leaseLapsed tells the session that held a lease that the reaper took it
-// back. It runs under the broker's lock, so it only takes the hub's and the
-// session's locks, which are never held while calling the broker.
-func (h *hub) leaseLapsed(l broker.LapsedLease) {
+// LeaseLapsed tells the session that held a lease that the reaper took it
+// back (the broker's LeaseLapsed). It runs under the broker's lock, so it
+// only takes the hub's and the session's locks, which are never held
+// while calling the broker.
+func (h *Hub) LeaseLapsed(l broker.LapsedLease) {
 	h.mu.RLock()
 	s := h.sessions[l.SessionID]
 	h.mu.RUnlock()
@@ -140,7 +155,7 @@ func (h *hub) leaseLapsed(l broker.LapsedLease) {
 
 // Start starts the registry's writer, if any: sessions register as their
 // streams open.
-func (h *hub) Start(ctx context.Context) error {
+func (h *Hub) Start(ctx context.Context) error {
 	if h.registry != nil {
 		return h.registry.Start(ctx)
 	}
@@ -150,7 +165,7 @@ func (h *hub) Start(ctx context.Context) error {
 // Stop ends every session, refuses new ones, and waits, bounded by ctx,
 // until every session has unregistered; then it writes their ends to the
 // registry, if any. It is idempotent.
-func (h *hub) Stop(ctx context.Context) error {
+func (h *Hub) Stop(ctx context.Context) error {
 	h.closeAll()
 	done := make(chan struct{})
 	go func() {
@@ -168,9 +183,11 @@ func (h *hub) Stop(ctx context.Context) error {
 	return nil
 }
 
-// cancelRunning tells the session that holds a lease an operator canceled
-// to stop the task (protocol §5.7); its Result still comes, and decides.
-func (h *hub) cancelRunning(l broker.LapsedLease) {
+// RunningCanceled tells the session that holds a lease an operator
+// canceled to stop the task (protocol §5.7); its Result still comes, and
+// decides. A session not on this node is not found, and nothing happens:
+// the node holding it hears of the cancel from the broker.
+func (h *Hub) RunningCanceled(l broker.LapsedLease) {
 	h.mu.RLock()
 	s := h.sessions[l.SessionID]
 	h.mu.RUnlock()
@@ -181,7 +198,7 @@ func (h *hub) cancelRunning(l broker.LapsedLease) {
 
 // closeAll ends every session, and every stream still waiting for its
 // Hello, and refuses new ones.
-func (h *hub) closeAll() {
+func (h *Hub) closeAll() {
 	h.mu.Lock()
 	if !h.closing {
 		h.closing = true
@@ -197,45 +214,61 @@ func (h *hub) closeAll() {
 	}
 }
 
-// count is the number of live sessions.
-func (h *hub) count() int {
+// Count is the number of live sessions.
+func (h *Hub) Count() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.sessions)
 }
 
-// hubLoad is what the live sessions hold, in all.
-type hubLoad struct{ sessions, slots, inFlight int }
+// Load is what the live sessions hold, in all.
+type Load struct {
+	// Sessions is the number of live sessions.
+	Sessions int
+	// Slots sums their windows: each one's declared concurrency, capped at
+	// Config.MaxSessionConcurrency (the slots the server may fill).
+	Slots int
+	// InFlight is the deliveries holding a slot.
+	InFlight int
+}
 
-// load sums the live sessions' windows (their concurrency, capped at
-// MaxSessionConcurrency: the slots the server may fill) and taken slots.
-func (h *hub) load() hubLoad {
+// Load sums the live sessions' windows and taken slots. It takes each
+// session's lock in turn: for a scrape, not a hot path.
+func (h *Hub) Load() Load {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	l := hubLoad{sessions: len(h.sessions)}
+	l := Load{Sessions: len(h.sessions)}
 	for _, s := range h.sessions {
 		s.mu.Lock()
-		l.slots += s.window
-		l.inFlight += s.flight.slots
+		l.Slots += s.window
+		l.InFlight += s.flight.slots
 		s.mu.Unlock()
 	}
 	return l
 }
 
-// list snapshots the live sessions, ordered by id.
-func (h *hub) list() []sessionInfo {
+// LateResults counts the Results dropped because their lease had lapsed
+// or been reassigned: the reaper had already taken the task back.
+func (h *Hub) LateResults() int64 { return h.lateResults.Load() }
+
+// UnknownResults counts the Results for tasks the session does not hold
+// (never held, or already answered: a repeated Result).
+func (h *Hub) UnknownResults() int64 { return h.unknownResults.Load() }
+
+// List snapshots the live sessions, ordered by id (for ListWorkers).
+func (h *Hub) List() []Info {
 	h.mu.RLock()
-	out := make([]sessionInfo, 0, len(h.sessions))
+	out := make([]Info, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		out = append(out, s.info())
 	}
 	h.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
 // loads snapshots the live sessions' loads, for the registry.
-func (h *hub) loads() []broker.SessionLoad {
+func (h *Hub) loads() []broker.SessionLoad {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]broker.SessionLoad, 0, len(h.sessions))
@@ -248,7 +281,7 @@ func (h *hub) loads() []broker.SessionLoad {
 }
 
 // registryInfo is the registry's record of the live session id.
-func (h *hub) registryInfo(id string) (broker.SessionInfo, bool) {
+func (h *Hub) registryInfo(id string) (broker.SessionInfo, bool) {
 	h.mu.RLock()
 	s := h.sessions[id]
 	h.mu.RUnlock()

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // makes a queue ready (100 busy sessions of 1,000 queues: 100,000 counts
 // read for nothing).
 func TestReadyWorkWakesOnlySessionsWithRoom(t *testing.T) {
-	h := newHub(nil, Config{}, scheduler.Retrier{}, nil, slog.New(slog.DiscardHandler), time.Now)
+	h := NewHub(nil, Config{}, scheduler.Retrier{}, nil, slog.New(slog.DiscardHandler), time.Now)
 	hello := &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1}
 	full := newSession(context.Background(), h, "full", hello, DefaultMaxSessionConcurrency)
 	room := newSession(context.Background(), h, "room", hello, DefaultMaxSessionConcurrency)
@@ -27,7 +27,7 @@ func TestReadyWorkWakesOnlySessionsWithRoom(t *testing.T) {
 	if !h.register(full) || !h.register(room) {
 		t.Fatal("register refused a session")
 	}
-	h.wakeQueue("q")
+	h.TasksReady("q")
 	if len(room.wakeCh) != 1 {
 		t.Error("the session with a free slot was not woken")
 	}

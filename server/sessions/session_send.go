@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/lease"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // sendLoop is the stream's only writer. It wakes on ready work, on freed
@@ -69,7 +70,7 @@ func (o *storageOutage) reset() { o.next = 0 }
 
 // budget is what the session may be sent now: its free slots, of which
 // single tasks may take fewer when the bytes in flight near
-// Config.MaxSessionBytes (each may cost up to maxEnvelopeBytes; at least
+// Config.MaxSessionBytes (each may cost up to MaxEnvelopeBytes; at least
 // one is allowed while nothing is in flight, so any task can be sent), and
 // batches too, by their own rule (below).
 func (s *session) budget() sendBudget {
@@ -78,7 +79,7 @@ func (s *session) budget() sendBudget {
 	if s.ended {
 		return sendBudget{}
 	}
-	b := sendBudget{slots: s.window - s.flight.slots, singles: s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)}
+	b := sendBudget{slots: s.window - s.flight.slots, singles: s.freeLocked(MaxEnvelopeBytes, s.flight.slots == 0)}
 	if len(s.batchTypes) > 0 {
 		// A batch's worst case (maxBatchBytes, about 22 MiB) is far above
 		// what most batches hold, and a batch is charged what it really
@@ -98,7 +99,7 @@ func (s *session) budget() sendBudget {
 func (s *session) free() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeLocked(maxEnvelopeBytes, s.flight.slots == 0)
+	return s.freeLocked(MaxEnvelopeBytes, s.flight.slots == 0)
 }
 
 func (s *session) freeLocked(unit int64, atLeastOne bool) int {
@@ -212,7 +213,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		if s.ctx.Err() != nil {
 			return 0, context.Cause(s.ctx)
 		}
-		return 0, toConnectError(s.log, err)
+		return 0, wire.ConnectError(s.log, err)
 	}
 	if len(leases) == 0 {
 		return 0, nil
@@ -259,9 +260,9 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 // deliverLocked makes the member and the envelope of one leased task
 // about to be sent, with its attempt id, and counts the dispatch.
 func (s *session) deliverLocked(l broker.Lease, now time.Time) (*member, *conveyorv1.TaskEnvelope) {
-	env := envelope(l.Task)
-	env.AttemptId = s.hub.attemptID(l.Token)
-	s.hub.metrics.dispatchedTask(l.Task, now)
+	env := wire.Envelope(l.Task)
+	env.AttemptId = s.hub.AttemptID(l.Token)
+	s.hub.metrics.TaskDispatched(l.Task, now)
 	return &member{taskID: l.Task.ID, attemptID: env.AttemptId, token: l.Token, queue: l.Task.Queue, typ: l.Task.Type,
 		sentAt: now, retried: l.Task.Retried, maxRetry: l.Task.MaxRetry, policy: l.Task.RetryPolicy}, env
 }
@@ -279,13 +280,15 @@ func envelopeBytes(env *conveyorv1.TaskEnvelope) int64 {
 const (
 	// envelopeOverhead approximates an envelope's ids, names and options.
 	envelopeOverhead = 512
-	// maxEnvelopeBytes is the most one envelope can cost.
-	maxEnvelopeBytes = MaxPayloadBytes + MaxMetadataBytes + envelopeOverhead
+	// MaxEnvelopeBytes is the most one envelope can cost a session's byte
+	// budget: Config.MaxSessionBytes must be at least this, so that any
+	// task can be sent.
+	MaxEnvelopeBytes = wire.MaxPayloadBytes + wire.MaxMetadataBytes + envelopeOverhead
 	// maxBatchBytes is the most one BatchDispatch can cost: a group fires
 	// once its members reach broker.MaxGroupBytes, so the member that
 	// crossed it is the most it can go over, and it has at most
-	// MaxGroupSize members.
-	maxBatchBytes = broker.MaxGroupBytes + MaxPayloadBytes + MaxMetadataBytes + MaxGroupSize*envelopeOverhead
+	// wire.MaxGroupSize members.
+	maxBatchBytes = broker.MaxGroupBytes + wire.MaxPayloadBytes + wire.MaxMetadataBytes + wire.MaxGroupSize*envelopeOverhead
 )
 
 // dispatchGroups leases fired aggregation groups of the session's batch
@@ -304,7 +307,7 @@ func (s *session) dispatchGroups(stream *connect.BidiStream[conveyorv1.WorkerMes
 			if s.ctx.Err() != nil {
 				return sent, context.Cause(s.ctx)
 			}
-			return sent, toConnectError(s.log, err)
+			return sent, wire.ConnectError(s.log, err)
 		}
 		if len(gls) > 0 {
 			_ = s.completions.await(s.ctx, s.sendFence) // an ending session is seen below

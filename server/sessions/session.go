@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // errShuttingDown ends sessions when the server stops; workers treat it as
@@ -42,7 +44,7 @@ var errEndOfRequests = errors.New("the worker closed the stream")
 // tasks by leaving the server blocked in a write.
 type session struct {
 	id      string
-	hub     *hub
+	hub     *Hub
 	log     *slog.Logger
 	queues  []string
 	weights []int
@@ -76,16 +78,23 @@ type session struct {
 	sendFence uint64
 }
 
-type sessionInfo struct {
-	id            string
-	hello         *conveyorv1.Hello
-	inFlight      int
-	taskIDs       []string
-	connectedAt   time.Time
-	lastHeartbeat time.Time
+// Info is a snapshot of one live session, for ListWorkers.
+type Info struct {
+	// ID is the session's id, sent in its Welcome.
+	ID string
+	// Hello is the Hello the session opened with (not to be modified).
+	Hello *conveyorv1.Hello
+	// InFlight is its deliveries holding a slot.
+	InFlight int
+	// TaskIDs are the tasks it holds live, sorted.
+	TaskIDs []string
+	// ConnectedAt is when it opened; LastHeartbeat when it last sent a
+	// Heartbeat (zero: never).
+	ConnectedAt   time.Time
+	LastHeartbeat time.Time
 }
 
-func newSession(ctx context.Context, h *hub, id string, hello *conveyorv1.Hello, maxWindow int) *session {
+func newSession(ctx context.Context, h *Hub, id string, hello *conveyorv1.Hello, maxWindow int) *session {
 	s := &session{
 		id:          id,
 		hub:         h,
@@ -168,22 +177,22 @@ func (s *session) release(ms []*member) {
 	s.log.Debug("released the leases of an ended session", "count", len(refs))
 }
 
-func (s *session) info() sessionInfo {
+func (s *session) info() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := s.flight.taskIDs()
 	sort.Strings(ids)
-	return sessionInfo{id: s.id, hello: s.hello, inFlight: s.flight.slots, taskIDs: ids,
-		connectedAt: s.connectedAt, lastHeartbeat: s.lastHeartbeat}
+	return Info{ID: s.id, Hello: s.hello, InFlight: s.flight.slots, TaskIDs: ids,
+		ConnectedAt: s.connectedAt, LastHeartbeat: s.lastHeartbeat}
 }
 
 // registryInfo is the session as the registry records it (its Node is
 // the engine's to fill in).
 func (s *session) registryInfo() broker.SessionInfo {
 	i := s.info()
-	return broker.SessionInfo{ID: i.id, Queues: i.hello.GetQueues(), Concurrency: i.hello.GetConcurrency(),
-		InFlight: int32(i.inFlight), Labels: i.hello.GetLabels(), SDKVersion: i.hello.GetSdkVersion(),
-		BatchTypes: i.hello.GetBatchTypes(), ConnectedAt: i.connectedAt, LastHeartbeat: i.lastHeartbeat}
+	return broker.SessionInfo{ID: i.ID, Queues: i.Hello.GetQueues(), Concurrency: i.Hello.GetConcurrency(),
+		InFlight: int32(i.InFlight), Labels: i.Hello.GetLabels(), SDKVersion: i.Hello.GetSdkVersion(),
+		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat}
 }
 
 // leaseLapsed records that the reaper took a task back. The worker is told
@@ -193,7 +202,7 @@ func (s *session) leaseLapsed(l broker.LapsedLease) {
 	ref := l.Lease
 	s.mu.Lock()
 	if m := s.flight.live[ref.TaskID]; m != nil && m.token == ref.Token {
-		s.hub.metrics.leaseLapsed(m.queue, m.typ, l.To)
+		s.hub.metrics.LeaseLapsed(m.queue, m.typ, l.To)
 	}
 	if !s.ended && s.flight.lapse(ref.TaskID, ref.Token, s.hub.now(), s.hub.cfg.ReclaimWindow) {
 		s.cancels = append(s.cancels, ref.TaskID)
@@ -360,15 +369,15 @@ func checkedResult(r *conveyorv1.Result) (conveyorv1.TaskOutcome, string, []byte
 	if _, known := conveyorv1.TaskOutcome_name[int32(outcome)]; !known {
 		outcome = conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED
 	}
-	if n := len(r.GetResult()); n > MaxResultBytes && outcome == conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+	if n := len(r.GetResult()); n > wire.MaxResultBytes && outcome == conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
 		return conveyorv1.TaskOutcome_TASK_OUTCOME_RETRY,
 			resultTooLarge(n), nil
 	}
-	return outcome, truncateUTF8(r.GetErrorMsg(), MaxErrorMessageBytes), r.GetResult()
+	return outcome, wire.TruncateUTF8(r.GetErrorMsg(), wire.MaxErrorMessageBytes), r.GetResult()
 }
 
 func resultTooLarge(n int) string {
-	return "the worker's result is " + itoa(n) + " bytes; the limit is " + itoa(MaxResultBytes) + " (1 MiB)"
+	return "the worker's result is " + strconv.Itoa(n) + " bytes; the limit is " + strconv.Itoa(wire.MaxResultBytes) + " (1 MiB)"
 }
 
 func (s *session) heartbeat(hb *conveyorv1.Heartbeat) error {
@@ -403,7 +412,7 @@ func (s *session) progress(p *conveyorv1.Progress) {
 	}
 	err := s.hub.broker.Progress(s.ctx, broker.ProgressParams{
 		SessionID: s.id, Lease: m.ref(), Percent: min(max(p.GetPercent(), 0), 100),
-		Message: truncateUTF8(p.GetMessage(), MaxProgressMessageBytes),
+		Message: wire.TruncateUTF8(p.GetMessage(), wire.MaxProgressMessageBytes),
 	})
 	if err != nil && !errors.Is(err, broker.ErrLeaseLost) && s.ctx.Err() == nil {
 		s.log.Warn("record progress", "task", p.GetTaskId(), "err", err)

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // A worker frame's bounds on what decoding it builds. A frame is read whole
@@ -36,24 +37,24 @@ type frameCounts struct {
 // check returns the first bound c is over, in words that name it.
 func (c frameCounts) check() error {
 	switch {
-	case c.heartbeatIDs > MaxHeartbeatIDs:
-		return fmt.Errorf("heartbeat lists %d ids; the limit is %d", c.heartbeatIDs, MaxHeartbeatIDs)
-	case c.results > MaxGroupSize:
-		return fmt.Errorf("batch_result lists %d results; the limit is %d (the most members a batch has)", c.results, MaxGroupSize)
-	case c.queues > MaxHelloQueues:
-		return fmt.Errorf("hello.queues lists %d queues; the limit is %d", c.queues, MaxHelloQueues)
-	case c.labels > MaxHelloLabels:
-		return fmt.Errorf("hello.labels has %d entries; the limit is %d", c.labels, MaxHelloLabels)
-	case c.batchTypes > MaxHelloBatchTypes:
-		return fmt.Errorf("hello.batch_types lists %d types; the limit is %d", c.batchTypes, MaxHelloBatchTypes)
+	case c.heartbeatIDs > wire.MaxHeartbeatIDs:
+		return fmt.Errorf("heartbeat lists %d ids; the limit is %d", c.heartbeatIDs, wire.MaxHeartbeatIDs)
+	case c.results > wire.MaxGroupSize:
+		return fmt.Errorf("batch_result lists %d results; the limit is %d (the most members a batch has)", c.results, wire.MaxGroupSize)
+	case c.queues > wire.MaxHelloQueues:
+		return fmt.Errorf("hello.queues lists %d queues; the limit is %d", c.queues, wire.MaxHelloQueues)
+	case c.labels > wire.MaxHelloLabels:
+		return fmt.Errorf("hello.labels has %d entries; the limit is %d", c.labels, wire.MaxHelloLabels)
+	case c.batchTypes > wire.MaxHelloBatchTypes:
+		return fmt.Errorf("hello.batch_types lists %d types; the limit is %d", c.batchTypes, wire.MaxHelloBatchTypes)
 	}
 	return nil
 }
 
-// appendCodec is a codec that can marshal into a buffer it is given, as
+// AppendCodec is a codec that can marshal into a buffer it is given, as
 // connect's own do: the session's Dispatches are encoded into pooled
 // buffers.
-type appendCodec interface {
+type AppendCodec interface {
 	connect.Codec
 	MarshalAppend(dst []byte, message any) ([]byte, error)
 }
@@ -62,16 +63,20 @@ type appendCodec interface {
 // which it refuses when its counts, read by count from the encoded bytes,
 // are over a bound. The error ends the session with invalid_argument.
 type frameCodec struct {
-	appendCodec
+	AppendCodec
 	count func([]byte) (frameCounts, error)
 }
 
-// workerCodecs are the WorkerService handler's codecs (binary protobuf and
-// the two JSON names), each bounding frames before decoding them.
-var workerCodecs = []connect.HandlerOption{
-	connect.WithCodec(frameCodec{protoCodec{}, protoFrameCounts}),
-	connect.WithCodec(frameCodec{jsonCodec{name: "json"}, jsonFrameCounts}),
-	connect.WithCodec(frameCodec{jsonCodec{name: "json; charset=utf-8"}, jsonFrameCounts}),
+// Codecs are the WorkerService handler's codecs: binary protobuf, and
+// json (the server's JSON codecs, one per name it answers to), each
+// bounding frames before decoding them. They replace the handler's codecs
+// of the same names.
+func Codecs(json ...AppendCodec) []connect.HandlerOption {
+	opts := []connect.HandlerOption{connect.WithCodec(frameCodec{protoCodec{}, protoFrameCounts})}
+	for _, c := range json {
+		opts = append(opts, connect.WithCodec(frameCodec{c, jsonFrameCounts}))
+	}
+	return opts
 }
 
 func (c frameCodec) Unmarshal(b []byte, message any) error {
@@ -84,7 +89,7 @@ func (c frameCodec) Unmarshal(b []byte, message any) error {
 			return err
 		}
 	}
-	return c.appendCodec.Unmarshal(b, message)
+	return c.AppendCodec.Unmarshal(b, message)
 }
 
 // protoCodec is connect's binary protobuf codec, which connect does not
@@ -231,7 +236,7 @@ func jsonFrameCounts(b []byte) (frameCounts, error) {
 	err := json.Unmarshal(b, &f)
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
-		return frameCounts{}, fmt.Errorf("unmarshal into %T: %s", &conveyorv1.WorkerMessage{}, boundMessage(err.Error()))
+		return frameCounts{}, fmt.Errorf("unmarshal into %T: %s", &conveyorv1.WorkerMessage{}, wire.BoundMessage(err.Error()))
 	}
 	var c frameCounts
 	if h := f.Hello; h != nil {

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 // picker chooses which of a session's queues the next dispatch comes from,
 // by smooth weighted round-robin (the nginx variant): every pick, each queue

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const registryWriteTimeout = 5 * time.Second
 // are opened again.
 type registryWriter struct {
 	reg   broker.SessionRegistry
-	hub   *hub
+	hub   *Hub
 	log   *slog.Logger
 	every time.Duration
 
@@ -56,7 +56,7 @@ type registryOp struct {
 	info *broker.SessionInfo
 }
 
-func newRegistryWriter(reg broker.SessionRegistry, h *hub, log *slog.Logger) *registryWriter {
+func newRegistryWriter(reg broker.SessionRegistry, h *Hub, log *slog.Logger) *registryWriter {
 	w := &registryWriter{reg: reg, hub: h, log: log, every: registrySyncEvery,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	w.abortCtx, w.abort = context.WithCancel(context.Background())

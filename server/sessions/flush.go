@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -52,9 +52,11 @@ func (g *flushGate) release() {
 
 type flushGateKey struct{}
 
-// withFlushGate wraps the response writer of every request to h in a
-// flushGate that handlers find in their context.
-func withFlushGate(h http.Handler) http.Handler {
+// WithFlushGate wraps the response writer of every request to h in a
+// flushGate that a session finds in its context, so that it sends each
+// burst of frames in one write. The server wraps the WorkerService handler
+// in it; a session served without it flushes after every frame.
+func WithFlushGate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := w.(http.Flusher)
 		if !ok {

@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"strings"
@@ -11,13 +11,13 @@ import (
 func TestBoundMessage(t *testing.T) {
 	t.Parallel()
 	short := `queue "a b" is invalid`
-	if got := boundMessage(short); got != short {
-		t.Errorf("boundMessage(%q) = %q", short, got)
+	if got := BoundMessage(short); got != short {
+		t.Errorf("BoundMessage(%q) = %q", short, got)
 	}
 	for _, filler := range []string{"a", "é", "日本"} {
 		msg := `task id "` + strings.Repeat(filler, 5000) + `": not found`
-		got := boundMessage(msg)
-		if len(got) > maxErrorMessageBytes || !utf8.ValidString(got) ||
+		got := BoundMessage(msg)
+		if len(got) > MaxErrorTextBytes || !utf8.ValidString(got) ||
 			!strings.HasPrefix(got, `task id "`) || !strings.HasSuffix(got, `": not found`) || !strings.Contains(got, " bytes cut] … ") {
 			t.Errorf("filler %q: %d bytes, %q", filler, len(got), got)
 		}

@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/internal/wire"
 )
 
 // completions applies a session's Results to the broker, in batches: one
@@ -132,7 +133,7 @@ func (c *completions) apply(as []answered) {
 	for i, a := range as {
 		outcome, errMsg, result := checkedResult(a.r)
 		at := scheduler.Attempt{SessionID: s.id, Lease: a.m.ref(), Retried: a.m.retried, MaxRetry: a.m.maxRetry, Policy: a.m.policy}
-		ds[i] = s.hub.retrier.AfterResult(at, brokerOutcome(outcome), errMsg, result, now)
+		ds[i] = s.hub.retrier.AfterResult(at, wire.BrokerOutcome(outcome), errMsg, result, now)
 	}
 	ctx := context.WithoutCancel(s.ctx)
 	res, err := s.hub.broker.CompleteBatch(ctx, ds)
@@ -149,13 +150,13 @@ func (c *completions) apply(as []answered) {
 		m := as[i].m
 		switch {
 		case r.Err == nil:
-			s.hub.metrics.attemptEnded(m.queue, m.typ, ds[i].Kind, r.State, now.Sub(m.sentAt))
+			s.hub.metrics.AttemptEnded(m.queue, m.typ, ds[i].Kind, r.State, now.Sub(m.sentAt))
 		case errors.Is(r.Err, broker.ErrLeaseLost):
 			// The reaper took the lease back between this Result's
 			// arrival and its application (nothing else takes a running
 			// session's lease), so leaseLapsed, finding the member
 			// answered, did not count the lapse: it is counted here.
-			s.hub.metrics.leaseLapsed(m.queue, m.typ, 0)
+			s.hub.metrics.LeaseLapsed(m.queue, m.typ, 0)
 			s.hub.lateResults.Add(1)
 			s.log.Info("dropped a result for a lease that was no longer current", "task", m.taskID)
 		default:

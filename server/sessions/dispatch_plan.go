@@ -1,4 +1,4 @@
-package server
+package sessions
 
 import "github.com/conveyor-dev/conveyor/broker"
 

@@ -49,12 +49,13 @@ const maxPayload = 7800
 type message struct {
 	// From is the sending process (a random id, not the node id, which a
 	// rejoin changes).
-	From     string                `json:"f"`
-	Queues   map[string]*wireDelta `json:"q,omitempty"`
-	Promote  int64                 `json:"p,omitempty"`
-	PurgeOwn int64                 `json:"o,omitempty"`
-	Ended    []int64               `json:"e,omitempty"`
-	Crons    bool                  `json:"c,omitempty"`
+	From string `json:"f"`
+	// Txns are what each transaction committed changed, in order.
+	Txns     []wireTxn `json:"t,omitempty"`
+	Promote  int64     `json:"p,omitempty"`
+	PurgeOwn int64     `json:"o,omitempty"`
+	Ended    []int64   `json:"e,omitempty"`
+	Crons    bool      `json:"c,omitempty"`
 	// Configs names the queues whose configuration changed (or that were
 	// deleted): the receivers read them again.
 	Configs []string `json:"k,omitempty"`
@@ -65,9 +66,14 @@ type message struct {
 	// Joined announces a node that just joined: the others send their
 	// notifications from now on, not from their next heartbeat.
 	Joined bool `json:"j,omitempty"`
-	// XIDs are the transactions whose changes Queues carries (none
-	// known: some may be missing).
-	XIDs []uint64 `json:"i,omitempty"`
+}
+
+// wireTxn is what one transaction changed of the queues.
+type wireTxn struct {
+	// XID is the transaction's id (0: not known), so that a node whose
+	// resync read it does not count it again.
+	XID    uint64                `json:"i,omitempty"`
+	Queues map[string]*wireDelta `json:"q"`
 }
 
 // wireDelta is a queueDelta on the wire.
@@ -84,7 +90,7 @@ type wireGroup struct {
 }
 
 func (m *message) empty() bool {
-	return len(m.Queues) == 0 && m.Promote == 0 && m.PurgeOwn == 0 && m.Ended == nil && !m.Crons &&
+	return len(m.Txns) == 0 && m.Promote == 0 && m.PurgeOwn == 0 && m.Ended == nil && !m.Crons &&
 		len(m.Configs) == 0 && len(m.Cancels) == 0 && !m.Resync && !m.Joined
 }
 
@@ -240,29 +246,8 @@ func (ev *events) add(t *txn) {
 	}
 	ev.mu.Lock()
 	m := &ev.out
-	for name, d := range t.queues {
-		if m.Queues == nil {
-			m.Queues = map[string]*wireDelta{}
-		}
-		w := m.Queues[name]
-		if w == nil {
-			w = &wireDelta{}
-			m.Queues[name] = w
-		}
-		for s, n := range d.counts {
-			w.Counts[s] += n
-		}
-		w.Ready += d.ready
-		for gid, g := range d.groups {
-			if w.Groups == nil {
-				w.Groups = map[int64]wireGroup{}
-			}
-			w.Groups[gid] = wireGroup{Type: g.typ, Live: g.live}
-		}
-		w.Totals[0] += d.enqueued
-		w.Totals[1] += d.processed
-		w.Totals[2] += d.failed
-		w.Totals[3] += d.expired
+	if len(t.queues) > 0 {
+		m.Txns = append(m.Txns, wireTxnOf(t))
 	}
 	earliest(&m.Promote, t.promoteAt)
 	earliest(&m.PurgeOwn, t.purgeOwnAt)
@@ -273,9 +258,6 @@ func (ev *events) add(t *txn) {
 			}
 			earliest(&m.Ended[c], at)
 		}
-	}
-	if len(t.queues) > 0 {
-		m.XIDs = append(m.XIDs, t.xid) // 0 when unknown: never seen by a snapshot
 	}
 	m.Crons = m.Crons || t.cronsChanged
 	m.Cancels = append(m.Cancels, t.canceledRunning...)
@@ -375,26 +357,36 @@ func (ev *events) sendMessage(ctx context.Context, m *message) error {
 	return nil
 }
 
-// split cuts m into parts that each fit a notification: the queues go a
-// few at a time, the rest with the first part.
+// wireTxnOf is what t changed of the queues, on the wire.
+func wireTxnOf(t *txn) wireTxn {
+	w := wireTxn{XID: t.xid, Queues: make(map[string]*wireDelta, len(t.queues))}
+	for name, d := range t.queues {
+		q := &wireDelta{Counts: d.counts, Ready: d.ready, Totals: [4]int64{d.enqueued, d.processed, d.failed, d.expired}}
+		for gid, g := range d.groups {
+			if q.Groups == nil {
+				q.Groups = map[int64]wireGroup{}
+			}
+			q.Groups[gid] = wireGroup{Type: g.typ, Live: g.live}
+		}
+		w.Queues[name] = q
+	}
+	return w
+}
+
+// split cuts m into parts that each fit a notification: the transactions
+// go a few at a time, the rest with the first part.
 func split(m *message) []*message {
-	const perPart = 16
-	if len(m.Queues) <= perPart {
+	const perPart = 24
+	if len(m.Txns) <= perPart {
 		return []*message{m}
 	}
-	var parts []*message
-	rest := *m
-	rest.Queues = nil
-	cur := &rest
-	for name, d := range m.Queues {
-		if len(cur.Queues) == perPart {
-			parts = append(parts, cur)
-			cur = &message{From: m.From, XIDs: m.XIDs}
-		}
-		if cur.Queues == nil {
-			cur.Queues = map[string]*wireDelta{}
-		}
-		cur.Queues[name] = d
+	first := *m
+	first.Txns = m.Txns[:perPart]
+	parts := []*message{&first}
+	for rest := m.Txns[perPart:]; len(rest) > 0; {
+		n := min(perPart, len(rest))
+		parts = append(parts, &message{From: m.From, Txns: rest[:n]})
+		rest = rest[n:]
 	}
-	return append(parts, cur)
+	return parts
 }

@@ -321,19 +321,21 @@ func (e *Engine) applyRemote(m *message) {
 		e.mu.Unlock()
 		return
 	}
-	if e.resynced != nil && e.resynced.sawAll(m.XIDs) {
-		m.Queues = nil // the last resync read what they did
-	}
-	for name, w := range m.Queues {
-		d := &queueDelta{counts: w.Counts, ready: w.Ready, enqueued: w.Totals[0], processed: w.Totals[1],
-			failed: w.Totals[2], expired: w.Totals[3]}
-		if len(w.Groups) > 0 {
-			d.groups = make(map[int64]firedGroup, len(w.Groups))
-			for gid, g := range w.Groups {
-				d.groups[gid] = firedGroup{typ: g.Type, live: g.Live}
-			}
+	for _, tx := range m.Txns {
+		if tx.XID != 0 && e.resynced != nil && e.resynced.saw(tx.XID) {
+			continue // the last resync read what it did
 		}
-		e.applyDeltaLocked(e.queueLocked(name), d)
+		for name, w := range tx.Queues {
+			d := &queueDelta{counts: w.Counts, ready: w.Ready, enqueued: w.Totals[0], processed: w.Totals[1],
+				failed: w.Totals[2], expired: w.Totals[3]}
+			if len(w.Groups) > 0 {
+				d.groups = make(map[int64]firedGroup, len(w.Groups))
+				for gid, g := range w.Groups {
+					d.groups[gid] = firedGroup{typ: g.Type, live: g.Live}
+				}
+			}
+			e.applyDeltaLocked(e.queueLocked(name), d)
+		}
 	}
 	var ended [numClasses]int64
 	copy(ended[:], m.Ended)

@@ -47,16 +47,3 @@ func parseSnapshot(s string) (snapshot, error) {
 func (snap snapshot) saw(xid uint64) bool {
 	return xid < snap.xmin || xid < snap.xmax && !slices.Contains(snap.xip, xid)
 }
-
-// sawAll reports whether snap saw every one of xids (none: false).
-func (snap snapshot) sawAll(xids []uint64) bool {
-	if len(xids) == 0 {
-		return false
-	}
-	for _, x := range xids {
-		if !snap.saw(x) {
-			return false
-		}
-	}
-	return true
-}

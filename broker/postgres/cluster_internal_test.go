@@ -50,9 +50,15 @@ const testLiveness = time.Second
 // openNode opens one node (an engine) on schema.
 func openNode(t *testing.T, schema string) (*Engine, *nodeSignals) {
 	t.Helper()
+	return openNodeWith(t, schema, broker.GroupPolicy{})
+}
+
+// openNodeWith opens one node whose queues' groups go by groups.
+func openNodeWith(t *testing.T, schema string, groups broker.GroupPolicy) (*Engine, *nodeSignals) {
+	t.Helper()
 	note := &nodeSignals{ready: map[string]int{}}
 	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: schema, Notifier: note, MaxConns: 4,
-		Liveness: testLiveness, NodeAddress: "node-" + t.Name()})
+		Liveness: testLiveness, NodeAddress: "node-" + t.Name(), GroupDefaults: groups})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -371,5 +377,65 @@ func TestResyncCountsANotifiedChangeOnce(t *testing.T) {
 	})
 	if got := readyOn(b, "q"); got != 1 {
 		t.Fatalf("node b counts %d ready in q, want the 1 task enqueued", got)
+	}
+}
+
+// TestDependencyAcrossNodes: a task waiting for a task of another node is
+// released when that one completes there, and the node it waits on counts
+// it ready (its sessions are woken) from the other's notification.
+func TestDependencyAcrossNodes(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, t.Name())
+	a, _ := openNode(t, schema)
+	b, noteB := openNode(t, schema)
+	parent := enqueue(t, a, "q")
+	now := time.Now()
+	child := bt.NewTask("after")
+	child.DependsOn = []broker.Dependency{{TaskID: parent}}
+	res, err := b.Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{child}, now)})
+	if err != nil || res[0].Err != nil || res[0].Task.State != broker.StateBlocked {
+		t.Fatalf("enqueue the child on b: %+v, %v", res, err)
+	}
+	held := lease(t, a, "s-a", "q")
+	if _, err := a.Complete(t.Context(), broker.Completed("s-a", broker.LeaseRef{TaskID: parent, Token: held.Token}, time.Now(), nil)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, time.Minute, "node b to count the child ready", func() bool {
+		return readyOn(b, "after") == 1 && noteB.readyCount("after") > 0
+	})
+	if got := lease(t, b, "s-b", "after"); got.Task.ID != res[0].Task.ID {
+		t.Fatalf("b leased %s, want the child %s", got.Task.ID, res[0].Task.ID)
+	}
+}
+
+// TestGroupGathersAcrossNodes: members of one group enqueued on two nodes
+// gather into one instance, which fires at its size and is delivered
+// whole, from either node.
+func TestGroupGathersAcrossNodes(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, t.Name())
+	policy := broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}
+	a, _ := openNodeWith(t, schema, policy)
+	b, _ := openNodeWith(t, schema, policy)
+	var ids []string
+	for _, e := range []*Engine{a, b} {
+		now := time.Now()
+		nt := bt.NewTask("g")
+		nt.Group = "batch"
+		res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{nt}, now)})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("enqueue a member on %s: %+v, %v", e.NodeID(), res, err)
+		}
+		ids = append(ids, res[0].Task.ID)
+	}
+	counts := []int{0}
+	testwait.Until(t, time.Minute, "node a to count the fired group", func() bool {
+		a.ReadyGroups([]string{"g"}, []string{bt.NewTask("g").Type}, counts)
+		return counts[0] == 1
+	})
+	gl, err := a.LeaseGroups(t.Context(), broker.GroupLeaseParams{SessionID: "s-a", Queue: "g", Types: []string{bt.NewTask("g").Type},
+		N: 1, Now: time.Now(), TTL: time.Hour})
+	if err != nil || len(gl) != 1 || len(gl[0].Leases) != 2 {
+		t.Fatalf("LeaseGroups on a: %+v, %v; want one group of both members %v", gl, err, ids)
 	}
 }

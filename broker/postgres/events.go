@@ -30,11 +30,13 @@ import (
 // connection cut). So a node reads its hints again from the database when
 // it joins (after the others had time to see it), when its listener
 // reconnects, when the leader swept a dead node, when a notification
-// could not be sent, and every resyncEvery while others are live.
+// could not be sent, and every resyncEvery while others are live. Each
+// notification names the transactions it reports, so that a read never
+// counts one twice (resync.go, snapshot.go).
 
 // resyncEvery is how often a node with live peers reads its hints again,
-// whatever the notifications said: it bounds how long counts that drifted
-// (a notification lost or applied twice around a resync) stay wrong.
+// whatever the notifications said: it bounds how long counts stay wrong
+// after a loss no event announced.
 const resyncEvery = 30 * time.Second
 
 // notifyLinger is how long the sender waits after a commit for more to

@@ -103,16 +103,7 @@ func (t *txn) lockCaps(ctx context.Context, names []string) error {
 // scanRows reads the next result of br, calling fn for each row.
 func scanRows(br pgx.BatchResults, fn func(pgx.Rows) error) error {
 	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return forRows(rows, err, fn)
 }
 
 // refill brings c's bucket to at (Unix ns), starting it as the memory's.

@@ -83,6 +83,31 @@ func leaseBoth(t *testing.T, es [2]*postgres.Engine, queue string, n int, now ti
 	return got
 }
 
+// activeIn counts queue's ACTIVE tasks in the database.
+func activeIn(t *testing.T, conn *pgx.Conn, queue string) int {
+	t.Helper()
+	var active int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM conveyor_tasks WHERE queue = $1 AND state = 3`, queue).Scan(&active); err != nil {
+		t.Fatal(err)
+	}
+	return active
+}
+
+// completeBoth completes, on the engine that leased each, the leases of
+// session "s" that leaseBoth (or a group lease) returned.
+func completeBoth(t *testing.T, es [2]*postgres.Engine, got [2][]broker.Lease, now time.Time) {
+	t.Helper()
+	for i, ls := range got {
+		ds := make([]broker.Decision, len(ls))
+		for j, l := range ls {
+			ds[j] = broker.Completed("s", broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}, now, nil)
+		}
+		if _, err := es[i].CompleteBatch(t.Context(), ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestMaxActiveAcrossNodes: two nodes leasing from one queue at once
 // never hold more ACTIVE tasks together than its max_active, counted in
 // the database, and together fill the cap.
@@ -99,24 +124,12 @@ func TestMaxActiveAcrossNodes(t *testing.T) {
 	es := [2]*postgres.Engine{e1, e2}
 	for round := range rounds {
 		got := leaseBoth(t, es, "q", 2, now)
-		var active int
-		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM conveyor_tasks WHERE queue = 'q' AND state = 3`).Scan(&active); err != nil {
-			t.Fatal(err)
-		}
+		active := activeIn(t, conn, "q")
 		if n := len(got[0]) + len(got[1]); n != maxActive || active != maxActive {
 			t.Fatalf("round %d: the nodes leased %d and %d tasks, %d ACTIVE in the database; want %d together under max_active %d",
 				round, len(got[0]), len(got[1]), active, maxActive, maxActive)
 		}
-		for i, ls := range got {
-			ds := make([]broker.Decision, len(ls))
-			for j, l := range ls {
-				ds[j] = broker.Decision{SessionID: "s", Kind: broker.DecideComplete, Now: now,
-					Lease: broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}}
-			}
-			if _, err := es[i].CompleteBatch(t.Context(), ds); err != nil {
-				t.Fatal(err)
-			}
-		}
+		completeBoth(t, es, got, now)
 	}
 }
 
@@ -225,23 +238,11 @@ func TestMaxActiveGroupsAcrossNodes(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		var active int
-		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM conveyor_tasks WHERE queue = 'q' AND state = 3`).Scan(&active); err != nil {
-			t.Fatal(err)
-		}
+		active := activeIn(t, conn, "q")
 		if n := len(got[0]) + len(got[1]); n != maxActive || active != maxActive {
 			t.Fatalf("round %d: the nodes leased %d and %d members, %d ACTIVE in the database; want one group of %d under max_active %d",
 				round, len(got[0]), len(got[1]), active, maxActive, maxActive)
 		}
-		for i, ls := range got {
-			ds := make([]broker.Decision, len(ls))
-			for j, l := range ls {
-				ds[j] = broker.Decision{SessionID: "s", Kind: broker.DecideComplete, Now: now,
-					Lease: broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}}
-			}
-			if _, err := es[i].CompleteBatch(t.Context(), ds); err != nil {
-				t.Fatal(err)
-			}
-		}
+		completeBoth(t, es, got, now)
 	}
 }

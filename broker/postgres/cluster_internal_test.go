@@ -80,6 +80,14 @@ func kill(e *Engine) {
 	})
 }
 
+// waitPeers waits until each of two nodes counts the other live.
+func waitPeers(t *testing.T, a, b *Engine) {
+	t.Helper()
+	testwait.Until(t, time.Minute, "each node to see the other", func() bool {
+		return a.events.peers.Load() == 1 && b.events.peers.Load() == 1
+	})
+}
+
 func leading(e *Engine) bool {
 	l, _ := e.Leading()
 	return l
@@ -158,9 +166,7 @@ func TestTaskReadyAcrossNodes(t *testing.T) {
 	schema := pgtest.Schema(t, t.Name())
 	a, _ := openNode(t, schema)
 	b, noteB := openNode(t, schema)
-	testwait.Until(t, time.Minute, "each node to see the other", func() bool {
-		return a.events.peers.Load() == 1 && b.events.peers.Load() == 1
-	})
+	waitPeers(t, a, b)
 	id := enqueue(t, a, "q")
 	testwait.Until(t, time.Minute, "node b to be told the task is ready", func() bool { return noteB.readyCount("q") > 0 && readyOn(b, "q") == 1 })
 	l := lease(t, b, "s-b", "q")
@@ -346,9 +352,7 @@ func TestResyncCountsANotifiedChangeOnce(t *testing.T) {
 	schema := pgtest.Schema(t, t.Name())
 	a, _ := openNode(t, schema)
 	b, _ := openNode(t, schema)
-	testwait.Until(t, time.Minute, "each node to see the other", func() bool {
-		return a.events.peers.Load() == 1 && b.events.peers.Load() == 1
-	})
+	waitPeers(t, a, b)
 	conn, err := b.pool.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

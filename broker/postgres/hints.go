@@ -202,6 +202,12 @@ func readHints(ctx context.Context, db querier) (map[string]*queueHint, error) {
 // eachRow runs sql and calls fn for each row it returns.
 func eachRow(ctx context.Context, db querier, sql string, fn func(pgx.Rows) error) error {
 	rows, err := db.Query(ctx, sql)
+	return forRows(rows, err, fn)
+}
+
+// forRows calls fn for each of rows, the answer of a query that failed
+// with err or not, and closes them.
+func forRows(rows pgx.Rows, err error, fn func(pgx.Rows) error) error {
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,9 @@ build: ## Build the conveyor binary into ./bin.
 	go build -o $(BIN)/conveyor ./cmd/conveyor
 
 .PHONY: test
-test: ## Run the whole test suite with the race detector, on both engines (starts a throwaway PostgreSQL unless CONVEYOR_TEST_DATABASE_URL names one).
+test: ts ## Run the whole test suite with the race detector, on both engines (starts a throwaway PostgreSQL unless CONVEYOR_TEST_DATABASE_URL names one), and the TypeScript SDK's.
 	./scripts/with-pg.sh $(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory test-ts
 
 # The suite runs once on the embedded engine (with the PostgreSQL engine's
 # own conformance tests), then the server-level tests again with every test
@@ -34,6 +35,12 @@ test: ## Run the whole test suite with the race detector, on both engines (start
 test-go:
 	go test -race -count=1 -timeout 20m ./...
 	CONVEYOR_TEST_BROKER=postgres go test -race -count=1 -timeout 20m ./server/... ./sdks/go/...
+
+# The TypeScript SDK's tests (node --test), each against a real server
+# process built from this checkout.
+.PHONY: test-ts
+test-ts: ts
+	cd $(TS_DIR) && node --test --test-concurrency=1 test/*.test.mjs
 
 .PHONY: pg
 pg: ## Start a throwaway PostgreSQL on loopback for local work: eval "$$(make -s pg)" sets CONVEYOR_TEST_DATABASE_URL.
@@ -107,6 +114,27 @@ ui-gen: $(BIN)/buf ## Regenerate admin/web/src/gen from protos/ (after npm ci in
 ui-check: ui ## Fail if admin/dist or admin/web/src/gen are not what admin/web builds.
 	@git diff --exit-code --stat -- admin/dist $(UI_DIR)/src/gen || (echo "admin/dist or admin/web/src/gen is stale: run 'make ui' and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- admin/dist $(UI_DIR)/src/gen)" || (git status --porcelain -- admin/dist $(UI_DIR)/src/gen; echo "admin/dist or admin/web/src/gen has untracked files: run 'make ui' and commit"; exit 1)
+
+# The TypeScript SDK (sdks/ts). Its TypeScript generated from protos/
+# (sdks/ts/src/gen) is committed; its compiled files (sdks/ts/dist) are not.
+TS_DIR := sdks/ts
+
+$(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund
+
+.PHONY: ts
+ts: $(TS_DIR)/node_modules/.package-lock.json ## Compile the TypeScript SDK into sdks/ts/dist (npm ci first when its lock changed).
+	cd $(TS_DIR) && npm run build
+
+.PHONY: ts-gen
+ts-gen: $(BIN)/buf $(TS_DIR)/node_modules/.package-lock.json ## Regenerate sdks/ts/src/gen from protos/.
+	rm -rf $(TS_DIR)/src/gen
+	buf generate --template $(TS_DIR)/buf.gen.yaml --path protos/conveyor/v1
+
+.PHONY: ts-check
+ts-check: ts-gen ## Fail if sdks/ts/src/gen is not what protos/ generate.
+	@git diff --exit-code --stat -- $(TS_DIR)/src/gen || (echo "sdks/ts/src/gen is stale: run 'make ts-gen' and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- $(TS_DIR)/src/gen)" || (git status --porcelain -- $(TS_DIR)/src/gen; echo "sdks/ts/src/gen has untracked files: run 'make ts-gen' and commit"; exit 1)
 
 .PHONY: screenshots
 screenshots: ## Retake docs/screenshots with the dashboard's browser test (needs Chromium).

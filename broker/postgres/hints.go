@@ -84,7 +84,10 @@ type queueHint struct {
 	refused  bool
 	// recheck is the look at the queue armed after a short lease
 	// (recheckLater), nil when none is.
-	recheck                              *time.Timer
+	recheck *time.Timer
+	// floors are where the queue's leases start their walk of each
+	// priority's ready line (scanfloor.go).
+	floors                               scanFloors
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }

@@ -79,7 +79,11 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 	var ls []broker.Lease
 	var err error
 	if allowed > 0 {
-		ls, err = t.leaseQueue(ctx, queue, allowed, p.SessionID, nanos(at), expiry, p.LimitGrace, node)
+		l := leaseArgs{session: p.SessionID, now: nanos(at), expiry: expiry, grace: p.LimitGrace, node: node}
+		var got []leased
+		if got, err = t.leaseReady(ctx, queue, allowed, l); err == nil {
+			ls, err = t.settleLeased(ctx, queue, got, l.now)
+		}
 	}
 	var refused *refusal
 	if c != nil {
@@ -131,30 +135,46 @@ func (e *Engine) stopRechecksLocked() {
 	}
 }
 
+// leaseArgs are what every lease statement of one Lease call shares.
+type leaseArgs struct {
+	session     string
+	now, expiry int64
+	grace       time.Duration
+	node        string
+}
+
+// leased is one row a lease statement took from a ready line.
+type leased struct {
+	l        broker.Lease
+	seq      int64
+	expireAt int64
+	started  int64
+}
+
 // leaseQueue leases up to n ready tasks of queue, highest priority first
 // and FIFO within a priority, each lease capped at its task's
-// broker.LeaseLimit. A task whose expiry or deadline passed is archived
-// instead; a keyed one whose key is at its limit (lowered since it was
-// admitted) goes back to its key's line.
-func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session string, now, expiry int64, grace time.Duration, node string) ([]broker.Lease, error) {
+// broker.LeaseLimit. It walks the ready line one priority at a time, from
+// that priority's scan floor (scanfloor.go): with the priority fixed, the
+// floor bounds where the index scan starts.
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, floors *scanFloors, l leaseArgs) ([]leased, readyWalk, error) {
+	var walk readyWalk
 	rows, err := t.query(ctx, `WITH picked AS (
-			SELECT ctid AS tid, started_at FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
-			ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+			SELECT r.tid, r.started_at FROM unnest($8::int8[]) WITH ORDINALITY AS f(floor, i)
+			CROSS JOIN LATERAL (
+				SELECT ctid AS tid, started_at FROM conveyor_tasks
+				WHERE queue = $1 AND priority = (`+maxPriorityText+` + 1 - f.i)::smallint AND state = 2 AND NOT held
+					AND ready_seq >= f.floor
+				ORDER BY ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED) r
+			LIMIT $2)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
 			lease_token = nextval('conveyor_lease_token'), canceled = false,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.ctid = picked.tid
 		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		queue, n, now, session, expiry, int64(grace), node)
+		queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node, floors.byPriority())
 	if err != nil {
-		return nil, err
-	}
-	type leased struct {
-		l        broker.Lease
-		seq      int64
-		expireAt int64
-		started  int64
+		return nil, walk, err
 	}
 	var got []leased
 	for rows.Next() {
@@ -163,14 +183,20 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, session strin
 		task, err := scanTaskWith(rows, &token, &leaseExpiry, &x.seq, &x.expireAt, &x.started)
 		if err != nil {
 			rows.Close()
-			return nil, err
+			return nil, walk, err
 		}
 		x.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(leaseExpiry)}
 		got = append(got, x)
+		walk.took(task.Priority, x.seq)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	return got, walk, rows.Err()
+}
+
+// settleLeased turns the rows taken from queue's ready line into leases,
+// highest priority first and FIFO within a priority. A task whose expiry
+// or deadline passed is archived instead; a keyed one whose key is at its
+// limit (lowered since it was admitted) goes back to its key's line.
+func (t *txn) settleLeased(ctx context.Context, queue string, got []leased, now int64) ([]broker.Lease, error) {
 	sort.Slice(got, func(i, j int) bool {
 		a, b := got[i], got[j]
 		if a.l.Task.Priority != b.l.Task.Priority {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -554,7 +555,9 @@ func (s *soak) readServer() (SoakSample, error) {
 	return sm, nil
 }
 
-// scrape reads the named unlabelled samples of the server's /metrics.
+// scrape reads the named samples of the server's /metrics, unlabelled or
+// labelled with the node alone (a server on PostgreSQL labels every series
+// with its node).
 func (s *soak) scrape(names ...string) (map[string]float64, error) {
 	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.r.liveAddr(), "/")+"/metrics", nil)
 	if err != nil {
@@ -571,19 +574,8 @@ func (s *soak) scrape(names ...string) (map[string]float64, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %s", res.Status)
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !slices.Contains(names, name) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
+	out, err := readSamples(res.Body, names)
+	if err != nil {
 		return nil, err
 	}
 	for _, n := range names {
@@ -592,6 +584,31 @@ func (s *soak) scrape(names ...string) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// readSamples reads the named samples of a Prometheus text exposition,
+// unlabelled or labelled with the node alone.
+func readSamples(r io.Reader, names []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		series, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		name, labels, labelled := strings.Cut(series, "{")
+		if labelled && (!strings.HasPrefix(labels, `node="`) || strings.Count(labels, "=") != 1) {
+			continue
+		}
+		if !slices.Contains(names, name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
 }
 
 // verdictSamples are the samples the verdict reads: those after the

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +33,24 @@ func TestSoakVerdictIgnoresTheDrain(t *testing.T) {
 	rep.summarize()
 	if rep.Flat || rep.RSS.End != 140 || rep.RSS.AfterWarmup != 100 {
 		t.Errorf("verdict flat=%v, rss %+v; want not flat, 100 after the warm-up, 140 at the load's end", rep.Flat, rep.RSS)
+	}
+}
+
+// TestReadSamplesWithNodeLabel: a server on PostgreSQL labels every series
+// with its node, and the soak's samples of the server are read all the
+// same; a series with other labels is not the one asked for.
+func TestReadSamplesWithNodeLabel(t *testing.T) {
+	text := `# HELP conveyor_go_goroutines Number of goroutines.
+conveyor_go_goroutines{node="01J9"} 42
+conveyor_process_open_fds 17
+conveyor_tasks_dispatched_total{node="01J9",queue="q",type="t"} 5
+`
+	got, err := readSamples(strings.NewReader(text), []string{"conveyor_go_goroutines", "conveyor_process_open_fds", "conveyor_tasks_dispatched_total"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"conveyor_go_goroutines": 42, "conveyor_process_open_fds": 17}
+	if !maps.Equal(got, want) {
+		t.Fatalf("read %v, want %v", got, want)
 	}
 }

@@ -5,3 +5,8 @@ export * from "./gen/conveyor/v1/task_pb.js";
 export * from "./gen/conveyor/v1/worker_pb.js";
 export * from "./gen/conveyor/v1/service_pb.js";
 export * from "./gen/conveyor/v1/admin_pb.js";
+export * from "./client.js";
+export * from "./task_options.js";
+export { DEFAULT_ENQUEUE_IN_FLIGHT } from "./batcher.js";
+export * from "./admin.js";
+export * from "./json.js";

@@ -208,6 +208,10 @@ test("an aborted signal takes a gathering call out: its task is never sent", asy
   const aborted = c.enqueue("t", undefined, { taskId, signal: ac.signal });
   const kept = c.enqueue("t");
   ac.abort();
+  // The caller is let go at once, not when the RPC ahead of it returns.
+  const firstSettled = first.then(() => "first returned first");
+  const settled = await Promise.race([aborted.then(() => "aborted call succeeded", (e) => e), firstSettled]);
+  assert.ok(settled instanceof CanceledError, `${settled}`);
   const err = await rejects(aborted);
   assert.ok(err instanceof CanceledError, `${err}`);
   assert.equal(err.code, "canceled");

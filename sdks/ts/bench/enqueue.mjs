@@ -8,7 +8,8 @@
 //
 // Without CONVEYOR_URL it starts a fresh server from this checkout (as the
 // tests do) and stops it after. CONVEYOR_TOKEN, CONVEYOR_PROTOCOL (grpc or
-// connect) and BATCHING=0 (one RPC per call) are optional.
+// connect), BATCHING=0 (one RPC per call) and IN_FLIGHT (the Client's
+// enqueueInFlight, default 2) are optional.
 import { Client } from "../dist/index.js";
 
 const n = Number(process.env.N ?? 20_000);
@@ -31,7 +32,8 @@ if (!url) {
   url = server.url;
 }
 try {
-  const client = new Client({ url, token: process.env.CONVEYOR_TOKEN, protocol, batching });
+  const enqueueInFlight = Number(process.env.IN_FLIGHT ?? 2);
+  const client = new Client({ url, token: process.env.CONVEYOR_TOKEN, protocol, batching, enqueueInFlight });
   let next = 0;
   const producer = async () => {
     for (let seq = next++; seq < n; seq = next++) {

@@ -225,3 +225,43 @@ test("a closed client refuses calls", async () => {
   const err = await rejects(c.enqueue("t"));
   assert.ok(err instanceof FailedPreconditionError, `${err}`);
 });
+
+// The client's bounds are the server's: each request the client refuses,
+// sent past it on the raw TaskService, the server refuses too, with the
+// code the client gives; and the values at the bounds both accept.
+test("the client's bounds are the server's", async () => {
+  const { create } = await import("@bufbuild/protobuf");
+  const { durationFromMs, timestampFromDate } = await import("@bufbuild/protobuf/wkt");
+  const { createClient } = await import("@connectrpc/connect");
+  const { EnqueueRequestSchema, TaskService, createTransport, toConveyorError } = await import("../dist/index.js");
+  const raw = createClient(TaskService, createTransport({ url: server.url }));
+  const c = new Client({ url: server.url, batching: false });
+  const later = timestampFromDate(new Date(Date.now() + 60_000));
+  const refused = [
+    [{ queue: "a b" }, { queue: "a b" }],
+    [{ queue: "q".repeat(1025) }, { queue: "q".repeat(1025) }],
+    [{ payload: new Uint8Array((1 << 20) + 1) }, { payload: new Uint8Array((1 << 20) + 1) }],
+    [{ options: { priority: 10 } }, { options: { priority: 10 } }],
+    [{ options: { maxRetry: -1 } }, { options: { maxRetry: -1 } }],
+    [{ options: { processAt: later, processIn: durationFromMs(5) } }, { options: { processAt: new Date(Date.now() + 60_000), processInMs: 5 } }],
+    [{ options: { expiresAt: later, expiresIn: durationFromMs(5) } }, { options: { expiresAt: new Date(Date.now() + 60_000), expiresInMs: 5 } }],
+    [{ options: { group: "g", processIn: durationFromMs(5) } }, { options: { group: "g", processInMs: 5 } }],
+    [{ options: { group: "g", concurrencyKey: "k" } }, { options: { group: "g", concurrencyKey: "k" } }],
+    [{ options: { uniqueTtl: durationFromMs(5) } }, { options: { uniqueTtlMs: 5 } }],
+    [{ taskId: "nope" }, { options: { taskId: "nope" } }],
+    [{ options: { timeout: { seconds: -1n, nanos: 0 } } }, { options: { timeoutMs: -1000 } }],
+  ];
+  for (const [wire, sdk] of refused) {
+    const serverErr = toConveyorError(await rejects(raw.enqueue(create(EnqueueRequestSchema, { type: "t", ...wire }))));
+    assert.ok(serverErr instanceof InvalidArgumentError, `server: ${serverErr}`);
+    const { payload, options = {} } = sdk;
+    const clientErr = await rejects(c.enqueue("t", payload, { ...options, queue: sdk.queue ?? options.queue }));
+    assert.ok(clientErr instanceof InvalidArgumentError, `client: ${clientErr}`);
+  }
+  // The values at the bounds pass both.
+  const edge = await c.enqueue("t", new Uint8Array(1 << 20), { queue: `q${"-".repeat(1023)}`, priority: 9, maxRetry: 2 ** 31 - 1 });
+  assert.equal(edge.payload.length, 1 << 20);
+  assert.equal(edge.priority, 9);
+  assert.deepEqual(c.stats(), { enqueueCalls: 1, enqueueRpcs: 1 });
+  await c.close();
+});

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Duration, DurationSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { errorFor } from "./errors.js";
 import {
@@ -152,10 +152,24 @@ function checkInt(field: string, value: number, min: number, max: number): void 
   }
 }
 
+// The protobuf Duration's range: 10,000 years.
+const MAX_DURATION_MS = 315_576_000_000_000;
+
 function checkMs(field: string, value: number): void {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    invalid(`${field} must be a finite number of milliseconds, not negative, got ${value}`);
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > MAX_DURATION_MS) {
+    invalid(`${field} must be a number of milliseconds in 0..${MAX_DURATION_MS}, got ${value}`);
   }
+}
+
+/** durationFromMs is ms as a Duration, to the nanosecond (the wire's nanos are an integer). */
+function durationFromMs(ms: number): Duration {
+  let seconds = Math.floor(ms / 1000);
+  let nanos = Math.round((ms - seconds * 1000) * 1e6);
+  if (nanos >= 1e9) {
+    seconds++;
+    nanos -= 1e9;
+  }
+  return create(DurationSchema, { seconds: BigInt(seconds), nanos });
 }
 
 // The protobuf Timestamp's range: 0001-01-01 to 9999-12-31.
@@ -246,7 +260,7 @@ function taskOptions(o: EnqueueOptions): TaskOptions | undefined {
     out.priority = o.priority;
     mark();
   }
-  const ms: [keyof EnqueueOptions, (d: ReturnType<typeof durationFromMs>) => void][] = [
+  const ms: [keyof EnqueueOptions, (d: Duration) => void][] = [
     ["timeoutMs", (d) => (out.timeout = d)],
     ["processInMs", (d) => (out.processIn = d)],
     ["retentionMs", (d) => (out.retention = d)],

@@ -114,9 +114,10 @@ for (const protocol of ["grpc", "connect"]) {
     assert.equal(scheduled.state, TaskState.SCHEDULED);
     assert.equal(date(scheduled.nextProcessAt).getTime(), at.getTime());
     assert.equal(ms(scheduled.options.expiresIn), 900_000);
-    const delayed = await c.getTask((await c.enqueue("later", undefined, { processInMs: 300_000 })).id);
+    const delayed = await c.getTask((await c.enqueue("later", undefined, { processInMs: 300_000.0000001 })).id);
     assert.equal(delayed.state, TaskState.SCHEDULED);
-    assert.equal(ms(delayed.options.processIn), 300_000);
+    assert.equal(delayed.options.processIn.seconds, 300n);
+    assert.equal(delayed.options.processIn.nanos, 0, "fractions of a millisecond round to the nanosecond");
     const grouped = await c.getTask((await c.enqueue("g", undefined, { group: "grp" })).id);
     assert.equal(grouped.state, TaskState.AGGREGATING);
     assert.equal(grouped.group, "grp");
@@ -194,7 +195,9 @@ test("the bounds are refused before sending, naming the field", async () => {
     [["t", undefined, { priority: -1 }], /priority/],
     [["t", undefined, { priority: 1.5 }], /priority/],
     [["t", undefined, { maxRetry: -1 }], /maxRetry must be an integer in 0\.\./],
-    [["t", undefined, { timeoutMs: -5 }], /timeoutMs must be/],
+    [["t", undefined, { timeoutMs: -5 }], /timeoutMs must be a number of milliseconds in 0\.\./],
+    [["t", undefined, { processInMs: 1e20 }], /processInMs must be/],
+    [["t", undefined, { retentionMs: Number.NaN }], /retentionMs must be/],
     [["t", undefined, { processAt: later, processInMs: 5 }], /processAt and processInMs are mutually exclusive/],
     [["t", undefined, { expiresAt: later, expiresInMs: 5 }], /expiresAt and expiresInMs are mutually exclusive/],
     [["t", undefined, { group: "g", processInMs: 5 }], /group is mutually exclusive with processAt and processInMs/],

@@ -40,9 +40,11 @@ try {
       await client.enqueue("bench", payload(seq), { queue: "bench" });
     }
   };
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(Array.from({ length: concurrency }, producer));
   const wallS = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   const stats = client.stats();
   await client.close();
   console.log(
@@ -56,6 +58,7 @@ try {
       wall_s: Number(wallS.toFixed(3)),
       tasks_per_s: Math.round(n / wallS),
       rpcs: stats.enqueueRpcs,
+      cpu_bench_pct: Math.round(((cpu.user + cpu.system) / 1e4 / wallS)),
     }),
   );
 } finally {

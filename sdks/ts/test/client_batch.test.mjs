@@ -11,7 +11,7 @@ import {
   InvalidArgumentError,
   NotFoundError,
 } from "../dist/index.js";
-import { startCountingProxy } from "./proxy.mjs";
+import { startCountingProxy } from "./client_proxy.mjs";
 import { startServer } from "./server.mjs";
 
 const ENQUEUE = "/conveyor.v1.TaskService/Enqueue";

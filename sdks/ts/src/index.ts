@@ -5,3 +5,19 @@ export * from "./gen/conveyor/v1/task_pb.js";
 export * from "./gen/conveyor/v1/worker_pb.js";
 export * from "./gen/conveyor/v1/service_pb.js";
 export * from "./gen/conveyor/v1/admin_pb.js";
+export * from "./client.js";
+export {
+  type Dependency,
+  type EnqueueItem,
+  type EnqueueOptions,
+  type RetryPolicyOptions,
+  MAX_BATCH_ITEMS,
+  MAX_DEPENDENCIES,
+  MAX_METADATA_BYTES,
+  MAX_METADATA_ENTRIES,
+  MAX_NAME_BYTES,
+  MAX_PAYLOAD_BYTES,
+} from "./task_options.js";
+export { DEFAULT_ENQUEUE_IN_FLIGHT } from "./batcher.js";
+export * from "./admin.js";
+export * from "./json.js";

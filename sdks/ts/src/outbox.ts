@@ -48,6 +48,13 @@ export class Outbox implements AsyncIterable<WorkerMessage> {
         this.queue.length = 0;
         return Promise.resolve({ value: undefined, done: true });
       },
+      // The transport ends the request side with throw() when the call
+      // fails; there is nothing left to send then.
+      throw: (err?: unknown) => {
+        this.closed = true;
+        this.queue.length = 0;
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      },
     };
   }
 }

@@ -111,10 +111,12 @@ export class Execution {
 
   /**
    * resultsFor maps a single handler's return (ok) or throw to the
-   * Result(s); for a batch, every member without an outcome of its own.
+   * Result(s); for a batch handler's return (perMember: a batch, or a
+   * single delivery served as a batch of one), every member without an
+   * outcome of its own gets its element of the returned array.
    */
-  resultsFor(ok: boolean, value: unknown): Result[] {
-    if (!this.batch) return [this.outcome(0, ok, value, ok ? value : undefined)];
+  resultsFor(ok: boolean, value: unknown, perMember = this.batch): Result[] {
+    if (!perMember) return [this.outcome(0, ok, value, ok ? value : undefined)];
     const values = ok && Array.isArray(value) ? value : [];
     return this.tasks.map((_, i) => {
       if (this.failed.has(i)) return this.outcome(i, false, this.failed.get(i), undefined);

@@ -173,9 +173,10 @@ export class Session {
     if (!first) return [];
     const signal = ex.controller.signal;
     const deadline = ex.bound === undefined ? undefined : new Date(ex.bound);
+    const batchHandler = this.host.batchHandlerFor(first.type);
+    const asBatch = ex.batch || (batchHandler !== undefined && !this.host.handlerFor(first.type));
     try {
-      const batchHandler = this.host.batchHandlerFor(first.type);
-      if (ex.batch || (batchHandler && !this.host.handlerFor(first.type))) {
+      if (asBatch) {
         if (!batchHandler) return ex.all(TaskOutcome.RELEASED, "this worker does not handle batches");
         const value = await batchHandler({
           tasks: ex.tasks,
@@ -188,7 +189,7 @@ export class Session {
             ex.failed.set(i, err);
           },
         });
-        return ex.resultsFor(true, value);
+        return ex.resultsFor(true, value, true);
       }
       const handler = this.host.handlerFor(first.type);
       if (!handler) {
@@ -204,7 +205,7 @@ export class Session {
       return ex.resultsFor(true, value);
     } catch (err) {
       this.host.logger.debug("task handler failed", { task: first.id, type: first.type, err: errorMessage(err) });
-      return ex.resultsFor(false, err);
+      return ex.resultsFor(false, err, asBatch);
     }
   }
 

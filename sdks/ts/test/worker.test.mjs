@@ -16,6 +16,7 @@ import { TaskState, clients, deferred, enqueue, text, untilAborted, waitFor, wai
 for (const protocol of ["grpc", "connect"]) {
   describe(`worker outcomes (${protocol})`, () => {
     let server, c, worker, running, sessions;
+    const progressSeen = deferred();
     before(async () => {
       server = await startServer();
       c = clients(server.url);
@@ -32,7 +33,12 @@ for (const protocol of ["grpc", "connect"]) {
       });
       worker.handle("reject", async () => Promise.reject(new TypeError("rejected promise")));
       worker.handleJSON("json", (value) => ({ doubled: value.n * 2 }));
-      worker.handle("progress", ({ progress }) => progress(50, "half"));
+      worker.handle("progress", async ({ progress }) => {
+        progress(10, "a tenth");
+        progress(20, "a fifth"); // coalesced: the latest value wins
+        progress(50, "half");
+        await progressSeen.promise;
+      });
       running = worker.run();
     });
     after(async () => {
@@ -80,10 +86,14 @@ for (const protocol of ["grpc", "connect"]) {
       assert.match(bad.lastError, /decode the JSON payload/);
     });
 
-    test("progress is visible through GetTask", async () => {
-      const t = await waitState(c.tasks, await enqueue(c.tasks, "progress"), TaskState.COMPLETED);
-      assert.equal(t.progressPercent, 50);
-      assert.equal(t.progressMessage, "half");
+    test("progress is visible through GetTask, the latest value winning", async () => {
+      const id = await enqueue(c.tasks, "progress");
+      await waitFor(async () => {
+        const t = await c.tasks.getTask({ id });
+        return t.progressPercent === 50 && t.progressMessage === "half";
+      }, "progress 50 half");
+      progressSeen.resolve();
+      await waitState(c.tasks, id, TaskState.COMPLETED);
     });
   });
 }

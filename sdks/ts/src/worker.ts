@@ -7,7 +7,7 @@ import { ConveyorError, toConveyorError } from "./errors.js";
 import { decodeJSON, type BatchHandler, type Handler, type JSONHandler } from "./handler.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { Outbox } from "./outbox.js";
-import { Session, delay, type SessionHost } from "./session.js";
+import { Session, type SessionHost } from "./session.js";
 import { createTransport, type ConnectionOptions } from "./transport.js";
 import { VERSION } from "./version.js";
 
@@ -87,8 +87,8 @@ export class Worker implements SessionHost {
   private readonly batchHandlers = new Map<string, BatchHandler>();
   private running: Promise<void> | undefined;
   private stopping = false;
-  private stopWake: (() => void) | undefined;
-  private readonly stopped: Promise<void>;
+  /** stopCtl aborts on stop(); listeners are removed when done, so reconnects do not pile them up. */
+  private readonly stopCtl = new AbortController();
   private session: Session | undefined;
   private orphans = 0;
   private orphanWake: (() => void) | undefined;
@@ -100,9 +100,6 @@ export class Worker implements SessionHost {
     this.drainTimeoutMs = nonNegative("drainTimeoutMs", opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     this.progressIntervalMs = nonNegative("progressIntervalMs", opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     this.logger = opts.logger ?? silentLogger;
-    this.stopped = new Promise((resolve) => {
-      this.stopWake = resolve;
-    });
     createTransport(opts); // validates the URL and protocol now, not at run()
   }
 
@@ -174,7 +171,7 @@ export class Worker implements SessionHost {
   async stop(): Promise<void> {
     if (!this.stopping) {
       this.stopping = true;
-      this.stopWake?.();
+      this.stopCtl.abort();
     }
     if (this.running) await this.running.catch(() => {});
   }
@@ -191,7 +188,7 @@ export class Worker implements SessionHost {
       const wait = reconnectDelay(failures++, this.opts.reconnectBaseMs ?? DEFAULT_RECONNECT_BASE_MS,
         this.opts.reconnectMaxMs ?? DEFAULT_RECONNECT_MAX_MS);
       this.logger.warn("worker session ended; reconnecting", { err: error?.message, delayMs: Math.round(wait) });
-      await Promise.race([delay(wait), this.stopped]);
+      await this.sleep(wait);
     }
   }
 
@@ -202,14 +199,45 @@ export class Worker implements SessionHost {
    */
   private async awaitCapacity(): Promise<number> {
     while (!this.stopping && this.orphans >= this.concurrency) {
-      await Promise.race([
-        new Promise<void>((resolve) => {
-          this.orphanWake = resolve;
-        }),
-        this.stopped,
-      ]);
+      let off = (): void => {};
+      await new Promise<void>((resolve) => {
+        this.orphanWake = resolve;
+        off = this.onStop(resolve);
+      });
+      off();
     }
     return this.stopping ? 0 : this.concurrency - this.orphans;
+  }
+
+  /**
+   * onStop calls fn once stop() is called (at once if it was); the
+   * returned function removes it.
+   */
+  private onStop(fn: () => void): () => void {
+    const signal = this.stopCtl.signal;
+    if (signal.aborted) {
+      fn();
+      return () => {};
+    }
+    signal.addEventListener("abort", fn, { once: true });
+    return () => signal.removeEventListener("abort", fn);
+  }
+
+  /** sleep waits ms, or until stop(). */
+  private sleep(ms: number): Promise<void> {
+    if (this.stopCtl.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      let off = (): void => {};
+      const timer = setTimeout(() => {
+        off();
+        resolve();
+      }, ms);
+      timer.unref();
+      off = this.onStop(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /** orphaned counts handlers that outlive their session. */
@@ -248,8 +276,14 @@ export class Worker implements SessionHost {
     const streamEnded = new Promise<void>((resolve) => {
       endStream = resolve;
     });
-    const onStop = this.stopped.then(() => {
-      if (!session) abort.abort(new Error("conveyor: the worker stopped"));
+    // Until Welcome, a stop cuts the stream; after it, the session drains.
+    const offStop = this.onStop(() => {
+      if (!session) {
+        abort.abort(new Error("conveyor: the worker stopped"));
+        return;
+      }
+      const s = session;
+      void s.drain(streamEnded).then(() => abort.abort(new Error("conveyor: the worker stopped")));
     });
     try {
       const welcome = await this.handshake(stream, abort);
@@ -261,11 +295,6 @@ export class Worker implements SessionHost {
       });
       this.opts.onSession?.(welcome.sessionId);
       const s = session;
-      const drained = this.stopped.then(async () => {
-        await s.drain(streamEnded);
-        abort.abort(new Error("conveyor: the worker stopped"));
-      });
-      void drained;
       for (;;) {
         const r = await stream.next();
         if (r.done) break;
@@ -280,7 +309,7 @@ export class Worker implements SessionHost {
       this.session = undefined;
       endStream();
       outbox.close();
-      void onStop;
+      offStop();
       if (!abort.signal.aborted) abort.abort(new Error("conveyor: the session ended"));
     }
   }

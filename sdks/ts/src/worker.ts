@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { createClient, type Client } from "@connectrpc/connect";
 import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
 import { HelloSchema, WorkerMessageSchema, type ServerMessage, type Welcome } from "./gen/conveyor/v1/worker_pb.js";
 import { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";
@@ -81,6 +81,7 @@ export class Worker implements SessionHost {
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
   private readonly opts: WorkerOptions;
+  private readonly client: Client<typeof WorkerService>;
   private readonly queues: Record<string, number>;
   private readonly concurrency: number;
   private readonly handlers = new Map<string, Handler>();
@@ -100,7 +101,10 @@ export class Worker implements SessionHost {
     this.drainTimeoutMs = nonNegative("drainTimeoutMs", opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     this.progressIntervalMs = nonNegative("progressIntervalMs", opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     this.logger = opts.logger ?? silentLogger;
-    createTransport(opts); // validates the URL and protocol now, not at run()
+    // One transport for every session: its HTTP/2 connection is reused,
+    // and redialed when a session finds it gone (keepalive pings find a
+    // dead one). Made now so a bad URL or protocol throws here, not in run().
+    this.client = createClient(WorkerService, createTransport(opts));
   }
 
   /** handle registers the handler of a task type, replacing any earlier one. */
@@ -256,7 +260,6 @@ export class Worker implements SessionHost {
   private async serve(slots: number): Promise<{ established: boolean; error: ConveyorError | Error | undefined }> {
     const abort = new AbortController();
     const outbox = new Outbox();
-    const client = createClient(WorkerService, createTransport(this.opts));
     outbox.push(create(WorkerMessageSchema, {
       frame: {
         case: "hello",
@@ -270,7 +273,7 @@ export class Worker implements SessionHost {
         }),
       },
     }));
-    const stream = client.session(outbox, { signal: abort.signal })[Symbol.asyncIterator]();
+    const stream = this.client.session(outbox, { signal: abort.signal })[Symbol.asyncIterator]();
     let session: Session | undefined;
     let endStream: () => void = () => {};
     const streamEnded = new Promise<void>((resolve) => {

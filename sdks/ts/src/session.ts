@@ -21,7 +21,7 @@ import {
   type BatchHandler,
   type Handler,
 } from "./handler.js";
-import type { Logger } from "./logger.js";
+import type { Log } from "./logger.js";
 import type { Outbox } from "./outbox.js";
 
 /** maxHeartbeatIDs bounds the ids (task and attempt) in one Heartbeat frame. */
@@ -33,7 +33,7 @@ const closeWaitMs = 5_000;
 
 /** SessionHost is what a session needs of its Worker. */
 export interface SessionHost {
-  readonly logger: Logger;
+  readonly logger: Log;
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
   handlerFor(type: string): Handler | undefined;

@@ -5,7 +5,7 @@ import { HelloSchema, WorkerMessageSchema, type ServerMessage, type Welcome } fr
 import { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";
 import { ConveyorError, toConveyorError } from "./errors.js";
 import { decodeJSON, type BatchHandler, type Handler, type JSONHandler } from "./handler.js";
-import { silentLogger, type Logger } from "./logger.js";
+import { toLog, type Log, type WorkerLogger } from "./logger.js";
 import { Outbox } from "./outbox.js";
 import { Session, type SessionHost } from "./session.js";
 import { createTransport, type ConnectionOptions } from "./transport.js";
@@ -46,7 +46,7 @@ export interface WorkerOptions extends ConnectionOptions {
   /** Called with the session id on each Welcome (each session established). */
   onSession?: (sessionId: string) => void;
   /** Receives the worker's log records; silent unless set. */
-  logger?: Logger;
+  logger?: WorkerLogger;
 }
 
 /** RunOptions tune Worker.run. */
@@ -77,7 +77,7 @@ export function isFatal(err: unknown): boolean {
  * jitter when the stream ends (protocol §5).
  */
 export class Worker implements SessionHost {
-  readonly logger: Logger;
+  readonly logger: Log;
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
   private readonly opts: WorkerOptions;
@@ -100,7 +100,7 @@ export class Worker implements SessionHost {
     this.concurrency = positiveInt("concurrency", opts.concurrency ?? DEFAULT_WORKER_CONCURRENCY);
     this.drainTimeoutMs = nonNegative("drainTimeoutMs", opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     this.progressIntervalMs = nonNegative("progressIntervalMs", opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
-    this.logger = opts.logger ?? silentLogger;
+    this.logger = toLog(opts.logger);
     // One transport for every session: its HTTP/2 connection is reused,
     // and redialed when a session finds it gone (keepalive pings find a
     // dead one). Made now so a bad URL or protocol throws here, not in run().

@@ -26,6 +26,8 @@ import type { Outbox } from "./outbox.js";
 
 /** maxHeartbeatIDs bounds the ids (task and attempt) in one Heartbeat frame. */
 const maxHeartbeatIDs = 100_000;
+/** maxTimerMs is the longest delay setTimeout keeps (2^31-1 ms, about 24.8 days). */
+const maxTimerMs = 2 ** 31 - 1;
 /** drainUnwindMs bounds the wait for aborted handlers to return in a drain. */
 const drainUnwindMs = 5_000;
 /** closeWaitMs bounds the wait for the server to end the stream after the close. */
@@ -116,13 +118,23 @@ export class Session {
     if (this.ended) return;
     this.live.add(ex);
     for (const t of ex.tasks) this.byTask.set(t.id, ex);
-    if (ex.bound !== undefined) {
-      ex.boundTimer = setTimeout(() => this.boundPassed(ex), Math.max(0, ex.bound - Date.now()));
-      ex.boundTimer.unref();
-    }
+    if (ex.bound !== undefined) this.armBound(ex, ex.bound);
     if (this.draining) return; // parked: listed in heartbeats, never started (§5.10)
     if (this.running < this.slots) this.start(ex);
     else this.waiting.push(ex);
+  }
+
+  /**
+   * armBound calls boundPassed at bound, in steps of at most maxTimerMs
+   * (a longer setTimeout would fire at once).
+   */
+  private armBound(ex: Execution, bound: number): void {
+    const wait = Math.max(0, bound - Date.now());
+    ex.boundTimer = setTimeout(
+      () => (wait > maxTimerMs ? this.armBound(ex, bound) : this.boundPassed(ex)),
+      Math.min(wait, maxTimerMs),
+    );
+    ex.boundTimer.unref();
   }
 
   /**

@@ -161,6 +161,24 @@ describe("worker limits and signals", () => {
     await running;
   });
 
+  test("a deadline weeks away does not abort the task", async () => {
+    const worker = new Worker({ url: server.url });
+    worker.handle("patient", async ({ signal, deadline }) => {
+      assert.ok(deadline.getTime() > Date.now() + 30 * 86_400_000);
+      // Long enough for a timer that overflowed (fired at once) to have fired.
+      await new Promise((r) => setTimeout(r, 100));
+      if (signal.aborted) throw signal.reason;
+      return "ok";
+    });
+    const running = worker.run();
+    const seconds = BigInt(Math.floor(Date.now() / 1000) + 40 * 86_400);
+    const id = await enqueue(c.tasks, "patient", "", { options: { deadline: { seconds, nanos: 0 } } });
+    const t = await waitState(c.tasks, id, TaskState.COMPLETED);
+    assert.equal(text(t.result), "ok");
+    await worker.stop();
+    await running;
+  });
+
   test("CancelTask aborts a running task", async () => {
     const started = deferred();
     let reason;

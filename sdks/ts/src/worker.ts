@@ -370,8 +370,13 @@ function positiveInt(what: string, n: number): number {
   return n;
 }
 
+/** maxDelayMs is the longest delay a Node timer keeps (2^31-1 ms, about 24.8 days). */
+const maxDelayMs = 2 ** 31 - 1;
+
 function nonNegative(what: string, n: number): number {
-  if (!Number.isFinite(n) || n < 0) throw new TypeError(`conveyor: ${what} must be >= 0, got ${n}`);
+  if (!Number.isFinite(n) || n < 0 || n > maxDelayMs) {
+    throw new TypeError(`conveyor: ${what} must be between 0 and ${maxDelayMs} ms, got ${n}`);
+  }
   return n;
 }
 

@@ -235,4 +235,5 @@ test("bad options are refused with a message naming them", () => {
   assert.throws(() => new Worker({ url: "http://127.0.0.1:1", queues: { q: 0 } }), /weight of queue "q" must be a positive integer/);
   assert.throws(() => new Worker({ url: "http://127.0.0.1:1", concurrency: 0 }), /concurrency must be a positive integer/);
   assert.throws(() => new Worker({ url: "ftp://x" }), /must start with http/);
+  assert.throws(() => new Worker({ url: "http://127.0.0.1:1", drainTimeoutMs: 2 ** 31 }), /drainTimeoutMs must be between 0 and/);
 });

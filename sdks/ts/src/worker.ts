@@ -90,7 +90,6 @@ export class Worker implements SessionHost {
   private stopping = false;
   /** stopCtl aborts on stop(); listeners are removed when done, so reconnects do not pile them up. */
   private readonly stopCtl = new AbortController();
-  private session: Session | undefined;
   private orphans = 0;
   private orphanWake: (() => void) | undefined;
 
@@ -292,7 +291,6 @@ export class Worker implements SessionHost {
       const welcome = await this.handshake(stream, abort);
       if (!welcome) return { established: false, error: undefined };
       session = new Session(this, outbox, slots, welcome);
-      this.session = session;
       this.logger.info("worker session established", {
         session: welcome.sessionId, serverVersion: welcome.serverVersion,
       });
@@ -309,7 +307,6 @@ export class Worker implements SessionHost {
       return { established: session !== undefined, error: sessionError(err) };
     } finally {
       session?.end();
-      this.session = undefined;
       endStream();
       outbox.close();
       offStop();

@@ -21,3 +21,20 @@ export {
 export { DEFAULT_ENQUEUE_IN_FLIGHT } from "./batcher.js";
 export * from "./admin.js";
 export * from "./json.js";
+export * from "./worker.js";
+export {
+  SkipRetry,
+  WorkerShutdownError,
+  TaskCanceledError,
+  TaskDeadlineError,
+  SessionLostError,
+  isJSONContentType,
+  type TaskContext,
+  type Handler,
+  type HandlerResult,
+  type JSONHandler,
+  type BatchContext,
+  type BatchHandler,
+} from "./handler.js";
+export type { WorkerLogger } from "./logger.js";
+export { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";

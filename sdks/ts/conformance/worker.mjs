@@ -1,0 +1,100 @@
+// The TypeScript SDK's conformance worker (CONTRACT.md "SDK conformance
+// worker"): configured from the environment only, it handles the
+// conformance.* task types, prints `ready <session_id>` on each Welcome
+// and nothing else on stdout, drains on SIGTERM and exits 0, and exits 3
+// with the error on stderr on a fatal session error.
+import { readFileSync } from "node:fs";
+import { SkipRetry, Worker } from "../dist/index.js";
+
+function env(name, fallback) {
+  const v = process.env[name];
+  return v === undefined || v === "" ? fallback : v;
+}
+
+function queues(spec) {
+  const out = {};
+  for (const part of spec.split(",")) {
+    if (part.trim() === "") continue;
+    const [name, weight] = part.split("=");
+    out[name.trim()] = weight === undefined ? 1 : Number(weight);
+  }
+  return out;
+}
+
+function jsonOf(task) {
+  return JSON.parse(new TextDecoder().decode(task.payload));
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    function onAbort() {
+      clearTimeout(t);
+      reject(signal.reason);
+    }
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function main() {
+  const options = {
+    url: env("CONVEYOR_URL", ""),
+    token: env("CONVEYOR_TOKEN", undefined),
+    queues: queues(env("CONVEYOR_QUEUES", "default=1")),
+    concurrency: Number(env("CONVEYOR_CONCURRENCY", "4")),
+    drainTimeoutMs: Number(env("CONVEYOR_DRAIN_MS", "5000")),
+    onSession: (id) => process.stdout.write(`ready ${id}\n`),
+  };
+  const protocol = env("CONVEYOR_PROTOCOL", undefined);
+  if (protocol) options.protocol = protocol;
+  const ca = env("CONVEYOR_TLS_CA", undefined);
+  if (ca) options.tlsCa = readFileSync(ca);
+  const worker = new Worker(options);
+
+  worker.handle("conformance.echo", ({ task }) => task.payload);
+  worker.handle("conformance.fail", ({ task }) => {
+    throw new Error(jsonOf(task).message);
+  });
+  worker.handle("conformance.skip", ({ task }) => {
+    throw new SkipRetry(jsonOf(task).message);
+  });
+  worker.handle("conformance.panic", () => {
+    throw new Error("conformance.panic: an uncaught exception from the handler");
+  });
+  worker.handle("conformance.sleep", async ({ task, signal }) => {
+    await sleep(Number(jsonOf(task).ms), signal);
+  });
+  worker.handle("conformance.progress", ({ progress }) => {
+    progress(50, "half");
+  });
+  // A member redelivered alone (after RETRY or RELEASED) comes as a plain
+  // Dispatch; it gets the same answer as in a batch.
+  worker.handle("conformance.batch", ({ task }) => task.payload);
+  const batchTypes = env("CONVEYOR_BATCH_TYPES", "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const type of batchTypes) {
+    worker.handleBatch(type, ({ tasks }) => tasks.map((t) => t.payload));
+  }
+
+  process.on("SIGTERM", () => void worker.stop());
+  worker.run().then(
+    () => process.exit(0),
+    (err) => {
+      process.stderr.write(`conformance worker: ${err?.stack ?? err}\n`);
+      process.exit(3);
+    },
+  );
+}
+
+try {
+  main();
+} catch (err) {
+  process.stderr.write(`conformance worker: ${err?.stack ?? err}\n`);
+  process.exit(3);
+}

@@ -1,0 +1,151 @@
+import { create } from "@bufbuild/protobuf";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { TaskEnvelope } from "./gen/conveyor/v1/worker_pb.js";
+import { ResultSchema, TaskOutcome, type Result } from "./gen/conveyor/v1/worker_pb.js";
+import {
+  SkipRetry,
+  TaskDeadlineError,
+  WorkerShutdownError,
+  encodeResult,
+  errorMessage,
+} from "./handler.js";
+
+/** timestampMs converts a protobuf Timestamp to milliseconds since the epoch. */
+export function timestampMs(ts: Timestamp | undefined): number | undefined {
+  if (!ts || (ts.seconds === 0n && ts.nanos === 0)) return undefined;
+  return Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6);
+}
+
+/** durationMs converts a protobuf Duration to milliseconds (0 if unset). */
+export function durationMs(d: Duration | undefined): number {
+  if (!d) return 0;
+  return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
+}
+
+/**
+ * ownBound is when task's own timeout or deadline ends a run of it that
+ * began at received (ms): the earlier of options.deadline and received +
+ * options.timeout; undefined if it has neither. Dispatch.deadline is not
+ * used: its lease part moves with every heartbeat, so a long task that
+ * heartbeats must not be stopped when the first lease expiry passes.
+ */
+export function ownBound(task: TaskEnvelope, received: number): number | undefined {
+  let bound = timestampMs(task.options?.deadline);
+  const timeout = durationMs(task.options?.timeout);
+  if (timeout > 0) {
+    const t = received + timeout;
+    if (bound === undefined || t < bound) bound = t;
+  }
+  return bound;
+}
+
+/** Progress is one task's pending progress report and its coalescing state. */
+interface ProgressState {
+  pending: { percent: number; message: string } | undefined;
+  lastSent: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Execution is one delivery a session holds: a Dispatch (one task) or a
+ * BatchDispatch (its members), from its arrival to its Result. It holds a
+ * concurrency slot only while started.
+ */
+export class Execution {
+  readonly tasks: TaskEnvelope[];
+  readonly attempts: string[];
+  readonly batch: boolean;
+  readonly group: string;
+  readonly received = Date.now();
+  readonly controller = new AbortController();
+  /** bound is the earliest member's own bound (ms since the epoch). */
+  readonly bound: number | undefined;
+  started = false;
+  settled = false;
+  boundTimer: NodeJS.Timeout | undefined;
+  /** failed holds the outcomes a batch handler gave members with fail(). */
+  readonly failed = new Map<number, unknown>();
+  readonly progress: ProgressState = { pending: undefined, lastSent: 0, timer: undefined };
+
+  constructor(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string) {
+    this.tasks = tasks;
+    this.attempts = attempts;
+    this.batch = batch;
+    this.group = group;
+    let bound: number | undefined;
+    for (const t of tasks) {
+      const b = ownBound(t, this.received);
+      if (b !== undefined && (bound === undefined || b < bound)) bound = b;
+    }
+    this.bound = bound;
+  }
+
+  /** abort stops the handler with reason, if it has not been stopped yet. */
+  abort(reason: Error): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  /** clearTimers stops the execution's timers. */
+  clearTimers(): void {
+    if (this.boundTimer) clearTimeout(this.boundTimer);
+    this.boundTimer = undefined;
+    if (this.progress.timer) clearTimeout(this.progress.timer);
+    this.progress.timer = undefined;
+  }
+
+  /** all gives every member the same outcome. */
+  all(outcome: TaskOutcome, errorMsg: string): Result[] {
+    return this.tasks.map((t, i) => this.result(i, outcome, errorMsg));
+  }
+
+  /** result makes member i's Result, echoing its attempt id. */
+  result(i: number, outcome: TaskOutcome, errorMsg: string, bytes?: Uint8Array): Result {
+    return create(ResultSchema, {
+      taskId: this.tasks[i]?.id ?? "",
+      attemptId: this.attempts[i] ?? "",
+      outcome,
+      errorMsg,
+      result: bytes ?? new Uint8Array(0),
+    });
+  }
+
+  /**
+   * resultsFor maps a single handler's return (ok) or throw to the
+   * Result(s); for a batch handler's return (perMember: a batch, or a
+   * single delivery served as a batch of one), every member without an
+   * outcome of its own gets its element of the returned array.
+   */
+  resultsFor(ok: boolean, value: unknown, perMember = this.batch): Result[] {
+    if (!perMember) return [this.outcome(0, ok, value, ok ? value : undefined)];
+    const values = ok && Array.isArray(value) ? value : [];
+    return this.tasks.map((_, i) => {
+      if (this.failed.has(i)) return this.outcome(i, false, this.failed.get(i), undefined);
+      return this.outcome(i, ok, value, values[i]);
+    });
+  }
+
+  /** outcome maps one member's end (protocol §5.8, §5.10). */
+  private outcome(i: number, ok: boolean, err: unknown, value: unknown): Result {
+    if (ok) return this.result(i, TaskOutcome.SUCCESS, "", encodeResult(value));
+    const signal = this.controller.signal;
+    const reason: unknown = signal.aborted ? signal.reason : undefined;
+    const msg = errorMessage(err);
+    if (reason instanceof WorkerShutdownError) {
+      // The drain abandoned the task: whatever the handler made of its
+      // aborted signal, this is no failure of the task.
+      return this.result(i, TaskOutcome.RELEASED, `released by a worker shutting down: ${msg}`);
+    }
+    if (err instanceof SkipRetry) return this.result(i, TaskOutcome.SKIP_RETRY, msg);
+    if (reason instanceof TaskDeadlineError) {
+      const m = err === reason ? "task deadline exceeded" : `task deadline exceeded: ${msg}`;
+      return this.result(i, TaskOutcome.RETRY, m);
+    }
+    return this.result(i, TaskOutcome.RETRY, msg);
+  }
+
+  /** memberIndex finds a member by index or envelope; -1 if not one. */
+  memberIndex(member: number | TaskEnvelope): number {
+    if (typeof member === "number") return member >= 0 && member < this.tasks.length ? member : -1;
+    return this.tasks.indexOf(member);
+  }
+}

@@ -1,0 +1,378 @@
+import { create } from "@bufbuild/protobuf";
+import type { BatchDispatch, Dispatch, ServerMessage, Welcome } from "./gen/conveyor/v1/worker_pb.js";
+import {
+  HeartbeatSchema,
+  ProgressSchema,
+  ResultSchema,
+  BatchResultSchema,
+  TaskOutcome,
+  WorkerMessageSchema,
+  type Heartbeat,
+  type Result,
+  type WorkerMessage,
+} from "./gen/conveyor/v1/worker_pb.js";
+import { Execution, durationMs } from "./execution.js";
+import {
+  SessionLostError,
+  TaskCanceledError,
+  TaskDeadlineError,
+  WorkerShutdownError,
+  errorMessage,
+  type BatchHandler,
+  type Handler,
+} from "./handler.js";
+import type { Log } from "./logger.js";
+import type { Outbox } from "./outbox.js";
+
+/** maxHeartbeatIDs bounds the ids (task and attempt) in one Heartbeat frame. */
+const maxHeartbeatIDs = 100_000;
+/** maxTimerMs is the longest delay setTimeout keeps (2^31-1 ms, about 24.8 days). */
+const maxTimerMs = 2 ** 31 - 1;
+/** drainUnwindMs bounds the wait for aborted handlers to return in a drain. */
+const drainUnwindMs = 5_000;
+/** closeWaitMs bounds the wait for the server to end the stream after the close. */
+const closeWaitMs = 5_000;
+
+/** SessionHost is what a session needs of its Worker. */
+export interface SessionHost {
+  readonly logger: Log;
+  readonly progressIntervalMs: number;
+  readonly drainTimeoutMs: number;
+  handlerFor(type: string): Handler | undefined;
+  batchHandlerFor(type: string): BatchHandler | undefined;
+  /** orphaned is told that n handlers outlive their session. */
+  orphaned(n: number): void;
+  /** orphanReturned is told that one such handler returned. */
+  orphanReturned(): void;
+}
+
+/**
+ * Session serves one established WorkerService.Session stream, from its
+ * Welcome to its end. Each Dispatch becomes an Execution that waits for
+ * one of the session's slots (as many as its Hello declared), runs its
+ * handler and queues exactly one Result. Heartbeats, every
+ * Welcome.heartbeat_interval, list every delivery held (running, waiting
+ * for a slot, or parked by a drain) by task id and attempt id. When the
+ * stream ends, every execution still held is aborted with SessionLostError
+ * and its result dropped: the server has released its lease.
+ */
+export class Session {
+  readonly id: string;
+  private readonly live = new Set<Execution>();
+  private readonly byTask = new Map<string, Execution>();
+  private readonly waiting: Execution[] = [];
+  private running = 0;
+  private draining = false;
+  private ended = false;
+  private idle: (() => void) | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly host: SessionHost,
+    private readonly outbox: Outbox,
+    private readonly slots: number,
+    welcome: Welcome,
+  ) {
+    this.id = welcome.sessionId;
+    let leaseTtl = durationMs(welcome.leaseTtl);
+    if (leaseTtl <= 0) leaseTtl = 60_000; // the protocol's default
+    let interval = durationMs(welcome.heartbeatInterval);
+    if (interval <= 0) interval = leaseTtl / 3;
+    this.heartbeat = setInterval(() => this.sendHeartbeats(), interval);
+    this.heartbeat.unref();
+  }
+
+  /** handle acts on one server frame. */
+  handle(msg: ServerMessage): void {
+    const f = msg.frame;
+    switch (f.case) {
+      case "dispatch":
+        this.dispatch(f.value);
+        break;
+      case "batchDispatch":
+        this.dispatchBatch(f.value);
+        break;
+      case "cancel":
+        this.cancel(f.value.taskId);
+        break;
+      case "ping":
+        // A liveness probe: tolerated, never answered (§5.7).
+        break;
+      default:
+      // A repeated Welcome, an empty frame or one this SDK does not know: ignored.
+    }
+  }
+
+  private dispatch(d: Dispatch): void {
+    if (!d.task) return;
+    this.accept(new Execution([d.task], [d.attemptId || d.task.attemptId], false, ""));
+  }
+
+  private dispatchBatch(b: BatchDispatch): void {
+    if (b.tasks.length === 0) return;
+    this.accept(new Execution(b.tasks, b.tasks.map((t) => t.attemptId), true, b.group));
+  }
+
+  /** accept holds a new delivery: it starts now, waits for a slot, or is parked by a drain. */
+  private accept(ex: Execution): void {
+    if (this.ended) return;
+    this.live.add(ex);
+    for (const t of ex.tasks) this.byTask.set(t.id, ex);
+    if (ex.bound !== undefined) this.armBound(ex, ex.bound);
+    if (this.draining) return; // parked: listed in heartbeats, never started (§5.10)
+    if (this.running < this.slots) this.start(ex);
+    else this.waiting.push(ex);
+  }
+
+  /**
+   * armBound calls boundPassed at bound, in steps of at most maxTimerMs
+   * (a longer setTimeout would fire at once).
+   */
+  private armBound(ex: Execution, bound: number): void {
+    const wait = Math.max(0, bound - Date.now());
+    ex.boundTimer = setTimeout(
+      () => (wait > maxTimerMs ? this.armBound(ex, bound) : this.boundPassed(ex)),
+      Math.min(wait, maxTimerMs),
+    );
+    ex.boundTimer.unref();
+  }
+
+  /**
+   * boundPassed ends a delivery at its own timeout or deadline: a running
+   * handler is aborted (RETRY); one that never started is given back
+   * (RELEASED), since it never ran.
+   */
+  private boundPassed(ex: Execution): void {
+    ex.boundTimer = undefined;
+    if (ex.settled) return;
+    if (ex.started) {
+      ex.abort(new TaskDeadlineError());
+      return;
+    }
+    this.unwait(ex);
+    this.settle(ex, ex.all(TaskOutcome.RELEASED, "released unstarted: its timeout or deadline passed while it waited to start"));
+  }
+
+  private cancel(taskId: string): void {
+    const ex = this.byTask.get(taskId);
+    if (!ex || ex.settled) return;
+    if (ex.started) {
+      ex.abort(new TaskCanceledError());
+      return;
+    }
+    this.unwait(ex);
+    this.settle(ex, ex.all(TaskOutcome.RELEASED, "canceled before it started"));
+  }
+
+  private unwait(ex: Execution): void {
+    const i = this.waiting.indexOf(ex);
+    if (i >= 0) this.waiting.splice(i, 1);
+  }
+
+  /** start runs ex's handler in a slot and settles it with its results. */
+  private start(ex: Execution): void {
+    ex.started = true;
+    this.running++;
+    this.invoke(ex).then(
+      (rs) => this.settle(ex, rs),
+      (err: unknown) => this.settle(ex, ex.resultsFor(false, err)),
+    );
+  }
+
+  /** invoke calls the handler; a throw or rejection becomes the results of an error. */
+  private async invoke(ex: Execution): Promise<Result[]> {
+    const first = ex.tasks[0];
+    if (!first) return [];
+    const signal = ex.controller.signal;
+    const deadline = ex.bound === undefined ? undefined : new Date(ex.bound);
+    const batchHandler = this.host.batchHandlerFor(first.type);
+    const asBatch = ex.batch || (batchHandler !== undefined && !this.host.handlerFor(first.type));
+    try {
+      if (asBatch) {
+        if (!batchHandler) return ex.all(TaskOutcome.RELEASED, "this worker does not handle batches");
+        const value = await batchHandler({
+          tasks: ex.tasks,
+          group: ex.group,
+          signal,
+          deadline,
+          fail: (member, err) => {
+            const i = ex.memberIndex(member);
+            if (i < 0) throw new RangeError("conveyor: fail() names no member of this batch");
+            ex.failed.set(i, err);
+          },
+        });
+        return ex.resultsFor(true, value, true);
+      }
+      const handler = this.host.handlerFor(first.type);
+      if (!handler) {
+        return ex.resultsFor(false, new Error(`conveyor: no handler for task type ${JSON.stringify(first.type)} on this worker`));
+      }
+      const value = await handler({
+        task: first,
+        signal,
+        deadline,
+        attempt: first.retried + 1,
+        progress: (percent, message) => this.progress(ex, percent, message ?? ""),
+      });
+      return ex.resultsFor(true, value);
+    } catch (err) {
+      this.host.logger.debug("task handler failed", { task: first.id, type: first.type, err: errorMessage(err) });
+      return ex.resultsFor(false, err, asBatch);
+    }
+  }
+
+  /** settle reports ex's results (unless its session is gone) and frees its slot. */
+  private settle(ex: Execution, rs: Result[]): void {
+    if (ex.settled) return;
+    ex.settled = true;
+    ex.clearTimers();
+    this.live.delete(ex);
+    for (const t of ex.tasks) if (this.byTask.get(t.id) === ex) this.byTask.delete(t.id);
+    if (this.ended) {
+      if (ex.started) this.host.orphanReturned();
+      return; // the server has taken the lease back: nothing to report
+    }
+    this.flushProgress(ex);
+    if (ex.batch) {
+      this.send({ case: "batchResult", value: create(BatchResultSchema, { results: rs }) });
+    } else if (rs[0]) {
+      this.send({ case: "result", value: create(ResultSchema, rs[0]) });
+    }
+    if (!ex.started) return;
+    this.running--;
+    if (!this.draining) {
+      const next = this.waiting.shift();
+      if (next) this.start(next);
+    } else if (this.running === 0 && this.idle) {
+      this.idle();
+      this.idle = undefined;
+    }
+  }
+
+  /** progress coalesces a handler's progress: the latest value, at most one frame per interval. */
+  private progress(ex: Execution, percent: number, message: string): void {
+    if (!Number.isFinite(percent) || percent < 0 || percent > 100) {
+      throw new RangeError(`conveyor: progress percent ${percent} must be between 0 and 100`);
+    }
+    if (ex.settled || this.ended) return;
+    const p = ex.progress;
+    p.pending = { percent: Math.round(percent), message };
+    if (p.timer) return;
+    const wait = p.lastSent + this.host.progressIntervalMs - Date.now();
+    if (wait <= 0) {
+      this.flushProgress(ex);
+      return;
+    }
+    p.timer = setTimeout(() => {
+      p.timer = undefined;
+      if (!ex.settled && !this.ended) this.flushProgress(ex);
+    }, wait);
+    p.timer.unref();
+  }
+
+  private flushProgress(ex: Execution): void {
+    const p = ex.progress;
+    const pending = p.pending;
+    const task = ex.tasks[0];
+    if (!pending || !task) return;
+    p.pending = undefined;
+    p.lastSent = Date.now();
+    this.send({
+      case: "progress",
+      value: create(ProgressSchema, { taskId: task.id, percent: pending.percent, message: pending.message }),
+    });
+  }
+
+  /** sendHeartbeats lists every delivery held, in frames of at most maxHeartbeatIDs ids. */
+  private sendHeartbeats(): void {
+    if (this.ended) return;
+    const frames: Heartbeat[] = [create(HeartbeatSchema, {})];
+    for (const ex of this.live) {
+      ex.tasks.forEach((t, i) => {
+        const attempt = ex.attempts[i] ?? "";
+        const n = 1 + (attempt ? 1 : 0);
+        let hb = frames[frames.length - 1] as Heartbeat;
+        if (hb.activeTaskIds.length + hb.activeAttemptIds.length + n > maxHeartbeatIDs) {
+          hb = create(HeartbeatSchema, {});
+          frames.push(hb);
+        }
+        hb.activeTaskIds.push(t.id);
+        if (attempt) hb.activeAttemptIds.push(attempt);
+      });
+    }
+    for (const hb of frames) this.send({ case: "heartbeat", value: hb });
+  }
+
+  private send(frame: WorkerMessage["frame"]): void {
+    this.outbox.push(create(WorkerMessageSchema, { frame }));
+  }
+
+  /**
+   * end marks the stream gone: every held execution is aborted with
+   * SessionLostError and its result will be dropped; the running ones
+   * become orphans of the Worker until they return.
+   */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+    this.waiting.length = 0;
+    const orphans = this.running;
+    if (orphans > 0) this.host.orphaned(orphans);
+    for (const ex of this.live) {
+      ex.clearTimers();
+      ex.abort(new SessionLostError());
+      if (!ex.started) ex.settled = true;
+    }
+    if (this.idle) this.idle();
+    this.idle = undefined;
+  }
+
+  /**
+   * drain stops new starts (a late or waiting dispatch stays listed in
+   * heartbeats but is not started), gives the running handlers
+   * drainTimeoutMs to finish, aborts the rest with WorkerShutdownError
+   * (reported RELEASED), waits, bounded, for them to return, then closes
+   * the request side and waits, bounded, for the server to end the stream.
+   * streamEnded resolves when the stream has ended.
+   */
+  async drain(streamEnded: Promise<void>): Promise<void> {
+    this.draining = true;
+    this.waiting.length = 0; // still in this.live: listed, never started
+    this.host.logger.info("worker draining", { session: this.id, running: this.running });
+    if (!(await this.untilIdle(this.host.drainTimeoutMs, streamEnded))) {
+      let n = 0;
+      for (const ex of this.live) {
+        if (ex.started && !ex.settled) {
+          ex.abort(new WorkerShutdownError());
+          n++;
+        }
+      }
+      this.host.logger.info("drain timeout over: releasing the tasks still running", { count: n });
+      await this.untilIdle(drainUnwindMs, streamEnded);
+    }
+    if (this.ended) return;
+    this.outbox.close();
+    await within(streamEnded, closeWaitMs);
+  }
+
+  /** untilIdle resolves true once no handler runs, false after ms or the stream's end. */
+  private untilIdle(ms: number, streamEnded: Promise<void>): Promise<boolean> {
+    if (this.running === 0 || this.ended) return Promise.resolve(this.running === 0);
+    const idle = new Promise<boolean>((resolve) => {
+      this.idle = () => resolve(true);
+    });
+    return Promise.race([idle, streamEnded.then(() => false), delay(ms).then(() => false)]);
+  }
+}
+
+/** delay resolves after ms, on an unref'd timer. */
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** within waits for p, at most ms. */
+function within(p: Promise<void>, ms: number): Promise<void> {
+  return Promise.race([p, delay(ms)]);
+}

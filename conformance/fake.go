@@ -30,6 +30,8 @@ type Fake struct {
 	// refuse, when set, is asked before each session (n counts attempts
 	// from 0); a non-nil error refuses that session with it.
 	refuse func(n int) error
+	// welcomeDelay holds each Welcome back this long after the Hello.
+	welcomeDelay time.Duration
 
 	mu       sync.Mutex
 	attempts []time.Time
@@ -41,8 +43,8 @@ type Fake struct {
 type FakeSession struct {
 	ID    string
 	Hello *conveyorv1.Hello
-	// Welcomed is when the Welcome was sent.
-	Welcomed time.Time
+	// welcomed is when the Welcome was sent.
+	welcomed time.Time
 
 	send      chan *conveyorv1.ServerMessage
 	cut       chan error
@@ -59,12 +61,22 @@ type Frame struct {
 	Msg *conveyorv1.WorkerMessage
 }
 
+// FakeOption configures a Fake.
+type FakeOption func(*Fake)
+
+// WelcomeDelay holds each Welcome back d after the Hello, so that a test
+// sees whether the worker waits for it.
+func WelcomeDelay(d time.Duration) FakeOption { return func(f *Fake) { f.welcomeDelay = d } }
+
 // StartFake starts a Fake on a loopback h2c server, closed at cleanup.
 // refuse, if not nil, is asked before each session attempt (n counts them
 // from 0); a non-nil error refuses that session with it.
-func StartFake(t testing.TB, leaseTTL, heartbeat time.Duration, refuse func(n int) error) *Fake {
+func StartFake(t testing.TB, leaseTTL, heartbeat time.Duration, refuse func(n int) error, opts ...FakeOption) *Fake {
 	t.Helper()
 	f := &Fake{LeaseTTL: leaseTTL, HeartbeatInterval: heartbeat, refuse: refuse}
+	for _, o := range opts {
+		o(f)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(conveyorv1connect.NewWorkerServiceHandler(f))
 	srv := httptest.NewUnstartedServer(mux)
@@ -117,7 +129,20 @@ func (f *Fake) Session(ctx context.Context, stream *connect.BidiStream[conveyorv
 		reqClosed: make(chan struct{}), ended: make(chan struct{}),
 	}
 	defer close(s.ended)
-	s.Welcomed = time.Now()
+	// Frames before the Welcome are recorded too: there must be none.
+	go s.receive(stream)
+	if f.welcomeDelay > 0 {
+		t := time.NewTimer(f.welcomeDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	s.welcomed = time.Now()
+	s.mu.Unlock()
 	if err := stream.Send(&conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Welcome{Welcome: &conveyorv1.Welcome{
 		SessionId: s.ID, LeaseTtl: durationpb.New(f.LeaseTTL), HeartbeatInterval: durationpb.New(f.HeartbeatInterval),
 		ServerVersion: "v0.0.0-conformance-fake",
@@ -127,7 +152,6 @@ func (f *Fake) Session(ctx context.Context, stream *connect.BidiStream[conveyorv
 	f.mu.Lock()
 	f.sessions = append(f.sessions, s)
 	f.mu.Unlock()
-	go s.receive(stream)
 	for {
 		select {
 		case m := <-s.send:
@@ -196,6 +220,13 @@ func (s *FakeSession) Cut(err error) {
 	case s.cut <- err:
 	default:
 	}
+}
+
+// Welcomed returns when the Welcome was sent.
+func (s *FakeSession) Welcomed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.welcomed
 }
 
 // RequestClosed is closed when the worker closed its side of the stream.

@@ -36,6 +36,8 @@ type check struct {
 
 var checks = []check{
 	{"handshake", checkHandshake},
+	{"waits-for-welcome", checkWaitsForWelcome},
+	{"tls", checkTLS},
 	{"heartbeat", checkHeartbeat},
 	{"concurrency", checkConcurrency},
 	{"outcomes-frames", checkOutcomeFrames},
@@ -162,6 +164,38 @@ func checkHandshake(t *testing.T, cmd []string) {
 	if q := s2.Hello.GetQueues(); len(q) != 1 || q["default"] != 1 || s2.Hello.GetConcurrency() != 4 {
 		t.Errorf("default Hello: queues %v concurrency %d, want default=1 and 4", q, s2.Hello.GetConcurrency())
 	}
+}
+
+// checkWaitsForWelcome: with the Welcome held back, the worker sends no
+// frame and prints no ready line before it.
+func checkWaitsForWelcome(t *testing.T, cmd []string) {
+	f := StartFake(t, time.Minute, 100*time.Millisecond, nil, WelcomeDelay(time.Second))
+	p := Start(t, cmd, workerEnv(f.URL))
+	p.WaitReady(short)
+	readyAt := time.Now()
+	s := lastSession(f)
+	if s == nil {
+		t.Fatal("the worker printed ready before any Welcome")
+	}
+	welcomed := s.Welcomed()
+	if welcomed.IsZero() || readyAt.Before(welcomed) {
+		t.Fatalf("ready at %s, before the Welcome (%s)", readyAt, welcomed)
+	}
+	for _, fr := range s.Frames() {
+		if fr.At.Before(welcomed) {
+			t.Errorf("the worker sent %T before the Welcome", fr.Msg.GetFrame())
+		}
+	}
+}
+
+// checkTLS: over https, trusting CONVEYOR_TLS_CA.
+func checkTLS(t *testing.T, cmd []string) {
+	certFile, keyFile, _ := servertest.SelfSignedCert(t, t.TempDir())
+	srv := servertest.Start(t, server.Config{TLSCertFile: certFile, TLSKeyFile: keyFile})
+	if !strings.HasPrefix(srv.URL(), "https://") {
+		t.Fatalf("server URL %s is not https", srv.URL())
+	}
+	Start(t, cmd, workerEnv(srv.URL(), "CONVEYOR_TLS_CA", certFile)).WaitReady(short)
 }
 
 // checkHeartbeat: heartbeats come every heartbeat_interval (150ms here,

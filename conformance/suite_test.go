@@ -39,6 +39,7 @@ var checks = []check{
 	{"waits-for-welcome", checkWaitsForWelcome},
 	{"tls", checkTLS},
 	{"heartbeat", checkHeartbeat},
+	{"heartbeat-server", checkHeartbeatServer},
 	{"concurrency", checkConcurrency},
 	{"outcomes-frames", checkOutcomeFrames},
 	{"outcomes-server", checkOutcomesServer},
@@ -239,6 +240,19 @@ func checkHeartbeat(t *testing.T, cmd []string) {
 				t.Errorf("heartbeat gap %s, want about %s", gap, interval)
 			}
 		}
+	}
+}
+
+// checkHeartbeatServer: on a real server with a 1s lease, a 4s task
+// completes on its first attempt: the heartbeats, at the Welcome's
+// interval, kept its lease.
+func checkHeartbeatServer(t *testing.T, cmd []string) {
+	e := startReal(t, server.Config{LeaseTTL: time.Second})
+	Start(t, cmd, workerEnv(e.srv.URL())).WaitReady(short)
+	id := e.enqueue("conformance.sleep", `{"ms":4000}`, nil)
+	ti := e.waitFor(id, "completed", inState(conveyorv1.TaskState_TASK_STATE_COMPLETED))
+	if ti.GetRetried() != 0 {
+		t.Errorf("a 4s task under a 1s lease was retried %d times: its lease lapsed", ti.GetRetried())
 	}
 }
 
@@ -572,7 +586,7 @@ func checkDrainServer(t *testing.T, cmd []string) {
 // within full-jitter bounds (base 500ms, doubling); after a Welcome the
 // counter resets, and a clean end or an unavailable cut reconnects.
 func checkReconnectBackoff(t *testing.T, cmd []string) {
-	const refusals = 4
+	const refusals = 5
 	f := StartFake(t, time.Minute, time.Second, func(n int) error {
 		if n < refusals {
 			return connect.NewError(connect.CodeUnavailable, errors.New("not now"))

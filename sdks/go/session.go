@@ -192,6 +192,9 @@ func (w *Worker) runSession(base context.Context, srv sessionServer) (establishe
 	}
 	s.log.Info("worker session established", "server_version", welcome.GetServerVersion(),
 		"lease_ttl", s.leaseTTL, "heartbeat_interval", s.heartbeatInterval)
+	if hook := w.cfg.sessionHook; hook != nil {
+		hook(s.id)
+	}
 	return true, s.run(base)
 }
 

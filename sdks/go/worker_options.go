@@ -28,6 +28,7 @@ type workerConfig struct {
 	progressInterval time.Duration
 	minServerVersion string
 	backoff          backoff
+	sessionHook      func(sessionID string)
 	errs             []error
 }
 
@@ -145,4 +146,14 @@ func WithReconnectBackoff(base, max time.Duration) WorkerOption {
 		}
 		c.backoff = backoff{base: base, max: max}
 	})
+}
+
+// WithSessionHook makes the Worker call hook with the session id each time
+// a session is established (on each Welcome, so again after every
+// reconnect), before the session serves any dispatch. It runs on the
+// session's goroutine: it must return quickly. Programs use it to tell a
+// supervisor the worker is ready; the conformance worker prints
+// "ready <session_id>" with it. A nil hook does nothing. Defaults to none.
+func WithSessionHook(hook func(sessionID string)) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) { c.sessionHook = hook })
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+)
+
+// The task types of the conformance worker (CONTRACT.md).
+const (
+	typeEcho     = "conformance.echo"
+	typeFail     = "conformance.fail"
+	typeSkip     = "conformance.skip"
+	typePanic    = "conformance.panic"
+	typeSleep    = "conformance.sleep"
+	typeProgress = "conformance.progress"
+	typeBatch    = "conformance.batch"
+)
+
+// register installs the handlers: each type in batchTypes as a batch
+// handler whose members each succeed with their own payload, every other
+// conformance type as its plain handler (conformance.batch, when not a
+// batch type, echoes).
+func register(w *conveyor.Worker, batchTypes []string) {
+	plain := map[string]conveyor.HandlerFunc{
+		typeEcho:     echo,
+		typeFail:     fail,
+		typeSkip:     skip,
+		typePanic:    panicking,
+		typeSleep:    sleep,
+		typeProgress: progress,
+		typeBatch:    echo,
+	}
+	for _, t := range batchTypes {
+		w.HandleBatch(t, conveyor.BatchHandlerFunc(echoBatch))
+	}
+	for t, h := range plain {
+		if !slices.Contains(batchTypes, t) {
+			w.Handle(t, h)
+		}
+	}
+}
+
+// echo succeeds with the payload's bytes as the result, unchanged.
+func echo(_ context.Context, d *conveyor.Delivery) error {
+	d.SetResult(d.Payload)
+	return nil
+}
+
+// echoBatch succeeds for every member, each with its own payload.
+func echoBatch(_ context.Context, b *conveyor.DeliveryBatch) error {
+	for _, d := range b.Tasks {
+		d.SetResult(d.Payload)
+	}
+	return nil
+}
+
+// fail fails with a retryable error whose message is the payload's
+// "message".
+func fail(_ context.Context, d *conveyor.Delivery) error {
+	var p struct{ Message string }
+	if err := json.Unmarshal(d.Payload, &p); err != nil {
+		return fmt.Errorf("decode payload: %w", err)
+	}
+	return errors.New(p.Message)
+}
+
+// skip fails with the SDK's do-not-retry error, its message the payload's
+// "message".
+func skip(_ context.Context, d *conveyor.Delivery) error {
+	var p struct{ Message string }
+	if err := json.Unmarshal(d.Payload, &p); err != nil {
+		return conveyor.SkipRetry(fmt.Errorf("decode payload: %w", err))
+	}
+	return conveyor.SkipRetry(errors.New(p.Message))
+}
+
+// panicking panics; the SDK must recover it as a retryable failure.
+func panicking(context.Context, *conveyor.Delivery) error {
+	panic("conformance.panic: panicking on purpose")
+}
+
+// sleep waits the payload's "ms" or until its context ends (deadline,
+// Cancel, drain), and then fails with the context's error.
+func sleep(ctx context.Context, d *conveyor.Delivery) error {
+	var p struct{ Ms int64 }
+	if err := json.Unmarshal(d.Payload, &p); err != nil {
+		return conveyor.SkipRetry(fmt.Errorf("decode payload: %w", err))
+	}
+	t := time.NewTimer(time.Duration(p.Ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// progress reports 50% with message "half", then succeeds.
+func progress(_ context.Context, d *conveyor.Delivery) error {
+	d.Progress(50, "half")
+	return nil
+}

@@ -226,7 +226,11 @@ export class Worker implements SessionHost {
     return () => signal.removeEventListener("abort", fn);
   }
 
-  /** sleep waits ms, or until stop(). */
+  /**
+   * sleep waits ms, or until stop(). Its timer keeps Node running: between
+   * two sessions it may be all a running worker holds, and an unref'd one
+   * would let the process exit instead of reconnecting. stop() clears it.
+   */
   private sleep(ms: number): Promise<void> {
     if (this.stopCtl.signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
@@ -235,7 +239,6 @@ export class Worker implements SessionHost {
         off();
         resolve();
       }, ms);
-      timer.unref();
       off = this.onStop(() => {
         clearTimeout(timer);
         resolve();

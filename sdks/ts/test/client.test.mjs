@@ -15,6 +15,7 @@ import {
   rawJSON,
 } from "../dist/index.js";
 import { startServer } from "./server.mjs";
+import { rejects, ulid } from "./client-helpers.mjs";
 
 let server;
 before(async () => {
@@ -29,33 +30,6 @@ const bytes = (s) => new TextEncoder().encode(s);
 const ms = (d) => Number(d.seconds) * 1000 + d.nanos / 1e6;
 const date = (ts) => new Date(Number(ts.seconds) * 1000 + ts.nanos / 1e6);
 
-async function rejects(promise) {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  assert.fail("the call succeeded");
-}
-
-let seq = 0;
-/** ulid makes a fresh, valid ULID (time part now, random part a counter). */
-function ulid() {
-  const A = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-  let t = Date.now();
-  let time = "";
-  for (let i = 0; i < 10; i++) {
-    time = A[t % 32] + time;
-    t = Math.floor(t / 32);
-  }
-  let n = ++seq * 7919 + process.pid;
-  let rand = "";
-  for (let i = 0; i < 16; i++) {
-    rand = A[n % 32] + rand;
-    n = Math.floor(n / 32);
-  }
-  return time + rand;
-}
 
 for (const protocol of ["grpc", "connect"]) {
   test(`every option round-trips to GetTask (${protocol})`, async () => {

@@ -13,6 +13,7 @@ import {
 } from "../dist/index.js";
 import { startCountingProxy } from "./client_proxy.mjs";
 import { startServer } from "./server.mjs";
+import { rejects, ulid } from "./client-helpers.mjs";
 
 const ENQUEUE = "/conveyor.v1.TaskService/Enqueue";
 const BATCH = "/conveyor.v1.TaskService/EnqueueBatch";
@@ -25,32 +26,6 @@ after(async () => {
   await server?.cleanup();
 });
 
-async function rejects(promise) {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  assert.fail("the call succeeded");
-}
-
-let seq = 0;
-function ulid() {
-  const A = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-  let t = Date.now();
-  let time = "";
-  for (let i = 0; i < 10; i++) {
-    time = A[t % 32] + time;
-    t = Math.floor(t / 32);
-  }
-  let n = ++seq * 104729 + process.pid;
-  let rand = "";
-  for (let i = 0; i < 16; i++) {
-    rand = A[n % 32] + rand;
-    n = Math.floor(n / 32);
-  }
-  return time + rand;
-}
 
 const bytes = (s) => new TextEncoder().encode(s);
 const MISSING = "01J00000000000000000000000";

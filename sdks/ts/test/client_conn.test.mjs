@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Client, UnauthenticatedError, createAdminClient, toConveyorError } from "../dist/index.js";
 import { startServer } from "./server.mjs";
+import { rejects } from "./client-helpers.mjs";
 
 let server;
 let dir;
@@ -41,15 +42,6 @@ after(async () => {
   await server?.cleanup();
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function rejects(promise) {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  assert.fail("the call succeeded");
-}
 
 for (const protocol of ["grpc", "connect"]) {
   test(`token and TLS (${protocol})`, { skip: !ca && "openssl is not installed" }, async () => {

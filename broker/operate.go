@@ -140,6 +140,17 @@ type QueueConfig struct {
 	// Tasks already in the queue are never refused: a retry, a released or
 	// reclaimed task, RunTask, a dependent released, a group fired.
 	MaxWaiting int64
+	// Push is the queue's HTTP push endpoint (an empty URL: none). The
+	// engine only stores it; the server invokes it.
+	Push PushEndpoint
+}
+
+// PushEndpoint is a queue's HTTP push endpoint as stored: a zero
+// Concurrency or Timeout means the server's default.
+type PushEndpoint struct {
+	URL         string
+	Concurrency int32
+	Timeout     time.Duration
 }
 
 // Admits is the rule of the bound every engine applies, under its lock,

@@ -13,6 +13,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/server/internal/wire"
+	"github.com/conveyor-dev/conveyor/server/push"
 )
 
 func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
@@ -93,7 +94,7 @@ func (a *adminService) UpdateQueueConfig(ctx context.Context, req *connect.Reque
 	if err := checkQueueName("config.queue", c.GetQueue()); err != nil {
 		return nil, err
 	}
-	cfg, err := brokerQueueConfig(c)
+	cfg, err := brokerQueueConfig(c, len(a.server.pushKeys) == 0)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -123,6 +124,12 @@ var configSettings = map[string]func(dst *broker.QueueConfig, src broker.QueueCo
 	},
 	"group_policy": func(d *broker.QueueConfig, s broker.QueueConfig) { d.Group = s.Group },
 	"max_waiting":  func(d *broker.QueueConfig, s broker.QueueConfig) { d.MaxWaiting = s.MaxWaiting },
+	"push":         func(d *broker.QueueConfig, s broker.QueueConfig) { d.Push = s.Push },
+	"push.url":     func(d *broker.QueueConfig, s broker.QueueConfig) { d.Push.URL = s.Push.URL },
+	"push.concurrency": func(d *broker.QueueConfig, s broker.QueueConfig) {
+		d.Push.Concurrency = s.Push.Concurrency
+	},
+	"push.timeout": func(d *broker.QueueConfig, s broker.QueueConfig) { d.Push.Timeout = s.Push.Timeout },
 }
 
 // configUpdate is how UpdateQueueConfig changes the stored configuration
@@ -161,6 +168,8 @@ func (a *adminService) effectiveConfig(name string, c broker.QueueConfig) *conve
 	g := c.Group.WithDefaults(a.server.cfg.GroupPolicy)
 	out.GroupPolicy = &conveyorv1.GroupPolicy{MaxSize: g.MaxSize,
 		MaxDelay: durationpb.New(g.MaxDelay), GracePeriod: durationpb.New(g.GracePeriod)}
+	p := push.SettingsOf(c.Push)
+	out.Push = &conveyorv1.PushEndpoint{Url: p.URL, Concurrency: int32(p.Concurrency), Timeout: durationpb.New(p.Timeout)}
 	return out
 }
 
@@ -181,11 +190,19 @@ func storedConfig(name string, c broker.QueueConfig) *conveyorv1.QueueConfig {
 	if c.Group.GracePeriod > 0 {
 		out.GroupPolicy.GracePeriod = durationpb.New(c.Group.GracePeriod)
 	}
+	if c.Push != (broker.PushEndpoint{}) {
+		out.Push = &conveyorv1.PushEndpoint{Url: c.Push.URL, Concurrency: c.Push.Concurrency}
+		if c.Push.Timeout > 0 {
+			out.Push.Timeout = durationpb.New(c.Push.Timeout)
+		}
+	}
 	return out
 }
 
 // brokerQueueConfig validates a wire QueueConfig; each bad field is named.
-func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
+// A push URL must be loopback unless the server signs its pushes
+// (pushLoopbackOnly false).
+func brokerQueueConfig(c *conveyorv1.QueueConfig, pushLoopbackOnly bool) (broker.QueueConfig, error) {
 	ints := []struct {
 		name string
 		v    int32
@@ -217,7 +234,15 @@ func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
 			return broker.QueueConfig{}, fmt.Errorf("%s must be 0..%s (0 means the server's default), got %s", f.name, MaxGroupDelay, f.d.AsDuration())
 		}
 	}
+	pe, err := pushEndpoint(c.GetPush())
+	if err != nil {
+		return broker.QueueConfig{}, err
+	}
+	if err := push.Check("config.push", pe, pushLoopbackOnly); err != nil {
+		return broker.QueueConfig{}, err
+	}
 	return broker.QueueConfig{
+		Push:             pe,
 		ConcurrencyLimit: c.GetConcurrencyLimit(),
 		MaxActive:        c.GetMaxActive(),
 		RatePerSecond:    c.GetRateLimit().GetPerSecond(),
@@ -226,4 +251,16 @@ func brokerQueueConfig(c *conveyorv1.QueueConfig) (broker.QueueConfig, error) {
 			GracePeriod: g.GetGracePeriod().AsDuration()},
 		MaxWaiting: c.GetMaxWaiting(),
 	}, nil
+}
+
+// pushEndpoint reads a wire PushEndpoint (nil: none).
+func pushEndpoint(p *conveyorv1.PushEndpoint) (broker.PushEndpoint, error) {
+	e := broker.PushEndpoint{URL: p.GetUrl(), Concurrency: p.GetConcurrency()}
+	if d := p.GetTimeout(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return e, fmt.Errorf("config.push.timeout: %w", err)
+		}
+		e.Timeout = d.AsDuration()
+	}
+	return e, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/push"
 	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
@@ -90,6 +91,12 @@ type Config struct {
 	// to cancel the task, and answers when the handler unwinds). Defaults
 	// to DefaultReclaimWindow.
 	ReclaimWindow time.Duration
+	// PushSecrets sign the requests to push endpoints (docs/push.md), each
+	// written "whsec_" and the base64 of its key: every one signs, so an
+	// endpoint that knows any of them verifies (a key rotates by adding the
+	// new one first). With none, requests are unsigned and only loopback
+	// push URLs are accepted.
+	PushSecrets []string
 }
 
 // sessionConfig is the session settings of c, for the session hub.
@@ -167,6 +174,19 @@ func (c *Config) setDefaults() {
 	if c.ReclaimWindow == 0 {
 		c.ReclaimWindow = DefaultReclaimWindow
 	}
+}
+
+// pushKeys decodes c.PushSecrets.
+func (c *Config) pushKeys() ([][]byte, error) {
+	keys := make([][]byte, 0, len(c.PushSecrets))
+	for i, s := range c.PushSecrets {
+		k, err := push.ParseSecret(s)
+		if err != nil {
+			return nil, fmt.Errorf("config: PushSecrets[%d] (--push-secret): %w", i, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 func (c *Config) validate() error {

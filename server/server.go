@@ -52,16 +52,18 @@ type Server struct {
 	now     func() time.Time
 	started time.Time
 
-	broker  broker.Broker
-	rooms   *roomWaits
-	hub     *sessions.Hub
-	metrics *metrics
-	loops   []service // timer loops, in start order
-	health  *health
-	storage *storageWatch // nil for an engine that reports no storage health
-	gate    *tokenGate    // nil without a token
-	conns   *connGuard
-	httpSrv *http.Server
+	broker broker.Broker
+	rooms  *roomWaits
+	hub    *sessions.Hub
+	// pushKeys sign the requests to push endpoints (Config.PushSecrets).
+	pushKeys [][]byte
+	metrics  *metrics
+	loops    []service // timer loops, in start order
+	health   *health
+	storage  *storageWatch // nil for an engine that reports no storage health
+	gate     *tokenGate    // nil without a token
+	conns    *connGuard
+	httpSrv  *http.Server
 	// endStreams ends the reflection streams (endAtShutdown).
 	endStreams context.CancelFunc
 
@@ -86,10 +88,14 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	keys, err := cfg.pushKeys()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Version == "" {
 		cfg.Version = Version
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, now: time.Now}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, now: time.Now, pushKeys: keys}, nil
 }
 
 // Start opens the store, starts the background services and begins

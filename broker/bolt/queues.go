@@ -109,6 +109,8 @@ func queueConfigOf(rec *storagev1.QueueRecord) broker.QueueConfig {
 			GracePeriod: time.Duration(rec.GetGroupGracePeriod()),
 		},
 		MaxWaiting: rec.GetMaxWaiting(),
+		Push: broker.PushEndpoint{URL: rec.GetPushUrl(), Concurrency: rec.GetPushConcurrency(),
+			Timeout: time.Duration(rec.GetPushTimeout())},
 	}
 }
 
@@ -121,4 +123,5 @@ func setQueueConfig(rec *storagev1.QueueRecord, cfg broker.QueueConfig) {
 	rec.GroupMaxDelay = int64(cfg.Group.MaxDelay)
 	rec.GroupGracePeriod = int64(cfg.Group.GracePeriod)
 	rec.MaxWaiting = cfg.MaxWaiting
+	rec.PushUrl, rec.PushConcurrency, rec.PushTimeout = cfg.Push.URL, cfg.Push.Concurrency, int64(cfg.Push.Timeout)
 }

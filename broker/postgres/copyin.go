@@ -26,21 +26,23 @@ func (s *CopyStore) LoadQueues(ctx context.Context, queues []broker.QueueInfo) e
 	}
 	var names []string
 	var paused []bool
-	var limits, maxActive, rates, bursts, sizes []int32
-	var delays, graces, maxWaiting, enq, proc, fail, exp []int64
+	var limits, maxActive, rates, bursts, sizes, pushConc []int32
+	var delays, graces, maxWaiting, pushTimeouts, enq, proc, fail, exp []int64
+	var pushURLs []string
 	for _, q := range queues {
 		c := q.Config
 		names, paused = append(names, q.Name), append(paused, q.Paused)
 		limits, maxActive, rates, bursts = append(limits, c.ConcurrencyLimit), append(maxActive, c.MaxActive), append(rates, c.RatePerSecond), append(bursts, c.RateBurst)
 		sizes, delays, graces = append(sizes, c.Group.MaxSize), append(delays, int64(c.Group.MaxDelay)), append(graces, int64(c.Group.GracePeriod))
 		maxWaiting = append(maxWaiting, c.MaxWaiting)
+		pushURLs, pushConc, pushTimeouts = append(pushURLs, c.Push.URL), append(pushConc, c.Push.Concurrency), append(pushTimeouts, int64(c.Push.Timeout))
 		enq, proc, fail, exp = append(enq, q.Enqueued), append(proc, q.Processed), append(fail, q.Failed), append(exp, q.Expired)
 	}
 	if _, err := s.tx.Exec(ctx, `INSERT INTO conveyor_queues (name, paused, concurrency_limit, max_active, rate_per_second,
-			rate_burst, group_max_size, group_max_delay, group_grace, max_waiting)
+			rate_burst, group_max_size, group_max_delay, group_grace, max_waiting, push_url, push_concurrency, push_timeout)
 		SELECT * FROM unnest($1::text[], $2::bool[], $3::int4[], $4::int4[], $5::int4[], $6::int4[], $7::int4[], $8::int8[],
-			$9::int8[], $10::int8[])`,
-		names, paused, limits, maxActive, rates, bursts, sizes, delays, graces, maxWaiting); err != nil {
+			$9::int8[], $10::int8[], $11::text[], $12::int4[], $13::int8[])`,
+		names, paused, limits, maxActive, rates, bursts, sizes, delays, graces, maxWaiting, pushURLs, pushConc, pushTimeouts); err != nil {
 		return fmt.Errorf("load queues: %w", err)
 	}
 	if _, err := s.tx.Exec(ctx, `INSERT INTO conveyor_queue_totals (queue, shard, enqueued, processed, failed, expired)

@@ -27,18 +27,21 @@ func (s *CopyStore) CopyQueues(ctx context.Context) ([]broker.QueueInfo, error) 
 		return q
 	}
 	rows, err := s.tx.Query(ctx, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
-		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`)
+		group_max_size, group_max_delay, group_grace, max_waiting, push_url, push_concurrency, push_timeout
+		FROM conveyor_queues`)
 	if err != nil {
 		return nil, err
 	}
 	var name string
 	var paused bool
 	var cfg broker.QueueConfig
-	var delay, grace int64
+	var delay, grace, pushTimeout int64
 	_, err = pgx.ForEachRow(rows, []any{&name, &paused, &cfg.ConcurrencyLimit, &cfg.MaxActive, &cfg.RatePerSecond,
-		&cfg.RateBurst, &cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting}, func() error {
+		&cfg.RateBurst, &cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting, &cfg.Push.URL, &cfg.Push.Concurrency,
+		&pushTimeout}, func() error {
 		q := queue(name)
 		cfg.Group.MaxDelay, cfg.Group.GracePeriod = time.Duration(delay), time.Duration(grace)
+		cfg.Push.Timeout = time.Duration(pushTimeout)
 		q.Paused, q.Config = paused, cfg
 		return nil
 	})

@@ -143,16 +143,18 @@ func readHints(ctx context.Context, db querier) (map[string]*queueHint, error) {
 		return q
 	}
 	err := eachRow(ctx, db, `SELECT name, paused, concurrency_limit, max_active, rate_per_second, rate_burst,
-		group_max_size, group_max_delay, group_grace, max_waiting FROM conveyor_queues`, func(rows pgx.Rows) error {
+		group_max_size, group_max_delay, group_grace, max_waiting, push_url, push_concurrency, push_timeout
+		FROM conveyor_queues`, func(rows pgx.Rows) error {
 		var name string
 		var cfg broker.QueueConfig
 		var paused bool
-		var delay, grace int64
+		var delay, grace, pushTimeout int64
 		if err := rows.Scan(&name, &paused, &cfg.ConcurrencyLimit, &cfg.MaxActive, &cfg.RatePerSecond, &cfg.RateBurst,
-			&cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting); err != nil {
+			&cfg.Group.MaxSize, &delay, &grace, &cfg.MaxWaiting, &cfg.Push.URL, &cfg.Push.Concurrency, &pushTimeout); err != nil {
 			return err
 		}
 		cfg.Group.MaxDelay, cfg.Group.GracePeriod = time.Duration(delay), time.Duration(grace)
+		cfg.Push.Timeout = time.Duration(pushTimeout)
 		q := get(name)
 		q.paused, q.cfg = paused, cfg
 		return nil

@@ -81,24 +81,28 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 		if err := t.createQueues(ctx, []string{name}); err != nil {
 			return err
 		}
-		var delay, grace int64
+		var delay, grace, pushTimeout int64
 		var b broker.RateBucket[int64]
 		if err := t.queryRow(ctx, `SELECT concurrency_limit, max_active, rate_per_second, rate_burst, group_max_size,
-			group_max_delay, group_grace, max_waiting, rate_tokens, rate_last, rate_held, rate_held_until, rate_holder
+			group_max_delay, group_grace, max_waiting, push_url, push_concurrency, push_timeout,
+			rate_tokens, rate_last, rate_held, rate_held_until, rate_holder
 			FROM conveyor_queues WHERE name = $1 FOR UPDATE`, name).Scan(
 			&old.ConcurrencyLimit, &old.MaxActive, &old.RatePerSecond, &old.RateBurst, &old.Group.MaxSize, &delay, &grace,
-			&old.MaxWaiting, &b.Tokens, &b.Last, &b.Held, &b.HeldUntil, &b.Holder); err != nil {
+			&old.MaxWaiting, &old.Push.URL, &old.Push.Concurrency, &pushTimeout,
+			&b.Tokens, &b.Last, &b.Held, &b.HeldUntil, &b.Holder); err != nil {
 			return err
 		}
 		old.Group.MaxDelay, old.Group.GracePeriod = durationOf(delay), durationOf(grace)
+		old.Push.Timeout = durationOf(pushTimeout)
 		cfg = old
 		update(&cfg)
 		reconfigure(&b, clockStart, now, old, cfg)
 		if _, err := t.exec(ctx, `UPDATE conveyor_queues SET concurrency_limit = $2, max_active = $3, rate_per_second = $4,
 			rate_burst = $5, group_max_size = $6, group_max_delay = $7, group_grace = $8, max_waiting = $9,
-			rate_tokens = $10, rate_last = $11 WHERE name = $1`,
+			rate_tokens = $10, rate_last = $11, push_url = $12, push_concurrency = $13, push_timeout = $14 WHERE name = $1`,
 			name, cfg.ConcurrencyLimit, cfg.MaxActive, cfg.RatePerSecond, cfg.RateBurst, cfg.Group.MaxSize,
-			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting, b.Tokens, b.Last); err != nil {
+			int64(cfg.Group.MaxDelay), int64(cfg.Group.GracePeriod), cfg.MaxWaiting, b.Tokens, b.Last,
+			cfg.Push.URL, cfg.Push.Concurrency, int64(cfg.Push.Timeout)); err != nil {
 			return err
 		}
 		if cfg.KeyLimit() > old.KeyLimit() {

@@ -277,7 +277,11 @@ type QueueConfig struct {
 	// RETRY, AGGREGATING and BLOCKED together. An enqueue that would take it
 	// past the bound waits for room (at most a quarter of its remaining
 	// deadline, and 5 s), then fails with resource_exhausted. 0 means no bound.
-	MaxWaiting    int64 `protobuf:"varint,6,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
+	MaxWaiting int64 `protobuf:"varint,6,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
+	// push is the queue's HTTP push endpoint: one more consumer of the queue
+	// beside any sessions, invoked with one signed POST per delivery. An
+	// empty url means none.
+	Push          *PushEndpoint `protobuf:"bytes,7,opt,name=push,proto3" json:"push,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +358,80 @@ func (x *QueueConfig) GetMaxWaiting() int64 {
 	return 0
 }
 
+func (x *QueueConfig) GetPush() *PushEndpoint {
+	if x != nil {
+		return x.Push
+	}
+	return nil
+}
+
+// PushEndpoint is an HTTP endpoint the server invokes with a queue's tasks
+// (docs/push.md).
+type PushEndpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// url is the endpoint, http:// or https://. Without a push secret the
+	// server accepts only loopback URLs. Empty: no endpoint.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// concurrency bounds the invocations in flight to the endpoint; 0 means 10.
+	Concurrency int32 `protobuf:"varint,2,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// timeout is the longest one invocation may take; 0 means 30s. The
+	// task's own timeout and deadline shorten it.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushEndpoint) Reset() {
+	*x = PushEndpoint{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushEndpoint) ProtoMessage() {}
+
+func (x *PushEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushEndpoint.ProtoReflect.Descriptor instead.
+func (*PushEndpoint) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PushEndpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *PushEndpoint) GetConcurrency() int32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *PushEndpoint) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // RateLimit is a token bucket on a queue's dispatches.
 type RateLimit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -367,7 +445,7 @@ type RateLimit struct {
 
 func (x *RateLimit) Reset() {
 	*x = RateLimit{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +457,7 @@ func (x *RateLimit) String() string {
 func (*RateLimit) ProtoMessage() {}
 
 func (x *RateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[2]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +470,7 @@ func (x *RateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
 func (*RateLimit) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RateLimit) GetPerSecond() int32 {
@@ -425,7 +503,7 @@ type GroupPolicy struct {
 
 func (x *GroupPolicy) Reset() {
 	*x = GroupPolicy{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +515,7 @@ func (x *GroupPolicy) String() string {
 func (*GroupPolicy) ProtoMessage() {}
 
 func (x *GroupPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[3]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +528,7 @@ func (x *GroupPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPolicy.ProtoReflect.Descriptor instead.
 func (*GroupPolicy) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupPolicy) GetMaxSize() int32 {
@@ -492,7 +570,7 @@ type GetQueueConfigRequest struct {
 
 func (x *GetQueueConfigRequest) Reset() {
 	*x = GetQueueConfigRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +582,7 @@ func (x *GetQueueConfigRequest) String() string {
 func (*GetQueueConfigRequest) ProtoMessage() {}
 
 func (x *GetQueueConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[4]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +595,7 @@ func (x *GetQueueConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueConfigRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetQueueConfigRequest) GetQueue() string {
@@ -555,7 +633,7 @@ type UpdateQueueConfigRequest struct {
 
 func (x *UpdateQueueConfigRequest) Reset() {
 	*x = UpdateQueueConfigRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +645,7 @@ func (x *UpdateQueueConfigRequest) String() string {
 func (*UpdateQueueConfigRequest) ProtoMessage() {}
 
 func (x *UpdateQueueConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[5]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +658,7 @@ func (x *UpdateQueueConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQueueConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateQueueConfigRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateQueueConfigRequest) GetConfig() *QueueConfig {
@@ -608,7 +686,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +698,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[6]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +711,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListGroupsRequest) GetQueue() string {
@@ -667,7 +745,7 @@ type GroupInfo struct {
 
 func (x *GroupInfo) Reset() {
 	*x = GroupInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +757,7 @@ func (x *GroupInfo) String() string {
 func (*GroupInfo) ProtoMessage() {}
 
 func (x *GroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[7]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +770,7 @@ func (x *GroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
 func (*GroupInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GroupInfo) GetQueue() string {
@@ -755,7 +833,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +845,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[8]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +858,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupInfo {
@@ -799,7 +877,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +889,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[9]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +902,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 // ListQueuesResponse lists the queues by name.
@@ -838,7 +916,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +928,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[10]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +941,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -884,7 +962,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +974,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[11]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +987,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -930,7 +1008,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1020,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[12]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1033,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -977,7 +1055,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1067,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[13]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1080,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteQueueRequest) GetQueue() string {
@@ -1021,7 +1099,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1111,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[14]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1124,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 // ListTasksRequest selects a page of tasks.
@@ -1074,7 +1152,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1164,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[15]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1177,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -1167,7 +1245,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1257,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1270,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskInfo {
@@ -1220,7 +1298,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1310,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1323,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelTaskRequest) GetId() string {
@@ -1266,7 +1344,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1356,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1369,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -1310,7 +1388,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1400,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1413,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 // RunTaskRequest names one task.
@@ -1349,7 +1427,7 @@ type RunTaskRequest struct {
 
 func (x *RunTaskRequest) Reset() {
 	*x = RunTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1439,7 @@ func (x *RunTaskRequest) String() string {
 func (*RunTaskRequest) ProtoMessage() {}
 
 func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1452,7 @@ func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunTaskRequest) GetId() string {
@@ -1395,7 +1473,7 @@ type ArchiveTaskRequest struct {
 
 func (x *ArchiveTaskRequest) Reset() {
 	*x = ArchiveTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1485,7 @@ func (x *ArchiveTaskRequest) String() string {
 func (*ArchiveTaskRequest) ProtoMessage() {}
 
 func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1498,7 @@ func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ArchiveTaskRequest) GetId() string {
@@ -1441,7 +1519,7 @@ type BatchCancelTasksRequest struct {
 
 func (x *BatchCancelTasksRequest) Reset() {
 	*x = BatchCancelTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1531,7 @@ func (x *BatchCancelTasksRequest) String() string {
 func (*BatchCancelTasksRequest) ProtoMessage() {}
 
 func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1544,7 @@ func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchCancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchCancelTasksRequest) GetIds() []string {
@@ -1487,7 +1565,7 @@ type BatchDeleteTasksRequest struct {
 
 func (x *BatchDeleteTasksRequest) Reset() {
 	*x = BatchDeleteTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1577,7 @@ func (x *BatchDeleteTasksRequest) String() string {
 func (*BatchDeleteTasksRequest) ProtoMessage() {}
 
 func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1590,7 @@ func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchDeleteTasksRequest) GetIds() []string {
@@ -1533,7 +1611,7 @@ type BatchRunTasksRequest struct {
 
 func (x *BatchRunTasksRequest) Reset() {
 	*x = BatchRunTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1623,7 @@ func (x *BatchRunTasksRequest) String() string {
 func (*BatchRunTasksRequest) ProtoMessage() {}
 
 func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1636,7 @@ func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRunTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchRunTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchRunTasksRequest) GetIds() []string {
@@ -1579,7 +1657,7 @@ type BatchArchiveTasksRequest struct {
 
 func (x *BatchArchiveTasksRequest) Reset() {
 	*x = BatchArchiveTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1669,7 @@ func (x *BatchArchiveTasksRequest) String() string {
 func (*BatchArchiveTasksRequest) ProtoMessage() {}
 
 func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1682,7 @@ func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchArchiveTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchArchiveTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchArchiveTasksRequest) GetIds() []string {
@@ -1627,7 +1705,7 @@ type BatchTaskResult struct {
 
 func (x *BatchTaskResult) Reset() {
 	*x = BatchTaskResult{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1717,7 @@ func (x *BatchTaskResult) String() string {
 func (*BatchTaskResult) ProtoMessage() {}
 
 func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1730,7 @@ func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTaskResult.ProtoReflect.Descriptor instead.
 func (*BatchTaskResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BatchTaskResult) GetId() string {
@@ -1680,7 +1758,7 @@ type BatchTasksResponse struct {
 
 func (x *BatchTasksResponse) Reset() {
 	*x = BatchTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1770,7 @@ func (x *BatchTasksResponse) String() string {
 func (*BatchTasksResponse) ProtoMessage() {}
 
 func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1783,7 @@ func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*BatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
@@ -1736,7 +1814,7 @@ type BulkTasksRequest struct {
 
 func (x *BulkTasksRequest) Reset() {
 	*x = BulkTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1826,7 @@ func (x *BulkTasksRequest) String() string {
 func (*BulkTasksRequest) ProtoMessage() {}
 
 func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1839,7 @@ func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksRequest.ProtoReflect.Descriptor instead.
 func (*BulkTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BulkTasksRequest) GetAction() TaskAction {
@@ -1829,7 +1907,7 @@ type BulkTasksProgress struct {
 
 func (x *BulkTasksProgress) Reset() {
 	*x = BulkTasksProgress{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1919,7 @@ func (x *BulkTasksProgress) String() string {
 func (*BulkTasksProgress) ProtoMessage() {}
 
 func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1932,7 @@ func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksProgress.ProtoReflect.Descriptor instead.
 func (*BulkTasksProgress) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BulkTasksProgress) GetTotal() int64 {
@@ -1928,7 +2006,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2018,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2031,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CronEntry) GetId() string {
@@ -2058,7 +2136,7 @@ type CreateCronRequest struct {
 
 func (x *CreateCronRequest) Reset() {
 	*x = CreateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2148,7 @@ func (x *CreateCronRequest) String() string {
 func (*CreateCronRequest) ProtoMessage() {}
 
 func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2161,7 @@ func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateCronRequest) GetEntry() *CronEntry {
@@ -2104,7 +2182,7 @@ type GetCronRequest struct {
 
 func (x *GetCronRequest) Reset() {
 	*x = GetCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2194,7 @@ func (x *GetCronRequest) String() string {
 func (*GetCronRequest) ProtoMessage() {}
 
 func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2207,7 @@ func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronRequest.ProtoReflect.Descriptor instead.
 func (*GetCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetCronRequest) GetId() string {
@@ -2148,7 +2226,7 @@ type ListCronsRequest struct {
 
 func (x *ListCronsRequest) Reset() {
 	*x = ListCronsRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2238,7 @@ func (x *ListCronsRequest) String() string {
 func (*ListCronsRequest) ProtoMessage() {}
 
 func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2251,7 @@ func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 // ListCronsResponse lists every cron entry.
@@ -2187,7 +2265,7 @@ type ListCronsResponse struct {
 
 func (x *ListCronsResponse) Reset() {
 	*x = ListCronsResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2277,7 @@ func (x *ListCronsResponse) String() string {
 func (*ListCronsResponse) ProtoMessage() {}
 
 func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2290,7 @@ func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListCronsResponse) GetEntries() []*CronEntry {
@@ -2246,7 +2324,7 @@ type UpdateCronRequest struct {
 
 func (x *UpdateCronRequest) Reset() {
 	*x = UpdateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2336,7 @@ func (x *UpdateCronRequest) String() string {
 func (*UpdateCronRequest) ProtoMessage() {}
 
 func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2349,7 @@ func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCronRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
@@ -2299,7 +2377,7 @@ type DeleteCronRequest struct {
 
 func (x *DeleteCronRequest) Reset() {
 	*x = DeleteCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2389,7 @@ func (x *DeleteCronRequest) String() string {
 func (*DeleteCronRequest) ProtoMessage() {}
 
 func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2402,7 @@ func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteCronRequest) GetId() string {
@@ -2343,7 +2421,7 @@ type DeleteCronResponse struct {
 
 func (x *DeleteCronResponse) Reset() {
 	*x = DeleteCronResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2433,7 @@ func (x *DeleteCronResponse) String() string {
 func (*DeleteCronResponse) ProtoMessage() {}
 
 func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2446,7 @@ func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 // PauseCronRequest names one cron entry.
@@ -2382,7 +2460,7 @@ type PauseCronRequest struct {
 
 func (x *PauseCronRequest) Reset() {
 	*x = PauseCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2472,7 @@ func (x *PauseCronRequest) String() string {
 func (*PauseCronRequest) ProtoMessage() {}
 
 func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2485,7 @@ func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCronRequest.ProtoReflect.Descriptor instead.
 func (*PauseCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PauseCronRequest) GetId() string {
@@ -2428,7 +2506,7 @@ type ResumeCronRequest struct {
 
 func (x *ResumeCronRequest) Reset() {
 	*x = ResumeCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2518,7 @@ func (x *ResumeCronRequest) String() string {
 func (*ResumeCronRequest) ProtoMessage() {}
 
 func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2531,7 @@ func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResumeCronRequest) GetId() string {
@@ -2472,7 +2550,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2562,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2575,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 // NodeInfo describes one serving node.
@@ -2523,7 +2601,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2613,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2626,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -2610,7 +2688,7 @@ type GetClusterInfoResponse struct {
 
 func (x *GetClusterInfoResponse) Reset() {
 	*x = GetClusterInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2700,7 @@ func (x *GetClusterInfoResponse) String() string {
 func (*GetClusterInfoResponse) ProtoMessage() {}
 
 func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2713,7 @@ func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetClusterInfoResponse) GetNodes() []*NodeInfo {
@@ -2675,7 +2753,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2765,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2778,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 // WorkerInfo describes one live worker session.
@@ -2735,7 +2813,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2825,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2838,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -2852,7 +2930,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2942,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2955,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2896,7 +2974,7 @@ type GetBrokerInfoRequest struct {
 
 func (x *GetBrokerInfoRequest) Reset() {
 	*x = GetBrokerInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +2986,7 @@ func (x *GetBrokerInfoRequest) String() string {
 func (*GetBrokerInfoRequest) ProtoMessage() {}
 
 func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +2999,7 @@ func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 // GetBrokerInfoResponse describes the storage engine.
@@ -2951,7 +3029,7 @@ type GetBrokerInfoResponse struct {
 
 func (x *GetBrokerInfoResponse) Reset() {
 	*x = GetBrokerInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3041,7 @@ func (x *GetBrokerInfoResponse) String() string {
 func (*GetBrokerInfoResponse) ProtoMessage() {}
 
 func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3054,7 @@ func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetBrokerInfoResponse) GetEngine() string {
@@ -3056,7 +3134,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x03R\tprocessed\x12\x16\n" +
 	"\x06failed\x18\r \x01(\x03R\x06failed\x120\n" +
 	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\x12\x1a\n" +
-	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\x84\x02\n" +
+	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\xb3\x02\n" +
 	"\vQueueConfig\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12+\n" +
 	"\x11concurrency_limit\x18\x02 \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +
@@ -3066,7 +3144,12 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"rate_limit\x18\x04 \x01(\v2\x16.conveyor.v1.RateLimitR\trateLimit\x12;\n" +
 	"\fgroup_policy\x18\x05 \x01(\v2\x18.conveyor.v1.GroupPolicyR\vgroupPolicy\x12\x1f\n" +
 	"\vmax_waiting\x18\x06 \x01(\x03R\n" +
-	"maxWaiting\"@\n" +
+	"maxWaiting\x12-\n" +
+	"\x04push\x18\a \x01(\v2\x19.conveyor.v1.PushEndpointR\x04push\"w\n" +
+	"\fPushEndpoint\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12 \n" +
+	"\vconcurrency\x18\x02 \x01(\x05R\vconcurrency\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"@\n" +
 	"\tRateLimit\x12\x1d\n" +
 	"\n" +
 	"per_second\x18\x01 \x01(\x05R\tperSecond\x12\x14\n" +
@@ -3271,109 +3354,112 @@ func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_conveyor_v1_admin_proto_goTypes = []any{
 	(TaskAction)(0),                  // 0: conveyor.v1.TaskAction
 	(*QueueInfo)(nil),                // 1: conveyor.v1.QueueInfo
 	(*QueueConfig)(nil),              // 2: conveyor.v1.QueueConfig
-	(*RateLimit)(nil),                // 3: conveyor.v1.RateLimit
-	(*GroupPolicy)(nil),              // 4: conveyor.v1.GroupPolicy
-	(*GetQueueConfigRequest)(nil),    // 5: conveyor.v1.GetQueueConfigRequest
-	(*UpdateQueueConfigRequest)(nil), // 6: conveyor.v1.UpdateQueueConfigRequest
-	(*ListGroupsRequest)(nil),        // 7: conveyor.v1.ListGroupsRequest
-	(*GroupInfo)(nil),                // 8: conveyor.v1.GroupInfo
-	(*ListGroupsResponse)(nil),       // 9: conveyor.v1.ListGroupsResponse
-	(*ListQueuesRequest)(nil),        // 10: conveyor.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),       // 11: conveyor.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),        // 12: conveyor.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),       // 13: conveyor.v1.ResumeQueueRequest
-	(*DeleteQueueRequest)(nil),       // 14: conveyor.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),      // 15: conveyor.v1.DeleteQueueResponse
-	(*ListTasksRequest)(nil),         // 16: conveyor.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 17: conveyor.v1.ListTasksResponse
-	(*CancelTaskRequest)(nil),        // 18: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 19: conveyor.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),       // 20: conveyor.v1.DeleteTaskResponse
-	(*RunTaskRequest)(nil),           // 21: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 22: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 23: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 24: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 25: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 26: conveyor.v1.BatchArchiveTasksRequest
-	(*BatchTaskResult)(nil),          // 27: conveyor.v1.BatchTaskResult
-	(*BatchTasksResponse)(nil),       // 28: conveyor.v1.BatchTasksResponse
-	(*BulkTasksRequest)(nil),         // 29: conveyor.v1.BulkTasksRequest
-	(*BulkTasksProgress)(nil),        // 30: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 31: conveyor.v1.CronEntry
-	(*CreateCronRequest)(nil),        // 32: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 33: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 34: conveyor.v1.ListCronsRequest
-	(*ListCronsResponse)(nil),        // 35: conveyor.v1.ListCronsResponse
-	(*UpdateCronRequest)(nil),        // 36: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 37: conveyor.v1.DeleteCronRequest
-	(*DeleteCronResponse)(nil),       // 38: conveyor.v1.DeleteCronResponse
-	(*PauseCronRequest)(nil),         // 39: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 40: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 41: conveyor.v1.GetClusterInfoRequest
-	(*NodeInfo)(nil),                 // 42: conveyor.v1.NodeInfo
-	(*GetClusterInfoResponse)(nil),   // 43: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersRequest)(nil),       // 44: conveyor.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),               // 45: conveyor.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),      // 46: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoRequest)(nil),     // 47: conveyor.v1.GetBrokerInfoRequest
-	(*GetBrokerInfoResponse)(nil),    // 48: conveyor.v1.GetBrokerInfoResponse
-	nil,                              // 49: conveyor.v1.CronEntry.MetadataEntry
-	nil,                              // 50: conveyor.v1.WorkerInfo.QueuesEntry
-	nil,                              // 51: conveyor.v1.WorkerInfo.LabelsEntry
-	nil,                              // 52: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	(*durationpb.Duration)(nil),      // 53: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 54: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),    // 55: google.protobuf.Timestamp
-	(TaskState)(0),                   // 56: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 57: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 58: conveyor.v1.TaskOptions
+	(*PushEndpoint)(nil),             // 3: conveyor.v1.PushEndpoint
+	(*RateLimit)(nil),                // 4: conveyor.v1.RateLimit
+	(*GroupPolicy)(nil),              // 5: conveyor.v1.GroupPolicy
+	(*GetQueueConfigRequest)(nil),    // 6: conveyor.v1.GetQueueConfigRequest
+	(*UpdateQueueConfigRequest)(nil), // 7: conveyor.v1.UpdateQueueConfigRequest
+	(*ListGroupsRequest)(nil),        // 8: conveyor.v1.ListGroupsRequest
+	(*GroupInfo)(nil),                // 9: conveyor.v1.GroupInfo
+	(*ListGroupsResponse)(nil),       // 10: conveyor.v1.ListGroupsResponse
+	(*ListQueuesRequest)(nil),        // 11: conveyor.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),       // 12: conveyor.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),        // 13: conveyor.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 14: conveyor.v1.ResumeQueueRequest
+	(*DeleteQueueRequest)(nil),       // 15: conveyor.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 16: conveyor.v1.DeleteQueueResponse
+	(*ListTasksRequest)(nil),         // 17: conveyor.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 18: conveyor.v1.ListTasksResponse
+	(*CancelTaskRequest)(nil),        // 19: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 20: conveyor.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),       // 21: conveyor.v1.DeleteTaskResponse
+	(*RunTaskRequest)(nil),           // 22: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 23: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 24: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 25: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 26: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 27: conveyor.v1.BatchArchiveTasksRequest
+	(*BatchTaskResult)(nil),          // 28: conveyor.v1.BatchTaskResult
+	(*BatchTasksResponse)(nil),       // 29: conveyor.v1.BatchTasksResponse
+	(*BulkTasksRequest)(nil),         // 30: conveyor.v1.BulkTasksRequest
+	(*BulkTasksProgress)(nil),        // 31: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 32: conveyor.v1.CronEntry
+	(*CreateCronRequest)(nil),        // 33: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 34: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 35: conveyor.v1.ListCronsRequest
+	(*ListCronsResponse)(nil),        // 36: conveyor.v1.ListCronsResponse
+	(*UpdateCronRequest)(nil),        // 37: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 38: conveyor.v1.DeleteCronRequest
+	(*DeleteCronResponse)(nil),       // 39: conveyor.v1.DeleteCronResponse
+	(*PauseCronRequest)(nil),         // 40: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 41: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 42: conveyor.v1.GetClusterInfoRequest
+	(*NodeInfo)(nil),                 // 43: conveyor.v1.NodeInfo
+	(*GetClusterInfoResponse)(nil),   // 44: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersRequest)(nil),       // 45: conveyor.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),               // 46: conveyor.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),      // 47: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoRequest)(nil),     // 48: conveyor.v1.GetBrokerInfoRequest
+	(*GetBrokerInfoResponse)(nil),    // 49: conveyor.v1.GetBrokerInfoResponse
+	nil,                              // 50: conveyor.v1.CronEntry.MetadataEntry
+	nil,                              // 51: conveyor.v1.WorkerInfo.QueuesEntry
+	nil,                              // 52: conveyor.v1.WorkerInfo.LabelsEntry
+	nil,                              // 53: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	(*durationpb.Duration)(nil),      // 54: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 55: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),    // 56: google.protobuf.Timestamp
+	(TaskState)(0),                   // 57: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 58: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 59: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
-	3,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
-	4,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
-	53, // 3: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
-	53, // 4: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
-	2,  // 5: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
-	54, // 6: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
-	55, // 7: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	55, // 8: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
-	55, // 9: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
-	1,  // 11: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	56, // 12: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	57, // 13: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	27, // 14: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
-	0,  // 15: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
-	56, // 16: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
-	58, // 17: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	55, // 18: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	55, // 19: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	49, // 20: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
-	31, // 21: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	31, // 22: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
-	31, // 23: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	54, // 24: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
-	55, // 25: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	55, // 26: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
-	42, // 27: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	53, // 28: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	50, // 29: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	51, // 30: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	55, // 31: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	55, // 32: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	45, // 33: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	52, // 34: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	4,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
+	5,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
+	3,  // 3: conveyor.v1.QueueConfig.push:type_name -> conveyor.v1.PushEndpoint
+	54, // 4: conveyor.v1.PushEndpoint.timeout:type_name -> google.protobuf.Duration
+	54, // 5: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
+	54, // 6: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
+	2,  // 7: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
+	55, // 8: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
+	56, // 9: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	56, // 10: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	56, // 11: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	9,  // 12: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
+	1,  // 13: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
+	57, // 14: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	58, // 15: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	28, // 16: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
+	0,  // 17: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
+	57, // 18: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	59, // 19: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	56, // 20: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	56, // 21: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	50, // 22: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	32, // 23: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	32, // 24: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
+	32, // 25: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	55, // 26: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
+	56, // 27: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	56, // 28: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
+	43, // 29: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	54, // 30: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	51, // 31: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	52, // 32: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	56, // 33: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	56, // 34: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	46, // 35: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	53, // 36: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }
@@ -3388,7 +3474,7 @@ func file_conveyor_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1197,6 +1197,137 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
+// PushRequest is the body of one invocation of a push endpoint, sent as
+// proto3 JSON with the Standard Webhooks headers (docs/push.md).
+type PushRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task is the task to execute.
+	Task *TaskEnvelope `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// deadline is when the server aborts the request: the earliest of the
+	// endpoint's timeout, the task's deadline and its timeout from now.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// attempt_id names this delivery (also the webhook-id header).
+	AttemptId     string `protobuf:"bytes,3,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRequest) Reset() {
+	*x = PushRequest{}
+	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRequest) ProtoMessage() {}
+
+func (x *PushRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
+func (*PushRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PushRequest) GetTask() *TaskEnvelope {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *PushRequest) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *PushRequest) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+// PushResponse is a push endpoint's answer: the body of a 2xx response.
+// Only one whose outcome is set proves what the handler did.
+type PushResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// outcome is the handler's verdict, as a Result's.
+	Outcome TaskOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=conveyor.v1.TaskOutcome" json:"outcome,omitempty"`
+	// error_msg explains a failure.
+	ErrorMsg string `protobuf:"bytes,2,opt,name=error_msg,json=errorMsg,proto3" json:"error_msg,omitempty"`
+	// result is the handler's output on success.
+	Result        []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushResponse) Reset() {
+	*x = PushResponse{}
+	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushResponse) ProtoMessage() {}
+
+func (x *PushResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
+func (*PushResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PushResponse) GetOutcome() TaskOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return TaskOutcome_TASK_OUTCOME_UNSPECIFIED
+}
+
+func (x *PushResponse) GetErrorMsg() string {
+	if x != nil {
+		return x.ErrorMsg
+	}
+	return ""
+}
+
+func (x *PushResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 var File_conveyor_v1_worker_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_worker_proto_rawDesc = "" +
@@ -1285,7 +1416,16 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\bProgress\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*\x95\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x93\x01\n" +
+	"\vPushRequest\x12-\n" +
+	"\x04task\x18\x01 \x01(\v2\x19.conveyor.v1.TaskEnvelopeR\x04task\x126\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x03 \x01(\tR\tattemptId\"w\n" +
+	"\fPushResponse\x122\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x18.conveyor.v1.TaskOutcomeR\aoutcome\x12\x1b\n" +
+	"\terror_msg\x18\x02 \x01(\tR\berrorMsg\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result*\x95\x01\n" +
 	"\vTaskOutcome\x12\x1c\n" +
 	"\x18TASK_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TASK_OUTCOME_SUCCESS\x10\x01\x12\x16\n" +
@@ -1307,7 +1447,7 @@ func file_conveyor_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_conveyor_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_conveyor_v1_worker_proto_goTypes = []any{
 	(TaskOutcome)(0),              // 0: conveyor.v1.TaskOutcome
 	(*WorkerMessage)(nil),         // 1: conveyor.v1.WorkerMessage
@@ -1324,12 +1464,14 @@ var file_conveyor_v1_worker_proto_goTypes = []any{
 	(*Cancel)(nil),                // 12: conveyor.v1.Cancel
 	(*Ping)(nil),                  // 13: conveyor.v1.Ping
 	(*Progress)(nil),              // 14: conveyor.v1.Progress
-	nil,                           // 15: conveyor.v1.Hello.QueuesEntry
-	nil,                           // 16: conveyor.v1.Hello.LabelsEntry
-	nil,                           // 17: conveyor.v1.TaskEnvelope.MetadataEntry
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*TaskOptions)(nil),           // 19: conveyor.v1.TaskOptions
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*PushRequest)(nil),           // 15: conveyor.v1.PushRequest
+	(*PushResponse)(nil),          // 16: conveyor.v1.PushResponse
+	nil,                           // 17: conveyor.v1.Hello.QueuesEntry
+	nil,                           // 18: conveyor.v1.Hello.LabelsEntry
+	nil,                           // 19: conveyor.v1.TaskEnvelope.MetadataEntry
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*TaskOptions)(nil),           // 21: conveyor.v1.TaskOptions
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_conveyor_v1_worker_proto_depIdxs = []int32{
 	3,  // 0: conveyor.v1.WorkerMessage.hello:type_name -> conveyor.v1.Hello
@@ -1343,23 +1485,26 @@ var file_conveyor_v1_worker_proto_depIdxs = []int32{
 	12, // 8: conveyor.v1.ServerMessage.cancel:type_name -> conveyor.v1.Cancel
 	13, // 9: conveyor.v1.ServerMessage.ping:type_name -> conveyor.v1.Ping
 	7,  // 10: conveyor.v1.ServerMessage.batch_dispatch:type_name -> conveyor.v1.BatchDispatch
-	15, // 11: conveyor.v1.Hello.queues:type_name -> conveyor.v1.Hello.QueuesEntry
-	16, // 12: conveyor.v1.Hello.labels:type_name -> conveyor.v1.Hello.LabelsEntry
-	18, // 13: conveyor.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
-	18, // 14: conveyor.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	17, // 15: conveyor.v1.TaskEnvelope.metadata:type_name -> conveyor.v1.TaskEnvelope.MetadataEntry
-	19, // 16: conveyor.v1.TaskEnvelope.options:type_name -> conveyor.v1.TaskOptions
+	17, // 11: conveyor.v1.Hello.queues:type_name -> conveyor.v1.Hello.QueuesEntry
+	18, // 12: conveyor.v1.Hello.labels:type_name -> conveyor.v1.Hello.LabelsEntry
+	20, // 13: conveyor.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
+	20, // 14: conveyor.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	19, // 15: conveyor.v1.TaskEnvelope.metadata:type_name -> conveyor.v1.TaskEnvelope.MetadataEntry
+	21, // 16: conveyor.v1.TaskEnvelope.options:type_name -> conveyor.v1.TaskOptions
 	5,  // 17: conveyor.v1.Dispatch.task:type_name -> conveyor.v1.TaskEnvelope
-	20, // 18: conveyor.v1.Dispatch.deadline:type_name -> google.protobuf.Timestamp
+	22, // 18: conveyor.v1.Dispatch.deadline:type_name -> google.protobuf.Timestamp
 	5,  // 19: conveyor.v1.BatchDispatch.tasks:type_name -> conveyor.v1.TaskEnvelope
-	20, // 20: conveyor.v1.BatchDispatch.deadline:type_name -> google.protobuf.Timestamp
+	22, // 20: conveyor.v1.BatchDispatch.deadline:type_name -> google.protobuf.Timestamp
 	0,  // 21: conveyor.v1.Result.outcome:type_name -> conveyor.v1.TaskOutcome
 	8,  // 22: conveyor.v1.BatchResult.results:type_name -> conveyor.v1.Result
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 23: conveyor.v1.PushRequest.task:type_name -> conveyor.v1.TaskEnvelope
+	22, // 24: conveyor.v1.PushRequest.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 25: conveyor.v1.PushResponse.outcome:type_name -> conveyor.v1.TaskOutcome
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_worker_proto_init() }
@@ -1389,7 +1534,7 @@ func file_conveyor_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_proto_rawDesc), len(file_conveyor_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

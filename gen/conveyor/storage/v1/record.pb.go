@@ -660,7 +660,13 @@ type QueueRecord struct {
 	// passed while they waited.
 	Expired int64 `protobuf:"varint,15,opt,name=expired,proto3" json:"expired,omitempty"`
 	// max_waiting bounds the queue's tasks in the waiting states (0: none).
-	MaxWaiting    int64 `protobuf:"varint,16,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
+	MaxWaiting int64 `protobuf:"varint,16,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
+	// push_url is the queue's push endpoint (empty: none).
+	PushUrl string `protobuf:"bytes,17,opt,name=push_url,json=pushUrl,proto3" json:"push_url,omitempty"`
+	// push_concurrency bounds the invocations in flight (0: 10).
+	PushConcurrency int32 `protobuf:"varint,18,opt,name=push_concurrency,json=pushConcurrency,proto3" json:"push_concurrency,omitempty"`
+	// push_timeout (ns) bounds one invocation (0: 30s).
+	PushTimeout   int64 `protobuf:"varint,19,opt,name=push_timeout,json=pushTimeout,proto3" json:"push_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,6 +809,27 @@ func (x *QueueRecord) GetExpired() int64 {
 func (x *QueueRecord) GetMaxWaiting() int64 {
 	if x != nil {
 		return x.MaxWaiting
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetPushUrl() string {
+	if x != nil {
+		return x.PushUrl
+	}
+	return ""
+}
+
+func (x *QueueRecord) GetPushConcurrency() int32 {
+	if x != nil {
+		return x.PushConcurrency
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetPushTimeout() int64 {
+	if x != nil {
+		return x.PushTimeout
 	}
 	return 0
 }
@@ -1241,7 +1268,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x0e\n" +
-	"\x02at\x18\x03 \x01(\x03R\x02at\"\x97\x04\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\x80\x05\n" +
 	"\vQueueRecord\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x1a\n" +
@@ -1262,7 +1289,10 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x12group_grace_period\x18\x0e \x01(\x03R\x10groupGracePeriod\x12\x18\n" +
 	"\aexpired\x18\x0f \x01(\x03R\aexpired\x12\x1f\n" +
 	"\vmax_waiting\x18\x10 \x01(\x03R\n" +
-	"maxWaiting\"\xd5\x03\n" +
+	"maxWaiting\x12\x19\n" +
+	"\bpush_url\x18\x11 \x01(\tR\apushUrl\x12)\n" +
+	"\x10push_concurrency\x18\x12 \x01(\x05R\x0fpushConcurrency\x12!\n" +
+	"\fpush_timeout\x18\x13 \x01(\x03R\vpushTimeout\"\xd5\x03\n" +
 	"\n" +
 	"CronRecord\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\tR\x04spec\x12\x14\n" +

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin.proto.
  */
 export const file_conveyor_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiqAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAyK8AQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5EhMKC21heF93YWl0aW5nGAYgASgDIi4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTRGVsZXRlUXVldWVSZXNwb25zZSKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiLAoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJIkMKEkJhdGNoVGFza3NSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuY29udmV5b3IudjEuQmF0Y2hUYXNrUmVzdWx0Ip4BChBCdWxrVGFza3NSZXF1ZXN0EicKBmFjdGlvbhgBIAEoDjIXLmNvbnZleW9yLnYxLlRhc2tBY3Rpb24SDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDAoEdHlwZRgEIAEoCRIOCgZzZWFyY2gYBSABKAkSDQoFZ3JvdXAYBiABKAkiaAoRQnVsa1Rhc2tzUHJvZ3Jlc3MSDQoFdG90YWwYASABKAMSEQoJc3VjY2VlZGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAxIMCgRkb25lGAQgASgIEhMKC2ZpcnN0X2Vycm9yGAUgASgJIpkDCglDcm9uRW50cnkSCgoCaWQYASABKAkSDAoEc3BlYxgCIAEoCRINCgVxdWV1ZRgDIAEoCRIMCgR0eXBlGAQgASgJEg8KB3BheWxvYWQYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJEikKB29wdGlvbnMYByABKAsyGC5jb252ZXlvci52MS5UYXNrT3B0aW9ucxIOCgZwYXVzZWQYCCABKAgSLwoLbmV4dF9ydW5fYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2xhc3RfcnVuX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CghtZXRhZGF0YRgLIAMoCzIkLmNvbnZleW9yLnYxLkNyb25FbnRyeS5NZXRhZGF0YUVudHJ5EhQKDGxhc3RfdGFza19pZBgMIAEoCRISCgpsYXN0X2Vycm9yGA0gASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI6ChFDcmVhdGVDcm9uUmVxdWVzdBIlCgVlbnRyeRgBIAEoCzIWLmNvbnZleW9yLnYxLkNyb25FbnRyeSIcCg5HZXRDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSISChBMaXN0Q3JvbnNSZXF1ZXN0IjwKEUxpc3RDcm9uc1Jlc3BvbnNlEicKB2VudHJpZXMYASADKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkiawoRVXBkYXRlQ3JvblJlcXVlc3QSJQoFZW50cnkYASABKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIh8KEURlbGV0ZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZUNyb25SZXNwb25zZSIeChBQYXVzZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIh8KEVJlc3VtZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCKqAQoITm9kZUluZm8SCgoCaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3Rfc2Vlbl9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGbGVhZGVyGAYgASgIIpIBChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuY29udmV5b3IudjEuTm9kZUluZm8SDwoHdmVyc2lvbhgCIAEoCRIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOc3RvcmFnZV9lbmdpbmUYBCABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IsYDCgpXb3JrZXJJbmZvEhIKCnNlc3Npb25faWQYASABKAkSMwoGcXVldWVzGAIgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgDIAEoBRIRCglpbl9mbGlnaHQYBCABKAUSMwoGbGFiZWxzGAUgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgGIAEoCRIwCgxjb25uZWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0YXNrX2lkcxgJIAMoCRITCgtiYXRjaF90eXBlcxgKIAMoCRIPCgdub2RlX2lkGAsgASgJGi0KC1F1ZXVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI/ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEigKB3dvcmtlcnMYASADKAsyFy5jb252ZXlvci52MS5Xb3JrZXJJbmZvIhYKFEdldEJyb2tlckluZm9SZXF1ZXN0IqoCChVHZXRCcm9rZXJJbmZvUmVzcG9uc2USDgoGZW5naW5lGAEgASgJEhEKCWRhdGFfcGF0aBgCIAEoCRIXCg9maWxlX3NpemVfYnl0ZXMYAyABKAMSEgoKZnJlZV9wYWdlcxgEIAEoAxJHCgt0YXNrX2NvdW50cxgFIAMoCzIyLmNvbnZleW9yLnYxLkdldEJyb2tlckluZm9SZXNwb25zZS5UYXNrQ291bnRzRW50cnkSGwoTZGF0YWJhc2Vfc2l6ZV9ieXRlcxgGIAEoAxITCgtsaXZlX3R1cGxlcxgHIAEoAxITCgtkZWFkX3R1cGxlcxgIIAEoAxoxCg9UYXNrQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASqHAQoKVGFza0FjdGlvbhIbChdUQVNLX0FDVElPTl9VTlNQRUNJRklFRBAAEhYKElRBU0tfQUNUSU9OX0NBTkNFTBABEhYKElRBU0tfQUNUSU9OX0RFTEVURRACEhMKD1RBU0tfQUNUSU9OX1JVThADEhcKE1RBU0tfQUNUSU9OX0FSQ0hJVkUQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiqAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAyLlAQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5EhMKC21heF93YWl0aW5nGAYgASgDEicKBHB1c2gYByABKAsyGS5jb252ZXlvci52MS5QdXNoRW5kcG9pbnQiXAoMUHVzaEVuZHBvaW50EgsKA3VybBgBIAEoCRITCgtjb25jdXJyZW5jeRgCIAEoBRIqCgd0aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTRGVsZXRlUXVldWVSZXNwb25zZSKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiLAoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJIkMKEkJhdGNoVGFza3NSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuY29udmV5b3IudjEuQmF0Y2hUYXNrUmVzdWx0Ip4BChBCdWxrVGFza3NSZXF1ZXN0EicKBmFjdGlvbhgBIAEoDjIXLmNvbnZleW9yLnYxLlRhc2tBY3Rpb24SDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDAoEdHlwZRgEIAEoCRIOCgZzZWFyY2gYBSABKAkSDQoFZ3JvdXAYBiABKAkiaAoRQnVsa1Rhc2tzUHJvZ3Jlc3MSDQoFdG90YWwYASABKAMSEQoJc3VjY2VlZGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAxIMCgRkb25lGAQgASgIEhMKC2ZpcnN0X2Vycm9yGAUgASgJIpkDCglDcm9uRW50cnkSCgoCaWQYASABKAkSDAoEc3BlYxgCIAEoCRINCgVxdWV1ZRgDIAEoCRIMCgR0eXBlGAQgASgJEg8KB3BheWxvYWQYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJEikKB29wdGlvbnMYByABKAsyGC5jb252ZXlvci52MS5UYXNrT3B0aW9ucxIOCgZwYXVzZWQYCCABKAgSLwoLbmV4dF9ydW5fYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2xhc3RfcnVuX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CghtZXRhZGF0YRgLIAMoCzIkLmNvbnZleW9yLnYxLkNyb25FbnRyeS5NZXRhZGF0YUVudHJ5EhQKDGxhc3RfdGFza19pZBgMIAEoCRISCgpsYXN0X2Vycm9yGA0gASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI6ChFDcmVhdGVDcm9uUmVxdWVzdBIlCgVlbnRyeRgBIAEoCzIWLmNvbnZleW9yLnYxLkNyb25FbnRyeSIcCg5HZXRDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSISChBMaXN0Q3JvbnNSZXF1ZXN0IjwKEUxpc3RDcm9uc1Jlc3BvbnNlEicKB2VudHJpZXMYASADKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkiawoRVXBkYXRlQ3JvblJlcXVlc3QSJQoFZW50cnkYASABKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIh8KEURlbGV0ZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZUNyb25SZXNwb25zZSIeChBQYXVzZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIh8KEVJlc3VtZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCKqAQoITm9kZUluZm8SCgoCaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3Rfc2Vlbl9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGbGVhZGVyGAYgASgIIpIBChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuY29udmV5b3IudjEuTm9kZUluZm8SDwoHdmVyc2lvbhgCIAEoCRIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOc3RvcmFnZV9lbmdpbmUYBCABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IsYDCgpXb3JrZXJJbmZvEhIKCnNlc3Npb25faWQYASABKAkSMwoGcXVldWVzGAIgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgDIAEoBRIRCglpbl9mbGlnaHQYBCABKAUSMwoGbGFiZWxzGAUgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgGIAEoCRIwCgxjb25uZWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0YXNrX2lkcxgJIAMoCRITCgtiYXRjaF90eXBlcxgKIAMoCRIPCgdub2RlX2lkGAsgASgJGi0KC1F1ZXVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI/ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEigKB3dvcmtlcnMYASADKAsyFy5jb252ZXlvci52MS5Xb3JrZXJJbmZvIhYKFEdldEJyb2tlckluZm9SZXF1ZXN0IqoCChVHZXRCcm9rZXJJbmZvUmVzcG9uc2USDgoGZW5naW5lGAEgASgJEhEKCWRhdGFfcGF0aBgCIAEoCRIXCg9maWxlX3NpemVfYnl0ZXMYAyABKAMSEgoKZnJlZV9wYWdlcxgEIAEoAxJHCgt0YXNrX2NvdW50cxgFIAMoCzIyLmNvbnZleW9yLnYxLkdldEJyb2tlckluZm9SZXNwb25zZS5UYXNrQ291bnRzRW50cnkSGwoTZGF0YWJhc2Vfc2l6ZV9ieXRlcxgGIAEoAxITCgtsaXZlX3R1cGxlcxgHIAEoAxITCgtkZWFkX3R1cGxlcxgIIAEoAxoxCg9UYXNrQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASqHAQoKVGFza0FjdGlvbhIbChdUQVNLX0FDVElPTl9VTlNQRUNJRklFRBAAEhYKElRBU0tfQUNUSU9OX0NBTkNFTBABEhYKElRBU0tfQUNUSU9OX0RFTEVURRACEhMKD1RBU0tfQUNUSU9OX1JVThADEhcKE1RBU0tfQUNUSU9OX0FSQ0hJVkUQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * QueueInfo describes one queue.
@@ -188,6 +188,15 @@ export type QueueConfig = Message<"conveyor.v1.QueueConfig"> & {
    * @generated from field: int64 max_waiting = 6;
    */
   maxWaiting: bigint;
+
+  /**
+   * push is the queue's HTTP push endpoint: one more consumer of the queue
+   * beside any sessions, invoked with one signed POST per delivery. An
+   * empty url means none.
+   *
+   * @generated from field: conveyor.v1.PushEndpoint push = 7;
+   */
+  push?: PushEndpoint | undefined;
 };
 
 /**
@@ -196,6 +205,44 @@ export type QueueConfig = Message<"conveyor.v1.QueueConfig"> & {
  */
 export const QueueConfigSchema: GenMessage<QueueConfig> = /*@__PURE__*/
   messageDesc(file_conveyor_v1_admin, 1);
+
+/**
+ * PushEndpoint is an HTTP endpoint the server invokes with a queue's tasks
+ * (docs/push.md).
+ *
+ * @generated from message conveyor.v1.PushEndpoint
+ */
+export type PushEndpoint = Message<"conveyor.v1.PushEndpoint"> & {
+  /**
+   * url is the endpoint, http:// or https://. Without a push secret the
+   * server accepts only loopback URLs. Empty: no endpoint.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * concurrency bounds the invocations in flight to the endpoint; 0 means 10.
+   *
+   * @generated from field: int32 concurrency = 2;
+   */
+  concurrency: number;
+
+  /**
+   * timeout is the longest one invocation may take; 0 means 30s. The
+   * task's own timeout and deadline shorten it.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.PushEndpoint.
+ * Use `create(PushEndpointSchema)` to create a new message.
+ */
+export const PushEndpointSchema: GenMessage<PushEndpoint> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 2);
 
 /**
  * RateLimit is a token bucket on a queue's dispatches.
@@ -223,7 +270,7 @@ export type RateLimit = Message<"conveyor.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 2);
+  messageDesc(file_conveyor_v1_admin, 3);
 
 /**
  * GroupPolicy says when an aggregation group fires: at whichever of its
@@ -259,7 +306,7 @@ export type GroupPolicy = Message<"conveyor.v1.GroupPolicy"> & {
  * Use `create(GroupPolicySchema)` to create a new message.
  */
 export const GroupPolicySchema: GenMessage<GroupPolicy> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 3);
+  messageDesc(file_conveyor_v1_admin, 4);
 
 /**
  * GetQueueConfigRequest names a queue.
@@ -292,7 +339,7 @@ export type GetQueueConfigRequest = Message<"conveyor.v1.GetQueueConfigRequest">
  * Use `create(GetQueueConfigRequestSchema)` to create a new message.
  */
 export const GetQueueConfigRequestSchema: GenMessage<GetQueueConfigRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 4);
+  messageDesc(file_conveyor_v1_admin, 5);
 
 /**
  * UpdateQueueConfigRequest replaces a queue's configuration, or changes
@@ -328,7 +375,7 @@ export type UpdateQueueConfigRequest = Message<"conveyor.v1.UpdateQueueConfigReq
  * Use `create(UpdateQueueConfigRequestSchema)` to create a new message.
  */
 export const UpdateQueueConfigRequestSchema: GenMessage<UpdateQueueConfigRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 5);
+  messageDesc(file_conveyor_v1_admin, 6);
 
 /**
  * ListGroupsRequest selects the aggregation groups to list.
@@ -349,7 +396,7 @@ export type ListGroupsRequest = Message<"conveyor.v1.ListGroupsRequest"> & {
  * Use `create(ListGroupsRequestSchema)` to create a new message.
  */
 export const ListGroupsRequestSchema: GenMessage<ListGroupsRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 6);
+  messageDesc(file_conveyor_v1_admin, 7);
 
 /**
  * GroupInfo describes one aggregation group that is waiting to fire.
@@ -413,7 +460,7 @@ export type GroupInfo = Message<"conveyor.v1.GroupInfo"> & {
  * Use `create(GroupInfoSchema)` to create a new message.
  */
 export const GroupInfoSchema: GenMessage<GroupInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 7);
+  messageDesc(file_conveyor_v1_admin, 8);
 
 /**
  * ListGroupsResponse lists the waiting groups.
@@ -434,7 +481,7 @@ export type ListGroupsResponse = Message<"conveyor.v1.ListGroupsResponse"> & {
  * Use `create(ListGroupsResponseSchema)` to create a new message.
  */
 export const ListGroupsResponseSchema: GenMessage<ListGroupsResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 8);
+  messageDesc(file_conveyor_v1_admin, 9);
 
 /**
  * ListQueuesRequest has no fields.
@@ -449,7 +496,7 @@ export type ListQueuesRequest = Message<"conveyor.v1.ListQueuesRequest"> & {
  * Use `create(ListQueuesRequestSchema)` to create a new message.
  */
 export const ListQueuesRequestSchema: GenMessage<ListQueuesRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 9);
+  messageDesc(file_conveyor_v1_admin, 10);
 
 /**
  * ListQueuesResponse lists the queues by name.
@@ -470,7 +517,7 @@ export type ListQueuesResponse = Message<"conveyor.v1.ListQueuesResponse"> & {
  * Use `create(ListQueuesResponseSchema)` to create a new message.
  */
 export const ListQueuesResponseSchema: GenMessage<ListQueuesResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 10);
+  messageDesc(file_conveyor_v1_admin, 11);
 
 /**
  * PauseQueueRequest names the queue to pause.
@@ -491,7 +538,7 @@ export type PauseQueueRequest = Message<"conveyor.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 11);
+  messageDesc(file_conveyor_v1_admin, 12);
 
 /**
  * ResumeQueueRequest names the queue to resume.
@@ -512,7 +559,7 @@ export type ResumeQueueRequest = Message<"conveyor.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 12);
+  messageDesc(file_conveyor_v1_admin, 13);
 
 /**
  * DeleteQueueRequest names the queue to forget.
@@ -534,7 +581,7 @@ export type DeleteQueueRequest = Message<"conveyor.v1.DeleteQueueRequest"> & {
  * Use `create(DeleteQueueRequestSchema)` to create a new message.
  */
 export const DeleteQueueRequestSchema: GenMessage<DeleteQueueRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 13);
+  messageDesc(file_conveyor_v1_admin, 14);
 
 /**
  * DeleteQueueResponse has no fields: the queue is gone.
@@ -549,7 +596,7 @@ export type DeleteQueueResponse = Message<"conveyor.v1.DeleteQueueResponse"> & {
  * Use `create(DeleteQueueResponseSchema)` to create a new message.
  */
 export const DeleteQueueResponseSchema: GenMessage<DeleteQueueResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 14);
+  messageDesc(file_conveyor_v1_admin, 15);
 
 /**
  * ListTasksRequest selects a page of tasks.
@@ -614,7 +661,7 @@ export type ListTasksRequest = Message<"conveyor.v1.ListTasksRequest"> & {
  * Use `create(ListTasksRequestSchema)` to create a new message.
  */
 export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 15);
+  messageDesc(file_conveyor_v1_admin, 16);
 
 /**
  * ListTasksResponse is one page of tasks.
@@ -645,7 +692,7 @@ export type ListTasksResponse = Message<"conveyor.v1.ListTasksResponse"> & {
  * Use `create(ListTasksResponseSchema)` to create a new message.
  */
 export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 16);
+  messageDesc(file_conveyor_v1_admin, 17);
 
 /**
  * CancelTaskRequest names one task.
@@ -666,7 +713,7 @@ export type CancelTaskRequest = Message<"conveyor.v1.CancelTaskRequest"> & {
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 17);
+  messageDesc(file_conveyor_v1_admin, 18);
 
 /**
  * DeleteTaskRequest names one task.
@@ -687,7 +734,7 @@ export type DeleteTaskRequest = Message<"conveyor.v1.DeleteTaskRequest"> & {
  * Use `create(DeleteTaskRequestSchema)` to create a new message.
  */
 export const DeleteTaskRequestSchema: GenMessage<DeleteTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 18);
+  messageDesc(file_conveyor_v1_admin, 19);
 
 /**
  * DeleteTaskResponse is empty.
@@ -702,7 +749,7 @@ export type DeleteTaskResponse = Message<"conveyor.v1.DeleteTaskResponse"> & {
  * Use `create(DeleteTaskResponseSchema)` to create a new message.
  */
 export const DeleteTaskResponseSchema: GenMessage<DeleteTaskResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 19);
+  messageDesc(file_conveyor_v1_admin, 20);
 
 /**
  * RunTaskRequest names one task.
@@ -723,7 +770,7 @@ export type RunTaskRequest = Message<"conveyor.v1.RunTaskRequest"> & {
  * Use `create(RunTaskRequestSchema)` to create a new message.
  */
 export const RunTaskRequestSchema: GenMessage<RunTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 20);
+  messageDesc(file_conveyor_v1_admin, 21);
 
 /**
  * ArchiveTaskRequest names one task.
@@ -744,7 +791,7 @@ export type ArchiveTaskRequest = Message<"conveyor.v1.ArchiveTaskRequest"> & {
  * Use `create(ArchiveTaskRequestSchema)` to create a new message.
  */
 export const ArchiveTaskRequestSchema: GenMessage<ArchiveTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 21);
+  messageDesc(file_conveyor_v1_admin, 22);
 
 /**
  * BatchCancelTasksRequest names many tasks.
@@ -765,7 +812,7 @@ export type BatchCancelTasksRequest = Message<"conveyor.v1.BatchCancelTasksReque
  * Use `create(BatchCancelTasksRequestSchema)` to create a new message.
  */
 export const BatchCancelTasksRequestSchema: GenMessage<BatchCancelTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 22);
+  messageDesc(file_conveyor_v1_admin, 23);
 
 /**
  * BatchDeleteTasksRequest names many tasks.
@@ -786,7 +833,7 @@ export type BatchDeleteTasksRequest = Message<"conveyor.v1.BatchDeleteTasksReque
  * Use `create(BatchDeleteTasksRequestSchema)` to create a new message.
  */
 export const BatchDeleteTasksRequestSchema: GenMessage<BatchDeleteTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 23);
+  messageDesc(file_conveyor_v1_admin, 24);
 
 /**
  * BatchRunTasksRequest names many tasks.
@@ -807,7 +854,7 @@ export type BatchRunTasksRequest = Message<"conveyor.v1.BatchRunTasksRequest"> &
  * Use `create(BatchRunTasksRequestSchema)` to create a new message.
  */
 export const BatchRunTasksRequestSchema: GenMessage<BatchRunTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 24);
+  messageDesc(file_conveyor_v1_admin, 25);
 
 /**
  * BatchArchiveTasksRequest names many tasks.
@@ -828,7 +875,7 @@ export type BatchArchiveTasksRequest = Message<"conveyor.v1.BatchArchiveTasksReq
  * Use `create(BatchArchiveTasksRequestSchema)` to create a new message.
  */
 export const BatchArchiveTasksRequestSchema: GenMessage<BatchArchiveTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 25);
+  messageDesc(file_conveyor_v1_admin, 26);
 
 /**
  * BatchTaskResult is the outcome for one id of a batch action.
@@ -856,7 +903,7 @@ export type BatchTaskResult = Message<"conveyor.v1.BatchTaskResult"> & {
  * Use `create(BatchTaskResultSchema)` to create a new message.
  */
 export const BatchTaskResultSchema: GenMessage<BatchTaskResult> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 26);
+  messageDesc(file_conveyor_v1_admin, 27);
 
 /**
  * BatchTasksResponse holds one result per requested id, in request order.
@@ -877,7 +924,7 @@ export type BatchTasksResponse = Message<"conveyor.v1.BatchTasksResponse"> & {
  * Use `create(BatchTasksResponseSchema)` to create a new message.
  */
 export const BatchTasksResponseSchema: GenMessage<BatchTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 27);
+  messageDesc(file_conveyor_v1_admin, 28);
 
 /**
  * BulkTasksRequest applies one action to every task that matches a filter.
@@ -933,7 +980,7 @@ export type BulkTasksRequest = Message<"conveyor.v1.BulkTasksRequest"> & {
  * Use `create(BulkTasksRequestSchema)` to create a new message.
  */
 export const BulkTasksRequestSchema: GenMessage<BulkTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 28);
+  messageDesc(file_conveyor_v1_admin, 29);
 
 /**
  * BulkTasksProgress reports how far a bulk action has come. The last
@@ -986,7 +1033,7 @@ export type BulkTasksProgress = Message<"conveyor.v1.BulkTasksProgress"> & {
  * Use `create(BulkTasksProgressSchema)` to create a new message.
  */
 export const BulkTasksProgressSchema: GenMessage<BulkTasksProgress> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 29);
+  messageDesc(file_conveyor_v1_admin, 30);
 
 /**
  * CronEntry is a periodic task template.
@@ -1092,7 +1139,7 @@ export type CronEntry = Message<"conveyor.v1.CronEntry"> & {
  * Use `create(CronEntrySchema)` to create a new message.
  */
 export const CronEntrySchema: GenMessage<CronEntry> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 30);
+  messageDesc(file_conveyor_v1_admin, 31);
 
 /**
  * CreateCronRequest describes a new cron entry.
@@ -1113,7 +1160,7 @@ export type CreateCronRequest = Message<"conveyor.v1.CreateCronRequest"> & {
  * Use `create(CreateCronRequestSchema)` to create a new message.
  */
 export const CreateCronRequestSchema: GenMessage<CreateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 31);
+  messageDesc(file_conveyor_v1_admin, 32);
 
 /**
  * GetCronRequest names one cron entry.
@@ -1134,7 +1181,7 @@ export type GetCronRequest = Message<"conveyor.v1.GetCronRequest"> & {
  * Use `create(GetCronRequestSchema)` to create a new message.
  */
 export const GetCronRequestSchema: GenMessage<GetCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 32);
+  messageDesc(file_conveyor_v1_admin, 33);
 
 /**
  * ListCronsRequest has no fields.
@@ -1149,7 +1196,7 @@ export type ListCronsRequest = Message<"conveyor.v1.ListCronsRequest"> & {
  * Use `create(ListCronsRequestSchema)` to create a new message.
  */
 export const ListCronsRequestSchema: GenMessage<ListCronsRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 33);
+  messageDesc(file_conveyor_v1_admin, 34);
 
 /**
  * ListCronsResponse lists every cron entry.
@@ -1170,7 +1217,7 @@ export type ListCronsResponse = Message<"conveyor.v1.ListCronsResponse"> & {
  * Use `create(ListCronsResponseSchema)` to create a new message.
  */
 export const ListCronsResponseSchema: GenMessage<ListCronsResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 34);
+  messageDesc(file_conveyor_v1_admin, 35);
 
 /**
  * UpdateCronRequest replaces a cron entry, or changes some of its fields.
@@ -1209,7 +1256,7 @@ export type UpdateCronRequest = Message<"conveyor.v1.UpdateCronRequest"> & {
  * Use `create(UpdateCronRequestSchema)` to create a new message.
  */
 export const UpdateCronRequestSchema: GenMessage<UpdateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 35);
+  messageDesc(file_conveyor_v1_admin, 36);
 
 /**
  * DeleteCronRequest names one cron entry.
@@ -1230,7 +1277,7 @@ export type DeleteCronRequest = Message<"conveyor.v1.DeleteCronRequest"> & {
  * Use `create(DeleteCronRequestSchema)` to create a new message.
  */
 export const DeleteCronRequestSchema: GenMessage<DeleteCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 36);
+  messageDesc(file_conveyor_v1_admin, 37);
 
 /**
  * DeleteCronResponse is empty.
@@ -1245,7 +1292,7 @@ export type DeleteCronResponse = Message<"conveyor.v1.DeleteCronResponse"> & {
  * Use `create(DeleteCronResponseSchema)` to create a new message.
  */
 export const DeleteCronResponseSchema: GenMessage<DeleteCronResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 37);
+  messageDesc(file_conveyor_v1_admin, 38);
 
 /**
  * PauseCronRequest names one cron entry.
@@ -1266,7 +1313,7 @@ export type PauseCronRequest = Message<"conveyor.v1.PauseCronRequest"> & {
  * Use `create(PauseCronRequestSchema)` to create a new message.
  */
 export const PauseCronRequestSchema: GenMessage<PauseCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 38);
+  messageDesc(file_conveyor_v1_admin, 39);
 
 /**
  * ResumeCronRequest names one cron entry.
@@ -1287,7 +1334,7 @@ export type ResumeCronRequest = Message<"conveyor.v1.ResumeCronRequest"> & {
  * Use `create(ResumeCronRequestSchema)` to create a new message.
  */
 export const ResumeCronRequestSchema: GenMessage<ResumeCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 39);
+  messageDesc(file_conveyor_v1_admin, 40);
 
 /**
  * GetClusterInfoRequest has no fields.
@@ -1302,7 +1349,7 @@ export type GetClusterInfoRequest = Message<"conveyor.v1.GetClusterInfoRequest">
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 40);
+  messageDesc(file_conveyor_v1_admin, 41);
 
 /**
  * NodeInfo describes one serving node.
@@ -1360,7 +1407,7 @@ export type NodeInfo = Message<"conveyor.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 41);
+  messageDesc(file_conveyor_v1_admin, 42);
 
 /**
  * GetClusterInfoResponse describes the cluster.
@@ -1402,7 +1449,7 @@ export type GetClusterInfoResponse = Message<"conveyor.v1.GetClusterInfoResponse
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 42);
+  messageDesc(file_conveyor_v1_admin, 43);
 
 /**
  * ListWorkersRequest has no fields.
@@ -1417,7 +1464,7 @@ export type ListWorkersRequest = Message<"conveyor.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 43);
+  messageDesc(file_conveyor_v1_admin, 44);
 
 /**
  * WorkerInfo describes one live worker session.
@@ -1509,7 +1556,7 @@ export type WorkerInfo = Message<"conveyor.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 44);
+  messageDesc(file_conveyor_v1_admin, 45);
 
 /**
  * ListWorkersResponse lists the live sessions (of every node, when several
@@ -1531,7 +1578,7 @@ export type ListWorkersResponse = Message<"conveyor.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 45);
+  messageDesc(file_conveyor_v1_admin, 46);
 
 /**
  * GetBrokerInfoRequest has no fields.
@@ -1546,7 +1593,7 @@ export type GetBrokerInfoRequest = Message<"conveyor.v1.GetBrokerInfoRequest"> &
  * Use `create(GetBrokerInfoRequestSchema)` to create a new message.
  */
 export const GetBrokerInfoRequestSchema: GenMessage<GetBrokerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 46);
+  messageDesc(file_conveyor_v1_admin, 47);
 
 /**
  * GetBrokerInfoResponse describes the storage engine.
@@ -1617,7 +1664,7 @@ export type GetBrokerInfoResponse = Message<"conveyor.v1.GetBrokerInfoResponse">
  * Use `create(GetBrokerInfoResponseSchema)` to create a new message.
  */
 export const GetBrokerInfoResponseSchema: GenMessage<GetBrokerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 47);
+  messageDesc(file_conveyor_v1_admin, 48);
 
 /**
  * TaskAction is an operator action on tasks.

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/worker.proto.
  */
 export const file_conveyor_v1_worker: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb252ZXlvci92MS93b3JrZXIucHJvdG8SC2NvbnZleW9yLnYxIpUCCg1Xb3JrZXJNZXNzYWdlEiMKBWhlbGxvGAEgASgLMhIuY29udmV5b3IudjEuSGVsbG9IABIlCgZjcmVkaXQYAiABKAsyEy5jb252ZXlvci52MS5DcmVkaXRIABIlCgZyZXN1bHQYAyABKAsyEy5jb252ZXlvci52MS5SZXN1bHRIABIrCgloZWFydGJlYXQYBCABKAsyFi5jb252ZXlvci52MS5IZWFydGJlYXRIABIwCgxiYXRjaF9yZXN1bHQYBSABKAsyGC5jb252ZXlvci52MS5CYXRjaFJlc3VsdEgAEikKCHByb2dyZXNzGAYgASgLMhUuY29udmV5b3IudjEuUHJvZ3Jlc3NIAEIHCgVmcmFtZSLsAQoNU2VydmVyTWVzc2FnZRInCgd3ZWxjb21lGAEgASgLMhQuY29udmV5b3IudjEuV2VsY29tZUgAEikKCGRpc3BhdGNoGAIgASgLMhUuY29udmV5b3IudjEuRGlzcGF0Y2hIABIlCgZjYW5jZWwYAyABKAsyEy5jb252ZXlvci52MS5DYW5jZWxIABIhCgRwaW5nGAQgASgLMhEuY29udmV5b3IudjEuUGluZ0gAEjQKDmJhdGNoX2Rpc3BhdGNoGAUgASgLMhouY29udmV5b3IudjEuQmF0Y2hEaXNwYXRjaEgAQgcKBWZyYW1lIqACCgVIZWxsbxIuCgZxdWV1ZXMYASADKAsyHi5jb252ZXlvci52MS5IZWxsby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgCIAEoBRIuCgZsYWJlbHMYAyADKAsyHi5jb252ZXlvci52MS5IZWxsby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgEIAEoCRIaChJtaW5fc2VydmVyX3ZlcnNpb24YBSABKAkSEwoLYmF0Y2hfdHlwZXMYBiADKAkaLQoLUXVldWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLAoJbGVhc2VfdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCg5zZXJ2ZXJfdmVyc2lvbhgEIAEoCRIXCg9taW5fc2RrX3ZlcnNpb24YBSABKAkivwIKDFRhc2tFbnZlbG9wZRIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMY29udGVudF90eXBlGAUgASgJEjkKCG1ldGFkYXRhGAYgAygLMicuY29udmV5b3IudjEuVGFza0VudmVsb3BlLk1ldGFkYXRhRW50cnkSKQoHb3B0aW9ucxgHIAEoCzIYLmNvbnZleW9yLnYxLlRhc2tPcHRpb25zEg8KB3JldHJpZWQYCCABKAUSEQoJbWF4X3JldHJ5GAkgASgFEhAKCHByaW9yaXR5GAogASgFEhIKCmF0dGVtcHRfaWQYCyABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInUKCERpc3BhdGNoEicKBHRhc2sYASABKAsyGS5jb252ZXlvci52MS5UYXNrRW52ZWxvcGUSLAoIZGVhZGxpbmUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmF0dGVtcHRfaWQYAyABKAkidgoNQmF0Y2hEaXNwYXRjaBIoCgV0YXNrcxgBIAMoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZ3JvdXAYAyABKAkiewoGUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSKQoHb3V0Y29tZRgCIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgDIAEoCRIOCgZyZXN1bHQYBCABKAwSEgoKYXR0ZW1wdF9pZBgFIAEoCSIzCgtCYXRjaFJlc3VsdBIkCgdyZXN1bHRzGAEgAygLMhMuY29udmV5b3IudjEuUmVzdWx0IkAKCUhlYXJ0YmVhdBIXCg9hY3RpdmVfdGFza19pZHMYASADKAkSGgoSYWN0aXZlX2F0dGVtcHRfaWRzGAIgAygJIhMKBkNyZWRpdBIJCgFuGAEgASgFIhkKBkNhbmNlbBIPCgd0YXNrX2lkGAEgASgJIgYKBFBpbmciPQoIUHJvZ3Jlc3MSDwoHdGFza19pZBgBIAEoCRIPCgdwZXJjZW50GAIgASgFEg8KB21lc3NhZ2UYAyABKAkqlQEKC1Rhc2tPdXRjb21lEhwKGFRBU0tfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRBU0tfT1VUQ09NRV9TVUNDRVNTEAESFgoSVEFTS19PVVRDT01FX1JFVFJZEAISGwoXVEFTS19PVVRDT01FX1NLSVBfUkVUUlkQAxIZChVUQVNLX09VVENPTUVfUkVMRUFTRUQQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb252ZXlvci92MS93b3JrZXIucHJvdG8SC2NvbnZleW9yLnYxIpUCCg1Xb3JrZXJNZXNzYWdlEiMKBWhlbGxvGAEgASgLMhIuY29udmV5b3IudjEuSGVsbG9IABIlCgZjcmVkaXQYAiABKAsyEy5jb252ZXlvci52MS5DcmVkaXRIABIlCgZyZXN1bHQYAyABKAsyEy5jb252ZXlvci52MS5SZXN1bHRIABIrCgloZWFydGJlYXQYBCABKAsyFi5jb252ZXlvci52MS5IZWFydGJlYXRIABIwCgxiYXRjaF9yZXN1bHQYBSABKAsyGC5jb252ZXlvci52MS5CYXRjaFJlc3VsdEgAEikKCHByb2dyZXNzGAYgASgLMhUuY29udmV5b3IudjEuUHJvZ3Jlc3NIAEIHCgVmcmFtZSLsAQoNU2VydmVyTWVzc2FnZRInCgd3ZWxjb21lGAEgASgLMhQuY29udmV5b3IudjEuV2VsY29tZUgAEikKCGRpc3BhdGNoGAIgASgLMhUuY29udmV5b3IudjEuRGlzcGF0Y2hIABIlCgZjYW5jZWwYAyABKAsyEy5jb252ZXlvci52MS5DYW5jZWxIABIhCgRwaW5nGAQgASgLMhEuY29udmV5b3IudjEuUGluZ0gAEjQKDmJhdGNoX2Rpc3BhdGNoGAUgASgLMhouY29udmV5b3IudjEuQmF0Y2hEaXNwYXRjaEgAQgcKBWZyYW1lIqACCgVIZWxsbxIuCgZxdWV1ZXMYASADKAsyHi5jb252ZXlvci52MS5IZWxsby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgCIAEoBRIuCgZsYWJlbHMYAyADKAsyHi5jb252ZXlvci52MS5IZWxsby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgEIAEoCRIaChJtaW5fc2VydmVyX3ZlcnNpb24YBSABKAkSEwoLYmF0Y2hfdHlwZXMYBiADKAkaLQoLUXVldWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLAoJbGVhc2VfdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCg5zZXJ2ZXJfdmVyc2lvbhgEIAEoCRIXCg9taW5fc2RrX3ZlcnNpb24YBSABKAkivwIKDFRhc2tFbnZlbG9wZRIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMY29udGVudF90eXBlGAUgASgJEjkKCG1ldGFkYXRhGAYgAygLMicuY29udmV5b3IudjEuVGFza0VudmVsb3BlLk1ldGFkYXRhRW50cnkSKQoHb3B0aW9ucxgHIAEoCzIYLmNvbnZleW9yLnYxLlRhc2tPcHRpb25zEg8KB3JldHJpZWQYCCABKAUSEQoJbWF4X3JldHJ5GAkgASgFEhAKCHByaW9yaXR5GAogASgFEhIKCmF0dGVtcHRfaWQYCyABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInUKCERpc3BhdGNoEicKBHRhc2sYASABKAsyGS5jb252ZXlvci52MS5UYXNrRW52ZWxvcGUSLAoIZGVhZGxpbmUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmF0dGVtcHRfaWQYAyABKAkidgoNQmF0Y2hEaXNwYXRjaBIoCgV0YXNrcxgBIAMoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZ3JvdXAYAyABKAkiewoGUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSKQoHb3V0Y29tZRgCIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgDIAEoCRIOCgZyZXN1bHQYBCABKAwSEgoKYXR0ZW1wdF9pZBgFIAEoCSIzCgtCYXRjaFJlc3VsdBIkCgdyZXN1bHRzGAEgAygLMhMuY29udmV5b3IudjEuUmVzdWx0IkAKCUhlYXJ0YmVhdBIXCg9hY3RpdmVfdGFza19pZHMYASADKAkSGgoSYWN0aXZlX2F0dGVtcHRfaWRzGAIgAygJIhMKBkNyZWRpdBIJCgFuGAEgASgFIhkKBkNhbmNlbBIPCgd0YXNrX2lkGAEgASgJIgYKBFBpbmciPQoIUHJvZ3Jlc3MSDwoHdGFza19pZBgBIAEoCRIPCgdwZXJjZW50GAIgASgFEg8KB21lc3NhZ2UYAyABKAkieAoLUHVzaFJlcXVlc3QSJwoEdGFzaxgBIAEoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYXR0ZW1wdF9pZBgDIAEoCSJcCgxQdXNoUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgCIAEoCRIOCgZyZXN1bHQYAyABKAwqlQEKC1Rhc2tPdXRjb21lEhwKGFRBU0tfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRBU0tfT1VUQ09NRV9TVUNDRVNTEAESFgoSVEFTS19PVVRDT01FX1JFVFJZEAISGwoXVEFTS19PVVRDT01FX1NLSVBfUkVUUlkQAxIZChVUQVNLX09VVENPTUVfUkVMRUFTRUQQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * WorkerMessage is one frame from worker to server.
@@ -608,6 +608,79 @@ export type Progress = Message<"conveyor.v1.Progress"> & {
  */
 export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
   messageDesc(file_conveyor_v1_worker, 13);
+
+/**
+ * PushRequest is the body of one invocation of a push endpoint, sent as
+ * proto3 JSON with the Standard Webhooks headers (docs/push.md).
+ *
+ * @generated from message conveyor.v1.PushRequest
+ */
+export type PushRequest = Message<"conveyor.v1.PushRequest"> & {
+  /**
+   * task is the task to execute.
+   *
+   * @generated from field: conveyor.v1.TaskEnvelope task = 1;
+   */
+  task?: TaskEnvelope | undefined;
+
+  /**
+   * deadline is when the server aborts the request: the earliest of the
+   * endpoint's timeout, the task's deadline and its timeout from now.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 2;
+   */
+  deadline?: Timestamp | undefined;
+
+  /**
+   * attempt_id names this delivery (also the webhook-id header).
+   *
+   * @generated from field: string attempt_id = 3;
+   */
+  attemptId: string;
+};
+
+/**
+ * Describes the message conveyor.v1.PushRequest.
+ * Use `create(PushRequestSchema)` to create a new message.
+ */
+export const PushRequestSchema: GenMessage<PushRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker, 14);
+
+/**
+ * PushResponse is a push endpoint's answer: the body of a 2xx response.
+ * Only one whose outcome is set proves what the handler did.
+ *
+ * @generated from message conveyor.v1.PushResponse
+ */
+export type PushResponse = Message<"conveyor.v1.PushResponse"> & {
+  /**
+   * outcome is the handler's verdict, as a Result's.
+   *
+   * @generated from field: conveyor.v1.TaskOutcome outcome = 1;
+   */
+  outcome: TaskOutcome;
+
+  /**
+   * error_msg explains a failure.
+   *
+   * @generated from field: string error_msg = 2;
+   */
+  errorMsg: string;
+
+  /**
+   * result is the handler's output on success.
+   *
+   * @generated from field: bytes result = 3;
+   */
+  result: Uint8Array;
+};
+
+/**
+ * Describes the message conveyor.v1.PushResponse.
+ * Use `create(PushResponseSchema)` to create a new message.
+ */
+export const PushResponseSchema: GenMessage<PushResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker, 15);
 
 /**
  * TaskOutcome is a worker's verdict on one dispatched task.

@@ -71,6 +71,7 @@ func (a *adminService) DeleteQueue(ctx context.Context, req *connect.Request[con
 		return nil, wire.ConnectError(a.server.log, err)
 	}
 	a.server.metrics.queueDeleted(name)
+	a.server.push.Refresh()
 	return connect.NewResponse(&conveyorv1.DeleteQueueResponse{}), nil
 }
 
@@ -106,6 +107,7 @@ func (a *adminService) UpdateQueueConfig(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, wire.ConnectError(a.server.log, err)
 	}
+	a.server.push.Refresh()
 	return connect.NewResponse(a.effectiveConfig(q.Name, q.Config)), nil
 }
 

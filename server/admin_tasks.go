@@ -112,6 +112,8 @@ func (a *adminService) tellWorkers(res []broker.ActResult) {
 	for _, r := range res {
 		if r.Running != nil {
 			a.server.hub.RunningCanceled(*r.Running)
+			a.server.push.RunningCanceled(*r.Running)
+			a.server.push.RunningCanceled(*r.Running)
 		}
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/server/internal/wire"
+	"github.com/conveyor-dev/conveyor/server/push"
 	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
-// ListWorkers lists the live worker sessions. On an engine several nodes
+// ListWorkers lists the live worker sessions, and the push endpoints this
+// node invokes (each as one worker). On an engine several nodes
 // share (a session registry), it lists every node's: this node's from
 // memory, so that their in-flight counts and tasks are exact, the others'
 // as their nodes last wrote them (in-flight counts and heartbeats every
@@ -28,8 +30,12 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 		here[s.ID] = struct{}{}
 		out.Workers = append(out.Workers, localWorker(s, node))
 	}
+	for _, e := range a.server.push.List() {
+		out.Workers = append(out.Workers, pushWorker(e, node))
+	}
 	reg, ok := a.broker.(broker.SessionRegistry)
 	if !ok {
+		sortWorkers(out.Workers)
 		return connect.NewResponse(out), nil
 	}
 	recorded, err := reg.Sessions(ctx)
@@ -42,8 +48,32 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 		}
 		out.Workers = append(out.Workers, recordedWorker(r))
 	}
-	sort.Slice(out.Workers, func(i, j int) bool { return out.Workers[i].GetSessionId() < out.Workers[j].GetSessionId() })
+	sortWorkers(out.Workers)
 	return connect.NewResponse(out), nil
+}
+
+func sortWorkers(ws []*conveyorv1.WorkerInfo) {
+	sort.Slice(ws, func(i, j int) bool { return ws[i].GetSessionId() < ws[j].GetSessionId() })
+}
+
+// pushWorker describes a queue's push endpoint as a worker: its
+// labels["push"] is its URL, and labels["push_gone"] is set while it is
+// sent nothing because it answered 410 Gone.
+func pushWorker(e push.Info, node string) *conveyorv1.WorkerInfo {
+	labels := map[string]string{"push": e.URL}
+	if e.Gone {
+		labels["push_gone"] = "410"
+	}
+	return &conveyorv1.WorkerInfo{
+		SessionId:   e.SessionID,
+		NodeId:      node,
+		Queues:      map[string]int32{e.Queue: 1},
+		Concurrency: int32(e.Concurrency),
+		InFlight:    int32(e.InFlight),
+		TaskIds:     e.TaskIDs,
+		Labels:      labels,
+		ConnectedAt: timestamppb.New(e.Started),
+	}
 }
 
 // localWorker describes a session of this node.

@@ -35,6 +35,8 @@ type metrics struct {
 	commitSeconds                          prometheus.Histogram
 	cronFires                              *prometheus.CounterVec
 	rejected                               *prometheus.CounterVec
+	pushRequests                           *prometheus.CounterVec
+	pushSeconds                            *prometheus.HistogramVec
 
 	// cronMu orders a fire's count against its entry's delete, and
 	// cronExists says whether an entry is still stored (set by the
@@ -96,8 +98,14 @@ func newMetrics() *metrics {
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_enqueue_rejected_total",
 		Help: "New tasks refused, by queue and reason: full (the queue was at its max_waiting when the producer's wait for room ended, or when a cron fire found it so)."},
 		[]string{"queue", "reason"})
+	m.pushRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_push_requests_total",
+		Help: "Invocations of push endpoints, by queue and the class of their answer: success, retry, skip_retry, released (a PushResponse's outcome); http_status, bad_response, timeout, connection, aborted (no proof: counted as a failed attempt)."},
+		[]string{"queue", "class"})
+	m.pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conveyor_push_request_seconds",
+		Help:    "From sending a push endpoint its request to its answer (or the request's end), per invocation.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"queue"})
 	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
-		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected)
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected, m.pushRequests, m.pushSeconds)
 	// The Go runtime's and the process's own metrics, named conveyor_go_*
 	// and conveyor_process_* so that everything here is conveyor_*.
 	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
@@ -287,6 +295,16 @@ func (m *metrics) queueDeleted(queue string) {
 	m.wait.DeletePartialMatch(match)
 	m.run.DeletePartialMatch(match)
 	m.rejected.DeletePartialMatch(match)
+	m.pushRequests.DeletePartialMatch(match)
+	m.pushSeconds.DeletePartialMatch(match)
+}
+
+// pushAnswered counts one invocation of queue's push endpoint by the
+// class of its answer (push.Class*), and how long it took.
+func (m *metrics) pushAnswered(queue, class string, took time.Duration) {
+	q := m.queueLabel(queue)
+	m.pushRequests.WithLabelValues(q, class).Inc()
+	m.pushSeconds.WithLabelValues(q).Observe(took.Seconds())
 }
 
 // cronDeleted forgets the fire counts of an entry a DeleteCron asked to

@@ -5,16 +5,19 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/push"
 	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
 // notifier forwards the broker's signals: those about worker sessions to
-// the session hub (each to the one method of sessions.Hub that takes it),
+// the session hub (each to the one method of sessions.Hub that takes it)
+// and to the push endpoints (push.Pool, the same methods),
 // an earlier timer to the timer loops, room in a full queue to the
 // enqueues waiting for it. It is created before the broker opens and
 // wired right after.
 type notifier struct {
 	hub   atomic.Pointer[sessions.Hub]
+	push  atomic.Pointer[push.Pool]
 	loops atomic.Pointer[[]*scheduler.Loop]
 	cron  atomic.Pointer[scheduler.Loop]
 	// rooms are the enqueues waiting for room in a full queue.
@@ -23,16 +26,20 @@ type notifier struct {
 
 // set names the services the signals wake: the hub, the loops that follow
 // the broker's timers, and the cron loop.
-func (n *notifier) set(h *sessions.Hub, loops []*scheduler.Loop, cron *scheduler.Loop) {
+func (n *notifier) set(h *sessions.Hub, p *push.Pool, loops []*scheduler.Loop, cron *scheduler.Loop) {
 	n.hub.Store(h)
+	n.push.Store(p)
 	n.loops.Store(&loops)
 	n.cron.Store(cron)
 }
 
-// TasksReady wakes the sessions serving queue.
+// TasksReady wakes the sessions serving queue, and its push endpoint.
 func (n *notifier) TasksReady(queue string) {
 	if h := n.hub.Load(); h != nil {
 		h.TasksReady(queue)
+	}
+	if p := n.push.Load(); p != nil {
+		p.TasksReady(queue)
 	}
 }
 
@@ -42,6 +49,9 @@ func (n *notifier) LeaseLapsed(l broker.LapsedLease) {
 	if h := n.hub.Load(); h != nil {
 		h.LeaseLapsed(l)
 	}
+	if p := n.push.Load(); p != nil {
+		p.LeaseLapsed(l)
+	}
 }
 
 // RunningCanceled tells the session holding l, if it is on this node,
@@ -49,6 +59,9 @@ func (n *notifier) LeaseLapsed(l broker.LapsedLease) {
 func (n *notifier) RunningCanceled(l broker.LapsedLease) {
 	if h := n.hub.Load(); h != nil {
 		h.RunningCanceled(l)
+	}
+	if p := n.push.Load(); p != nil {
+		p.RunningCanceled(l)
 	}
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/conveyor-dev/conveyor/internal/browserguard"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/scheduler"
+	"github.com/conveyor-dev/conveyor/server/push"
 	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
@@ -55,6 +56,7 @@ type Server struct {
 	broker broker.Broker
 	rooms  *roomWaits
 	hub    *sessions.Hub
+	push   *push.Pool
 	// pushKeys sign the requests to push endpoints (Config.PushSecrets).
 	pushKeys [][]byte
 	metrics  *metrics
@@ -136,11 +138,12 @@ func (s *Server) Start(ctx context.Context) error {
 	reaper := lease.NewReaper(b, retrier, s.now, s.log)
 	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.metrics.cronFired, s.log), s.now, s.log)
 	s.loops = []service{promoter, purger, reaper, cron}
-	signals.set(s.hub, []*scheduler.Loop{promoter, purger, reaper}, cron)
+	s.push = s.newPushPool(b, retrier)
+	signals.set(s.hub, s.push, []*scheduler.Loop{promoter, purger, reaper}, cron)
 	if c, ok := b.(broker.Clustered); ok {
 		s.loops = append(s.loops, newLeaderGate(c, promoter, purger, cron))
 	}
-	for _, svc := range append([]service{s.hub}, s.loops...) {
+	for _, svc := range append([]service{s.hub, s.push}, s.loops...) {
 		if err := svc.Start(ctx); err != nil {
 			_ = s.closeBackground(context.Background())
 			_ = s.listener.Close()
@@ -256,6 +259,9 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("end worker sessions: %w", err))
 		}
 	}
+	if s.push != nil {
+		_ = s.push.Stop(ctx)
+	}
 	if s.endStreams != nil {
 		s.endStreams()
 	}
@@ -303,6 +309,9 @@ func (s *Server) closeBackground(ctx context.Context) error {
 		if err := s.hub.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.push != nil {
+		_ = s.push.Stop(ctx)
 	}
 	if s.broker != nil {
 		if err := s.broker.Close(); err != nil {

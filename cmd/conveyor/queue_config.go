@@ -34,6 +34,9 @@ type queueConfigCmd struct {
 	GroupMaxDelay    *time.Duration `name:"group-max-delay" placeholder:"DURATION" help:"A group fires this long after its first task (0: the server's default)."`
 	GroupGracePeriod *time.Duration `name:"group-grace-period" placeholder:"DURATION" help:"A group fires this long after its latest task (0: the server's default)."`
 	MaxWaiting       *int64         `name:"max-waiting" placeholder:"N" help:"Tasks the queue may hold waiting to run (scheduled, pending, retry, aggregating, blocked); a producer past it waits for room, up to 5s, then is refused (0: no bound)."`
+	PushURL          *string        `name:"push-url" placeholder:"URL" help:"HTTP endpoint the server POSTs the queue's tasks to, signed (docs/push.md); \"\" removes it. Without --push-secret on the server, loopback URLs only."`
+	PushConcurrency  *int32         `name:"push-concurrency" placeholder:"N" help:"Invocations of the push endpoint in flight at once (0: the default, 10)."`
+	PushTimeout      *time.Duration `name:"push-timeout" placeholder:"DURATION" help:"Longest one invocation of the push endpoint may take (0: the default, 30s); the task's timeout and deadline shorten it."`
 }
 
 // Run shows or updates the configuration and prints the result.
@@ -59,7 +62,8 @@ func (c *queueConfigCmd) Run(k *kong.Context) error {
 // update is the change the flags ask for: the settings they give, and
 // the mask that names them (none: a plain show).
 func (c *queueConfigCmd) update() (*conveyorv1.QueueConfig, *fieldmaskpb.FieldMask) {
-	cfg := &conveyorv1.QueueConfig{Queue: c.Queue, RateLimit: &conveyorv1.RateLimit{}, GroupPolicy: &conveyorv1.GroupPolicy{}}
+	cfg := &conveyorv1.QueueConfig{Queue: c.Queue, RateLimit: &conveyorv1.RateLimit{}, GroupPolicy: &conveyorv1.GroupPolicy{},
+		Push: &conveyorv1.PushEndpoint{}}
 	mask := &fieldmaskpb.FieldMask{}
 	set := func(path string, dst *int32, v *int32) {
 		if v != nil {
@@ -84,6 +88,12 @@ func (c *queueConfigCmd) update() (*conveyorv1.QueueConfig, *fieldmaskpb.FieldMa
 		cfg.MaxWaiting = *c.MaxWaiting
 		mask.Paths = append(mask.Paths, "max_waiting")
 	}
+	if c.PushURL != nil {
+		cfg.Push.Url = *c.PushURL
+		mask.Paths = append(mask.Paths, "push.url")
+	}
+	set("push.concurrency", &cfg.Push.Concurrency, c.PushConcurrency)
+	setDuration("push.timeout", &cfg.Push.Timeout, c.PushTimeout)
 	return cfg, mask
 }
 
@@ -108,6 +118,11 @@ func (c *queueConfigCmd) printConfig(w io.Writer, cfg *conveyorv1.QueueConfig) e
 	l.add("group_max_size", fmt.Sprint(g.GetMaxSize()))
 	l.add("group_max_delay", showDuration(g.GetMaxDelay()))
 	l.add("group_grace_period", showDuration(g.GetGracePeriod()))
+	if p := cfg.GetPush(); p.GetUrl() != "" {
+		l.add("push", fmt.Sprintf("%s, concurrency %d, timeout %s", p.GetUrl(), p.GetConcurrency(), showDuration(p.GetTimeout())))
+	} else {
+		l.add("push", "none")
+	}
 	return l.write(w)
 }
 

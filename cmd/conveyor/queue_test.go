@@ -104,6 +104,21 @@ func TestQueueConfig(t *testing.T) {
 	}
 	golden(t, "queue_config_json", mustRun(t, "queue", "config", addr, "--json", "alpha"))
 
+	// The push endpoint's flags; "" removes it. A server with no push
+	// secret refuses a URL that is not loopback, naming the setting.
+	kv = parseListing(t, mustRun(t, "queue", "config", addr, "gamma", "--push-url", "http://127.0.0.1:9/hook",
+		"--push-concurrency", "3", "--push-timeout", "45s"))
+	if kv["push"] != "http://127.0.0.1:9/hook, concurrency 3, timeout 45s" {
+		t.Errorf("push after setting it: %q", kv["push"])
+	}
+	if kv = parseListing(t, mustRun(t, "queue", "config", addr, "gamma", "--push-url", "")); kv["push"] != "none" {
+		t.Errorf("push after removing it: %q", kv["push"])
+	}
+	if _, err := runCLI(t, "", "queue", "config", addr, "gamma", "--push-url", "https://example.com/hook"); err == nil ||
+		!strings.Contains(err.Error(), "config.push.url") || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("a public push URL on a server with no secret: %v", err)
+	}
+
 	// A change stores only what it names: the group policy of a queue
 	// whose limits were set keeps following the server's defaults.
 	mustRun(t, "queue", "config", addr, "beta", "--max-active", "4")

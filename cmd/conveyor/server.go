@@ -49,6 +49,8 @@ type serverCmd struct {
 	MaxSessionBytes       int64         `default:"${max_session_bytes}" env:"CONVEYOR_MAX_SESSION_BYTES" help:"Task bytes (payloads and metadata) one worker session may hold unanswered."`
 	ReclaimWindow         time.Duration `default:"${reclaim_window}" env:"CONVEYOR_RECLAIM_WINDOW" help:"How long a lapsed task keeps its worker's slot while the worker still owes its result."`
 
+	PushSecret []string `name:"push-secret" sep:"," env:"CONVEYOR_PUSH_SECRET" placeholder:"whsec_..." help:"Secret that signs the requests to push endpoints, written whsec_ and the base64 of 24 to 64 random bytes; repeat to rotate (every secret signs). Without one, push URLs must be loopback."`
+
 	GroupMaxSize     int32         `default:"${group_max_size}" env:"CONVEYOR_GROUP_MAX_SIZE" help:"An aggregation group fires once it holds this many tasks (queues may set their own)."`
 	GroupMaxDelay    time.Duration `default:"${group_max_delay}" env:"CONVEYOR_GROUP_MAX_DELAY" help:"An aggregation group fires this long after its first task."`
 	GroupGracePeriod time.Duration `default:"${group_grace_period}" env:"CONVEYOR_GROUP_GRACE_PERIOD" help:"An aggregation group fires this long after its latest task."`
@@ -136,6 +138,7 @@ func (c *serverCmd) Run() error {
 		ReclaimWindow: c.ReclaimWindow,
 		GroupPolicy:   broker.GroupPolicy{MaxSize: c.GroupMaxSize, MaxDelay: c.GroupMaxDelay, GracePeriod: c.GroupGracePeriod},
 		OpenBroker:    openBroker,
+		PushSecrets:   c.PushSecret,
 	})
 	if err != nil {
 		return err

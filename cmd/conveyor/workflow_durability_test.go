@@ -87,7 +87,9 @@ func TestWorkflowStateSurvivesSIGKILL(t *testing.T) {
 
 	config := &conveyorv1.QueueConfig{Queue: "wf", ConcurrencyLimit: 2, MaxActive: 5,
 		RateLimit:   &conveyorv1.RateLimit{PerSecond: 10, Burst: 20},
-		GroupPolicy: &conveyorv1.GroupPolicy{MaxSize: 50, MaxDelay: durationpb.New(time.Hour), GracePeriod: durationpb.New(time.Hour)}}
+		GroupPolicy: &conveyorv1.GroupPolicy{MaxSize: 50, MaxDelay: durationpb.New(time.Hour), GracePeriod: durationpb.New(time.Hour)},
+		// No URL (nothing to push to here), but its other settings stored.
+		Push: &conveyorv1.PushEndpoint{Concurrency: 7, Timeout: durationpb.New(45 * time.Second)}}
 	if _, err := c.admin.UpdateQueueConfig(ctx, connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{Config: config})); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func CheckURL(field, raw string, loopbackOnly bool) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%s %q is not a URL: %v", field, raw, err)
+		return fmt.Errorf("%s %q is not a URL: %w", field, raw, err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

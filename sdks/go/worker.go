@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +110,10 @@ type Worker struct {
 // tried at once, one after another, and the reconnect backoff
 // (WithReconnectBackoff) is waited between rounds, and after a session
 // that was established.
+//
+// An empty addr makes a Worker for push endpoints only: it serves the
+// server's HTTP requests through PushHandler and never opens a session
+// (Run returns an error). Of the options, only WithLogger then matters.
 func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	cfg := workerConfig{
 		concurrency:      DefaultWorkerConcurrency,
@@ -136,7 +141,7 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	conn, endpoints, err := newConnConfig(addr, cfg.connOpts)
+	conn, endpoints, err := workerConn(addr, cfg.connOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +163,31 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		doneCh:        make(chan struct{}),
 	}, nil
 }
+
+// workerConn is the connection configuration of a Worker for addr. An
+// empty addr names no server: the Worker serves push endpoints only (see
+// PushHandler), and only the logger of the options is used.
+func workerConn(addr string, opts []Option) (*connConfig, []endpoint, error) {
+	if strings.TrimSpace(addr) != "" {
+		return newConnConfig(addr, opts)
+	}
+	c := &connConfig{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, nil, errors.Join(c.errs...)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil, nil
+}
+
+// errNoServer is Run's error on a Worker made with no server address.
+var errNoServer = errors.New("conveyor: the worker has no server address: a Worker made by NewWorker(\"\") serves push endpoints only (see PushHandler)")
 
 // sessionServer is one server a Worker may hold its session with.
 type sessionServer struct {
@@ -302,6 +332,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.started = true
 	w.runMu.Unlock()
 	defer close(w.doneCh)
+	if len(w.servers) == 0 {
+		return errNoServer
+	}
 
 	w.mu.RLock()
 	n := len(w.handlers) + len(w.batchHandlers)

@@ -92,7 +92,12 @@ func TestPushOutcomes(t *testing.T) {
 			t.Errorf("%s: response %v, want %v %q with result %q", tc.taskType, r, tc.outcome, tc.msg, tc.result)
 		}
 	}
-	b := <-batches
+	var b *conveyor.DeliveryBatch
+	select {
+	case b = <-batches: // sent before its response
+	default:
+		t.Fatal("the batch handler did not run")
+	}
 	if len(b.Tasks) != 1 || b.Group != "" || string(b.Tasks[0].Payload) != "payload" {
 		t.Fatalf("batch handler got %d tasks, group %q; want a batch of one with no group", len(b.Tasks), b.Group)
 	}

@@ -137,10 +137,10 @@ func (v *pushVerifier) checkSignature(wh *webhookHeaders, body []byte, now time.
 		return refuse(http.StatusUnauthorized,
 			"bad signature: no v1 entry of webhook-signature matches the request under any of this endpoint's push secrets")
 	}
-	switch v.replay.admit(wh.id, wh.at.Add(v.tolerance), now) {
-	case errReplayed:
+	switch err := v.replay.admit(wh.id, wh.at.Add(v.tolerance), now); {
+	case errors.Is(err, errReplayed):
 		return refuse(http.StatusConflict, "replayed request: webhook-id %q was already accepted", truncateName(wh.id))
-	case errForgotten:
+	case errors.Is(err, errForgotten):
 		return refuse(http.StatusUnauthorized,
 			"stale request: webhook-timestamp is older than the requests this endpoint can still check for replays")
 	}

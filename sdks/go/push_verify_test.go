@@ -44,8 +44,12 @@ func TestPushRefusesForgedRequests(t *testing.T) {
 			s[5] ^= 1
 			h.Set("webhook-signature", string(s))
 		},
-		"other key":       func(c *pushCall, h http.Header) { h.Set("webhook-signature", signPush(c.id, c.at.Unix(), c.body, newPushKey(t))) },
-		"other version":   func(_ *pushCall, h http.Header) { h.Set("webhook-signature", strings.Replace(h.Get("webhook-signature"), "v1,", "v2,", 1)) },
+		"other key": func(c *pushCall, h http.Header) {
+			h.Set("webhook-signature", signPush(c.id, c.at.Unix(), c.body, newPushKey(t)))
+		},
+		"other version": func(_ *pushCall, h http.Header) {
+			h.Set("webhook-signature", strings.Replace(h.Get("webhook-signature"), "v1,", "v2,", 1))
+		},
 		"tampered id":     func(_ *pushCall, h http.Header) { h.Set("webhook-id", "attempt-other") },
 		"not base64":      func(_ *pushCall, h http.Header) { h.Set("webhook-signature", "v1,!!!") },
 		"moved timestamp": func(c *pushCall, h http.Header) { h.Set("webhook-timestamp", strconv.FormatInt(c.at.Unix()-1, 10)) },

@@ -106,10 +106,10 @@
 // endpoint suits serverless platforms that scale on HTTP requests.
 // Worker.PushHandler is one: an http.Handler that runs the same handlers,
 // with the same middleware and the same outcomes, as Run does over a
-// session, so moving a queue to push changes no handler. A Worker made with
-// no server address, NewWorker(""), serves push only; one with an address
-// may serve both, each task coming by one way or the other. Neither mode
-// ever falls back on the other.
+// session, so moving a queue to push changes no handler. A Worker made by
+// NewPushWorker has no server address and serves push only; one made by
+// NewWorker may serve both, each task coming by one way or the other.
+// Neither mode ever falls back on the other.
 //
 // Each request is signed as Standard Webhooks sign theirs (webhook-id,
 // webhook-timestamp, webhook-signature: an HMAC-SHA256 under a secret

@@ -14,7 +14,7 @@ import (
 // with the secret it shares with it (CONVEYOR_PUSH_SECRET, whsec_...).
 // The handlers are those a session worker would register.
 func ExampleWorker_PushHandler() {
-	w, err := conveyor.NewWorker("") // no server address: push only
+	w, err := conveyor.NewPushWorker() // no server address: push only
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -57,7 +57,7 @@ import (
 // Push has no channel for progress: Delivery.Progress does nothing in a
 // pushed task. The handler runs requests as they come; the server bounds
 // them by the endpoint's concurrency. It never opens a session: a Worker
-// made with no server address (NewWorker("")) serves push only. Stop it
+// made by NewPushWorker has no server address and serves push only. Stop it
 // with http.Server.Shutdown, which lets running handlers finish; the
 // Worker's Shutdown and Close do not affect it.
 func (w *Worker) PushHandler(opts ...PushOption) (http.Handler, error) {

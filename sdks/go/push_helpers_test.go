@@ -147,7 +147,7 @@ func newPushEndpoint(t *testing.T, w *conveyor.Worker, opts ...conveyor.PushOpti
 // pushWorker is a push-only Worker with the handlers register installs.
 func pushWorker(t *testing.T, register func(w *conveyor.Worker)) *conveyor.Worker {
 	t.Helper()
-	w, err := conveyor.NewWorker("")
+	w, err := conveyor.NewPushWorker()
 	if err != nil {
 		t.Fatal(err)
 	}

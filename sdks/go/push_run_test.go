@@ -214,8 +214,8 @@ func TestPushContext(t *testing.T) {
 	}
 }
 
-// TestPushOnlyWorkerRun pins that a Worker made with no server address
-// refuses Run, saying it serves push only.
+// TestPushOnlyWorkerRun pins that a Worker made by NewPushWorker refuses
+// Run, saying it serves push only.
 func TestPushOnlyWorkerRun(t *testing.T) {
 	t.Parallel()
 	w := echoWorker(t, nil)

@@ -180,7 +180,7 @@ func TestPushHandlerConfiguration(t *testing.T) {
 		!strings.Contains(err.Error(), "tolerance must be > 0") {
 		t.Fatalf("PushHandler with tolerance 0 = %v", err)
 	}
-	empty, err := conveyor.NewWorker("")
+	empty, err := conveyor.NewPushWorker()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -110,11 +109,22 @@ type Worker struct {
 // tried at once, one after another, and the reconnect backoff
 // (WithReconnectBackoff) is waited between rounds, and after a session
 // that was established.
-//
-// An empty addr makes a Worker for push endpoints only: it serves the
-// server's HTTP requests through PushHandler and never opens a session
-// (Run returns an error). Of the options, only WithLogger then matters.
 func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
+	return newWorker(&addr, opts)
+}
+
+// NewPushWorker returns a Worker that serves push endpoints only: it runs
+// its handlers for the HTTP requests of a server that pushes to it (see
+// PushHandler) and has no server address, so it never opens a session (Run
+// returns an error). Of the options, only WithLogger matters to it. A
+// Worker made by NewWorker can serve push too, beside its session.
+func NewPushWorker(opts ...WorkerOption) (*Worker, error) {
+	return newWorker(nil, opts)
+}
+
+// newWorker makes a Worker for the server at *addr, or with no server
+// (push only) for a nil addr.
+func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	cfg := workerConfig{
 		concurrency:      DefaultWorkerConcurrency,
 		drainGrace:       DefaultDrainGrace,
@@ -164,12 +174,12 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	}, nil
 }
 
-// workerConn is the connection configuration of a Worker for addr. An
-// empty addr names no server: the Worker serves push endpoints only (see
+// workerConn is the connection configuration of a Worker for *addr. A nil
+// addr names no server: the Worker serves push endpoints only (see
 // PushHandler), and only the logger of the options is used.
-func workerConn(addr string, opts []Option) (*connConfig, []endpoint, error) {
-	if strings.TrimSpace(addr) != "" {
-		return newConnConfig(addr, opts)
+func workerConn(addr *string, opts []Option) (*connConfig, []endpoint, error) {
+	if addr != nil {
+		return newConnConfig(*addr, opts)
 	}
 	c := &connConfig{}
 	for _, o := range opts {
@@ -187,7 +197,7 @@ func workerConn(addr string, opts []Option) (*connConfig, []endpoint, error) {
 }
 
 // errNoServer is Run's error on a Worker made with no server address.
-var errNoServer = errors.New("conveyor: the worker has no server address: a Worker made by NewWorker(\"\") serves push endpoints only (see PushHandler)")
+var errNoServer = errors.New("conveyor: the worker has no server address: a Worker made by NewPushWorker serves push endpoints only (see PushHandler)")
 
 // sessionServer is one server a Worker may hold its session with.
 type sessionServer struct {

@@ -108,7 +108,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 // handler is the push handler the environment configures.
 func handler(getenv func(string) string, log *slog.Logger) (http.Handler, error) {
-	w, err := conveyor.NewWorker("", conveyor.WithLogger(log))
+	w, err := conveyor.NewPushWorker(conveyor.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}

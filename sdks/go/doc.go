@@ -98,6 +98,38 @@
 // sent while they fit; each member after that fails its attempt (RETRY)
 // and comes back alone.
 //
+// # Push endpoints
+//
+// A queue's configuration may name a push endpoint (QueueConfig.push): the
+// server then POSTs each of its tasks to that URL, beside or instead of
+// any session, and the endpoint's answer is the attempt's result. Such an
+// endpoint suits serverless platforms that scale on HTTP requests.
+// Worker.PushHandler is one: an http.Handler that runs the same handlers,
+// with the same middleware and the same outcomes, as Run does over a
+// session, so moving a queue to push changes no handler. A Worker made by
+// NewPushWorker has no server address and serves push only; one made by
+// NewWorker may serve both, each task coming by one way or the other.
+// Neither mode ever falls back on the other.
+//
+// Each request is signed as Standard Webhooks sign theirs (webhook-id,
+// webhook-timestamp, webhook-signature: an HMAC-SHA256 under a secret
+// shared with the server, written whsec_<base64>). The handler verifies
+// the signature under its secrets (WithPushSecrets, or else
+// CONVEYOR_PUSH_SECRET, comma-separated; several at once for a rotation),
+// refuses a timestamp more than 5 minutes off (WithPushTolerance) and a
+// request id it accepted before (a replay), all before it parses the body.
+// A server with no secret sends unsigned requests to loopback endpoints
+// only; an endpoint takes them in WithPushDevelopmentMode, and without a
+// secret or that mode PushHandler refuses to build. Refusals are plain
+// text with 405, 413, 401, 409 or 400 (see PushHandler); a task whose
+// handler ran is answered 200 with its PushResponse.
+//
+// A pushed handler's context ends at the PushRequest's deadline (a time on
+// the server's clock) or when the server aborts the request. Push carries
+// no progress: Delivery.Progress does nothing there. The conformance push
+// worker, go run ./sdks/go/conformance/pushworker, serves the conformance
+// task types this way (see its package doc).
+//
 // # Tracing
 //
 // The conveyorotel subpackage traces each task with OpenTelemetry, from

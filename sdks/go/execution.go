@@ -216,9 +216,15 @@ func (ex *execution) resultsFor(ctx context.Context, err error) []*conveyorv1.Re
 	}
 	rs := make([]*conveyorv1.Result, len(b.Tasks))
 	for i, m := range b.Tasks {
-		rs[i] = ex.spareBystander(ctx, m, resultFor(ctx, m, b.memberErr(m, err)))
+		rs[i] = ex.spareBystander(ctx, m, memberResult(ctx, b, m, err))
 	}
 	return rs
+}
+
+// memberResult maps the return of a batch handler to the Result of its
+// member d: err, unless DeliveryBatch.Fail gave d an outcome of its own.
+func memberResult(ctx context.Context, b *DeliveryBatch, d *Delivery, err error) *conveyorv1.Result {
+	return resultFor(ctx, d, b.memberErr(d, err))
 }
 
 // acquire waits for ex's turn (executions take concurrency slots in the
@@ -484,18 +490,28 @@ func progressFrame(ex *execution) *conveyorv1.WorkerMessage {
 
 // invoke runs the handler for ex with ctx and maps its return (or panic)
 // to its results.
-func (w *Worker) invoke(ctx context.Context, ex *execution) (rs []*conveyorv1.Result) {
-	d := ex.d
+func (w *Worker) invoke(ctx context.Context, ex *execution) []*conveyorv1.Result {
+	return ex.resultsFor(ctx, w.runHandler(ctx, ex.d, ex.batch))
+}
+
+// runHandler runs the handler of d's type with ctx: the batch handler for
+// b when b is not nil (d is then its first member), else d's handler
+// wrapped in the middleware (the one that answers ErrNoHandler if the type
+// has none). It returns the handler's error, or for a panic, an error
+// saying so, having logged the panic with its stack. A session and a push
+// endpoint (push_handler.go) both run handlers through it, so a task's
+// outcome does not depend on how it came.
+func (w *Worker) runHandler(ctx context.Context, d *Delivery, b *DeliveryBatch) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error("task handler panicked", "task", d.ID, "type", d.Type, "panic", p, "stack", string(debug.Stack()))
-			rs = ex.resultsFor(ctx, fmt.Errorf("panic: %v", p))
+			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	if b := ex.batch; b != nil {
-		return ex.resultsFor(ctx, w.batchHandlerFor(d.Type).ProcessBatch(ctx, b))
+	if b != nil {
+		return w.batchHandlerFor(d.Type).ProcessBatch(ctx, b)
 	}
-	return ex.resultsFor(ctx, w.handlerFor(d.Type).ProcessTask(ctx, d))
+	return w.handlerFor(d.Type).ProcessTask(ctx, d)
 }
 
 // spareBystander turns the RETRY of a batch member that failed only

@@ -139,7 +139,9 @@ type Delivery struct {
 	// receipt, so that a worker clock ahead of or behind the server's
 	// moves neither bound. It is zero when the task has neither. The lease
 	// is not part of it: the worker's heartbeats keep the lease alive for
-	// as long as the handler runs.
+	// as long as the handler runs. A task pushed to an endpoint (see
+	// PushHandler) has the PushRequest's deadline instead, when the server
+	// aborts the request (it includes both options).
 	Deadline time.Time
 	// Options are the task's options as the producer gave them.
 	Options TaskOptions
@@ -186,7 +188,9 @@ func (d *Delivery) Result() []byte {
 // winning, and one last update before the result if a newer value is still
 // pending. A message longer than MaxProgressMessageBytes (1 KiB) is cut at
 // a UTF-8 boundary and ends with " … [truncated]". It does nothing on a
-// Delivery built outside a Worker, nor on a member of a DeliveryBatch.
+// Delivery built outside a Worker, on a member of a DeliveryBatch, nor on
+// a task pushed to an endpoint (see PushHandler): push has no channel for
+// progress.
 func (d *Delivery) Progress(percent int, message string) {
 	if d.ex == nil {
 		return

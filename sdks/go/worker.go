@@ -110,6 +110,21 @@ type Worker struct {
 // (WithReconnectBackoff) is waited between rounds, and after a session
 // that was established.
 func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
+	return newWorker(&addr, opts)
+}
+
+// NewPushWorker returns a Worker that serves push endpoints only: it runs
+// its handlers for the HTTP requests of a server that pushes to it (see
+// PushHandler) and has no server address, so it never opens a session (Run
+// returns an error). Of the options, only WithLogger matters to it. A
+// Worker made by NewWorker can serve push too, beside its session.
+func NewPushWorker(opts ...WorkerOption) (*Worker, error) {
+	return newWorker(nil, opts)
+}
+
+// newWorker makes a Worker for the server at *addr, or with no server
+// (push only) for a nil addr.
+func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	cfg := workerConfig{
 		concurrency:      DefaultWorkerConcurrency,
 		drainGrace:       DefaultDrainGrace,
@@ -136,7 +151,7 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	conn, endpoints, err := newConnConfig(addr, cfg.connOpts)
+	conn, endpoints, err := workerConn(addr, cfg.connOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +173,31 @@ func NewWorker(addr string, opts ...WorkerOption) (*Worker, error) {
 		doneCh:        make(chan struct{}),
 	}, nil
 }
+
+// workerConn is the connection configuration of a Worker for *addr. A nil
+// addr names no server: the Worker serves push endpoints only (see
+// PushHandler), and only the logger of the options is used.
+func workerConn(addr *string, opts []Option) (*connConfig, []endpoint, error) {
+	if addr != nil {
+		return newConnConfig(*addr, opts)
+	}
+	c := &connConfig{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, nil, errors.Join(c.errs...)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil, nil
+}
+
+// errNoServer is Run's error on a Worker made with no server address.
+var errNoServer = errors.New("conveyor: the worker has no server address: a Worker made by NewPushWorker serves push endpoints only (see PushHandler)")
 
 // sessionServer is one server a Worker may hold its session with.
 type sessionServer struct {
@@ -302,6 +342,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.started = true
 	w.runMu.Unlock()
 	defer close(w.doneCh)
+	if len(w.servers) == 0 {
+		return errNoServer
+	}
 
 	w.mu.RLock()
 	n := len(w.handlers) + len(w.batchHandlers)

@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/sdks/go/conformance/handlers"
 )
 
 // Exit statuses the contract pins.
@@ -57,7 +58,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "conformance worker: bad configuration: %v\n", err)
 		return exitBadConfig
 	}
-	register(w, cfg.batchTypes)
+	handlers.Register(w, cfg.batchTypes)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -1,4 +1,7 @@
-package main
+// Package handlers holds the conformance task types' handlers, shared by
+// the conformance worker (a session) and the conformance push worker (an
+// HTTP push endpoint), so that both modes run the same code.
+package handlers
 
 import (
 	"context"
@@ -11,30 +14,30 @@ import (
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 )
 
-// The task types of the conformance worker (CONTRACT.md).
+// The task types of the conformance workers (CONTRACT.md).
 const (
-	typeEcho     = "conformance.echo"
-	typeFail     = "conformance.fail"
-	typeSkip     = "conformance.skip"
-	typePanic    = "conformance.panic"
-	typeSleep    = "conformance.sleep"
-	typeProgress = "conformance.progress"
-	typeBatch    = "conformance.batch"
+	TypeEcho     = "conformance.echo"
+	TypeFail     = "conformance.fail"
+	TypeSkip     = "conformance.skip"
+	TypePanic    = "conformance.panic"
+	TypeSleep    = "conformance.sleep"
+	TypeProgress = "conformance.progress"
+	TypeBatch    = "conformance.batch"
 )
 
-// register installs the handlers: each type in batchTypes as a batch
+// Register installs the handlers on w: each type in batchTypes as a batch
 // handler whose members each succeed with their own payload, every other
 // conformance type as its plain handler (conformance.batch, when not a
 // batch type, echoes).
-func register(w *conveyor.Worker, batchTypes []string) {
+func Register(w *conveyor.Worker, batchTypes []string) {
 	plain := map[string]conveyor.HandlerFunc{
-		typeEcho:     echo,
-		typeFail:     fail,
-		typeSkip:     skip,
-		typePanic:    panicking,
-		typeSleep:    sleep,
-		typeProgress: progress,
-		typeBatch:    echo,
+		TypeEcho:     echo,
+		TypeFail:     fail,
+		TypeSkip:     skip,
+		TypePanic:    panicking,
+		TypeSleep:    sleep,
+		TypeProgress: progress,
+		TypeBatch:    echo,
 	}
 	for _, t := range batchTypes {
 		w.HandleBatch(t, conveyor.BatchHandlerFunc(echoBatch))
@@ -102,7 +105,8 @@ func sleep(ctx context.Context, d *conveyor.Delivery) error {
 	}
 }
 
-// progress reports 50% with message "half", then succeeds.
+// progress reports 50% with message "half", then succeeds. Over push,
+// which has no channel for progress, it only succeeds.
 func progress(_ context.Context, d *conveyor.Delivery) error {
 	d.Progress(50, "half")
 	return nil

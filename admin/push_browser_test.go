@@ -15,7 +15,8 @@ import (
 // and its form sets one (URL, concurrency, timeout) with update-mask paths
 // that leave the queue's other settings alone; the form refuses values out
 // of bounds before asking the server, and shows the server's refusal of a
-// URL that is not loopback (the server has no push secret).
+// URL that is not loopback (the server has no push secret). The endpoint
+// then shows on the workers page as a worker without a session.
 func TestDashboardPushEndpoint(t *testing.T) {
 	tb := setup(t, "")
 	// A paused queue holding no task: the endpoint is never invoked.
@@ -95,6 +96,10 @@ func TestDashboardPushEndpoint(t *testing.T) {
 		b.waitText(`form[aria-label="Queue configuration"] .error`, "The configuration was not saved")
 		b.waitText(`form[aria-label="Queue configuration"] .error`, "config.push.url")
 		b.waitText(`form[aria-label="Queue configuration"] .error`, "is not a loopback URL")
+		// The message quotes the URL: it wraps within its box.
+		if eval[bool](b, "measure the error box", `(e => e.scrollWidth > e.clientWidth)(document.querySelector('form[aria-label="Queue configuration"] .error'))`) {
+			t.Errorf("the server's message overflows its box")
+		}
 		if v := eval[string](b, "read the URL field's state", `document.querySelector("#qc-pushUrl").getAttribute("aria-invalid") ?? ""`); v != "true" {
 			t.Errorf("the URL field the server refused is not marked invalid (aria-invalid %q)", v)
 		}
@@ -103,4 +108,15 @@ func TestDashboardPushEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("the endpoint on the workers page", func(t *testing.T) {
+		b.t = t
+		row := `tr[data-session="push:hooks"]`
+		b.open("/ui/workers")
+		b.waitText(row+` td[data-label="Labels"]`, "push="+endpoint)
+		b.waitTextIs(row+` td[data-label="In flight"]`, "0/20")
+		// A push endpoint has no session, so no heartbeat and no SDK:
+		// neither is "yet" to come.
+		b.waitTextIs(row+` td[data-label="Last heartbeat"]`, "—")
+		b.waitTextIs(row+` td[data-label="SDK"]`, "—")
+	})
 }

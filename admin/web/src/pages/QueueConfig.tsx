@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import type { ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { QueueConfigSchema, type QueueConfig } from "../gen/conveyor/v1/admin_pb";
 import { admin, asError } from "../lib/api";
 import { duration, durationMs, parseDuration } from "../lib/format";
@@ -9,8 +9,8 @@ import { refreshQueues } from "../lib/live";
 import { ErrorBox, Loading, Notice } from "../components/Status";
 
 /**
- * QueueConfigPanel shows a queue's limits, rate, bound and group policy, and
- * edits them. It reads the configuration twice: effective (the defaults
+ * QueueConfigPanel shows a queue's limits, rate, bound, group policy and
+ * push endpoint, and edits them. It reads the configuration twice: effective (the defaults
  * filled in) to show, and as stored (a zero where the queue follows the
  * default) to edit, because a form filled from the effective one would
  * store today's defaults as the queue's own. Saving stores only the
@@ -108,7 +108,42 @@ function ConfigView({ config: c, stored: s }: { config: QueueConfig; stored: Que
         <dt>Group grace period</dt>
         <dd>{shownDuration(durationMs(g?.gracePeriod), durationMs(sg?.gracePeriod), byDefault)}</dd>
       </div>
+      <PushView config={c} stored={s} />
     </dl>
+  );
+}
+
+/**
+ * PushView shows the queue's push endpoint (docs/push.md): none, or its URL
+ * with the concurrency and timeout it is pushed with.
+ */
+function PushView({ config: c, stored: s }: { config: QueueConfig; stored: QueueConfig | undefined }) {
+  const p = c.push;
+  if (!p || p.url === "") {
+    return (
+      <div>
+        <dt>Push endpoint</dt>
+        <dd>none</dd>
+      </div>
+    );
+  }
+  // "(default)" where the queue stores 0 (unknown until it is read).
+  const byDefault = (own: number) => (s !== undefined && own === 0 ? " (default)" : "");
+  return (
+    <>
+      <div>
+        <dt>Push endpoint</dt>
+        <dd class="mono">{p.url}</dd>
+      </div>
+      <div>
+        <dt>Push concurrency</dt>
+        <dd>{`${p.concurrency}${byDefault(s?.push?.concurrency ?? 0)}`}</dd>
+      </div>
+      <div>
+        <dt>Push timeout</dt>
+        <dd>{duration(durationMs(p.timeout)) + byDefault(durationMs(s?.push?.timeout))}</dd>
+      </div>
+    </>
   );
 }
 
@@ -125,6 +160,9 @@ interface Draft {
   maxSize: string;
   maxDelay: string;
   gracePeriod: string;
+  pushUrl: string;
+  pushConcurrency: string;
+  pushTimeout: string;
 }
 
 function draftOf(c: QueueConfig): Draft {
@@ -138,6 +176,9 @@ function draftOf(c: QueueConfig): Draft {
     maxSize: c.groupPolicy?.maxSize ? String(c.groupPolicy.maxSize) : "",
     maxDelay: dur(durationMs(c.groupPolicy?.maxDelay)),
     gracePeriod: dur(durationMs(c.groupPolicy?.gracePeriod)),
+    pushUrl: c.push?.url ?? "",
+    pushConcurrency: c.push?.concurrency ? String(c.push.concurrency) : "",
+    pushTimeout: dur(durationMs(c.push?.timeout)),
   };
 }
 
@@ -153,13 +194,19 @@ function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Parti
     }
     return Number(s);
   };
-  const t = (k: keyof Draft): number => {
+  const t = (k: keyof Draft, maxMs = Infinity): number => {
     const ms = parseDuration(d[k]);
-    if (ms === undefined) {
-      problems[k] = "a duration such as 30s, 1m30s or 250ms";
+    if (ms === undefined || ms > maxMs) {
+      problems[k] = `a duration such as 30s, 1m30s or 250ms${maxMs < Infinity ? `, at most ${duration(maxMs)}` : ""}`;
       return 0;
     }
     return ms;
+  };
+  const u = (k: keyof Draft): string => {
+    const s = d[k].trim();
+    const problem = urlProblem(s);
+    if (problem) problems[k] = problem;
+    return s;
   };
   const config = create(QueueConfigSchema, {
     queue,
@@ -173,8 +220,35 @@ function parse(queue: string, d: Draft): { config?: QueueConfig; problems: Parti
       maxDelay: durationFromMs(t("maxDelay")),
       gracePeriod: durationFromMs(t("gracePeriod")),
     },
+    // The server's bounds on a push endpoint (server/push/endpoint.go).
+    push: {
+      url: u("pushUrl"),
+      concurrency: n("pushConcurrency", 1000),
+      timeout: durationFromMs(t("pushTimeout", 3_600_000)),
+    },
   });
   return Object.keys(problems).length ? { problems } : { config, problems };
+}
+
+/**
+ * urlProblem is what is wrong with a push URL, as the server checks it
+ * (server/push/endpoint.go), or undefined. Whether the host must be
+ * loopback only the server knows (it depends on its push secret), so that
+ * it leaves to the server's answer.
+ */
+function urlProblem(s: string): string | undefined {
+  if (s === "") return undefined;
+  if (new TextEncoder().encode(s).length > 2048) return "a URL of at most 2048 bytes";
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    return "an http:// or https:// URL";
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return "an http:// or https:// URL";
+  if (url.username !== "" || url.password !== "") return "a URL without credentials (the server signs its requests instead)";
+  if (s.includes("#")) return "a URL without a fragment (#)";
+  return undefined;
 }
 
 // maskPaths names each field of the form as UpdateQueueConfig's update_mask does.
@@ -187,9 +261,22 @@ const maskPaths: Record<keyof Draft, string> = {
   maxSize: "group_policy.max_size",
   maxDelay: "group_policy.max_delay",
   gracePeriod: "group_policy.grace_period",
+  pushUrl: "push.url",
+  pushConcurrency: "push.concurrency",
+  pushTimeout: "push.timeout",
 };
 
-const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "dur" }[] = [
+/**
+ * refusedField is the field of the form a server's invalid_argument names
+ * ("config.push.url ... is not a loopback URL"), to mark it invalid.
+ */
+function refusedField(err: ConnectError | undefined): keyof Draft | undefined {
+  if (err?.code !== Code.InvalidArgument) return undefined;
+  const named = /\bconfig\.([a-z_.]+)/.exec(err.rawMessage)?.[1];
+  return (Object.keys(maskPaths) as (keyof Draft)[]).find((k) => maskPaths[k] === named);
+}
+
+const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "dur" | "url" }[] = [
   { key: "concurrencyLimit", label: "Concurrency per key", help: "Tasks sharing one concurrency key that may run at once. Empty or 0: 1.", kind: "int" },
   { key: "maxActive", label: "Max active", help: "Tasks of the queue that may run at once. Empty or 0: no limit.", kind: "int" },
   {
@@ -203,13 +290,24 @@ const FIELDS: { key: keyof Draft; label: string; help: string; kind: "int" | "du
   { key: "maxSize", label: "Group max size", help: "A group fires once it holds this many tasks. Empty: the server default.", kind: "int" },
   { key: "maxDelay", label: "Group max delay", help: "A group fires this long after its first task. Empty: the server default.", kind: "dur" },
   { key: "gracePeriod", label: "Group grace period", help: "A group fires this long after its latest task. Empty: the server default.", kind: "dur" },
+  {
+    key: "pushUrl",
+    label: "Push URL",
+    help: "The HTTP endpoint the server pushes the queue's tasks to. Without a push secret, loopback only. Empty: none.",
+    kind: "url",
+  },
+  { key: "pushConcurrency", label: "Push concurrency", help: "Pushes in flight at once, up to 1000. Empty or 0: 10.", kind: "int" },
+  { key: "pushTimeout", label: "Push timeout", help: "The longest one push may take, up to 1h. Empty or 0: 30s.", kind: "dur" },
 ];
+
+const PLACEHOLDERS = { int: "0", dur: "e.g. 30s", url: "none" };
 
 function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCancel: () => void; onSaved: () => void }) {
   const [draft, setDraft] = useState<Draft>(() => draftOf(config));
   const [problems, setProblems] = useState<Partial<Record<keyof Draft, string>>>({});
   const [error, setError] = useState<ConnectError | undefined>();
   const [busy, setBusy] = useState(false);
+  const refused = refusedField(error);
   const submit = async (e: Event) => {
     e.preventDefault();
     const p = parse(config.queue, draft);
@@ -241,12 +339,12 @@ function ConfigForm({ config, onCancel, onSaved }: { config: QueueConfig; onCanc
           <label for={`qc-${f.key}`}>{f.label}</label>
           <input
             id={`qc-${f.key}`}
-            inputMode={f.kind === "int" ? "numeric" : "text"}
+            inputMode={f.kind === "int" ? "numeric" : f.kind === "url" ? "url" : "text"}
             value={draft[f.key]}
-            placeholder={f.kind === "int" ? "0" : "e.g. 30s"}
+            placeholder={PLACEHOLDERS[f.kind]}
             onInput={(e) => setDraft({ ...draft, [f.key]: e.currentTarget.value })}
             aria-describedby={`qc-${f.key}-help`}
-            aria-invalid={problems[f.key] ? "true" : undefined}
+            aria-invalid={problems[f.key] || refused === f.key ? "true" : undefined}
           />
           <small id={`qc-${f.key}-help`} class={problems[f.key] ? "error-inline" : "muted"}>
             {problems[f.key] ? `Enter ${problems[f.key]}.` : f.help}

@@ -13,8 +13,9 @@ const SHOWN_TASKS = 5;
 
 /**
  * WorkersPage lists the live worker sessions (of every node, when several
- * share a database, with the node each is on): the queues each serves and
- * their weights, labels, the tasks in flight and the latest heartbeat.
+ * share a database, with the node each is on), and the queues' push
+ * endpoints: the queues each serves and their weights, labels, the tasks in
+ * flight and the latest heartbeat.
  */
 export function WorkersPage() {
   useTitle("Workers");
@@ -78,6 +79,14 @@ function TaskLinks({ ids }: { ids: string[] }) {
   );
 }
 
+/**
+ * isPush reports whether w is a queue's push endpoint rather than a session
+ * (docs/push.md: session id "push:<queue>", labels["push"] its URL).
+ */
+function isPush(w: WorkerInfo): boolean {
+  return w.sessionId.startsWith("push:") && "push" in w.labels;
+}
+
 function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
   const first = w.taskIds.slice(0, SHOWN_TASKS);
   const rest = w.taskIds.slice(SHOWN_TASKS);
@@ -117,7 +126,8 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
         )}
       </td>
       <td data-label="Last heartbeat">
-        <Time ts={w.lastHeartbeatAt} empty="none yet" />
+        {/* A push endpoint has no session to heartbeat: none is "yet" to come. */}
+        <Time ts={w.lastHeartbeatAt} empty={isPush(w) ? "—" : "none yet"} />
       </td>
       <td data-label="Connected">
         <Time ts={w.connectedAt} />

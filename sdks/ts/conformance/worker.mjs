@@ -4,7 +4,8 @@
 // and nothing else on stdout, drains on SIGTERM and exits 0, and exits 3
 // with the error on stderr on a fatal session error.
 import { readFileSync } from "node:fs";
-import { SkipRetry, Worker } from "../dist/index.js";
+import { Worker } from "../dist/index.js";
+import { batchTypesFromEnv, registerConformanceHandlers } from "./handlers.mjs";
 
 function env(name, fallback) {
   const v = process.env[name];
@@ -19,25 +20,6 @@ function queues(spec) {
     out[name.trim()] = weight === undefined ? 1 : Number(weight);
   }
   return out;
-}
-
-function jsonOf(task) {
-  return JSON.parse(new TextDecoder().decode(task.payload));
-}
-
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    function onAbort() {
-      clearTimeout(t);
-      reject(signal.reason);
-    }
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function main() {
@@ -55,32 +37,7 @@ function main() {
   if (ca) options.tlsCa = readFileSync(ca);
   const worker = new Worker(options);
 
-  worker.handle("conformance.echo", ({ task }) => task.payload);
-  worker.handle("conformance.fail", ({ task }) => {
-    throw new Error(jsonOf(task).message);
-  });
-  worker.handle("conformance.skip", ({ task }) => {
-    throw new SkipRetry(jsonOf(task).message);
-  });
-  worker.handle("conformance.panic", () => {
-    throw new Error("conformance.panic: an uncaught exception from the handler");
-  });
-  worker.handle("conformance.sleep", async ({ task, signal }) => {
-    await sleep(Number(jsonOf(task).ms), signal);
-  });
-  worker.handle("conformance.progress", ({ progress }) => {
-    progress(50, "half");
-  });
-  // A member redelivered alone (after RETRY or RELEASED) comes as a plain
-  // Dispatch; it gets the same answer as in a batch.
-  worker.handle("conformance.batch", ({ task }) => task.payload);
-  const batchTypes = env("CONVEYOR_BATCH_TYPES", "")
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
-  for (const type of batchTypes) {
-    worker.handleBatch(type, ({ tasks }) => tasks.map((t) => t.payload));
-  }
+  registerConformanceHandlers(worker, batchTypesFromEnv());
 
   process.on("SIGTERM", () => void worker.stop());
   worker.run().then(

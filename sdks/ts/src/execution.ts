@@ -67,15 +67,21 @@ export class Execution {
   readonly failed = new Map<number, unknown>();
   readonly progress: ProgressState = { pending: undefined, lastSent: 0, timer: undefined };
 
-  constructor(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string) {
+  /**
+   * bound, when given, is the delivery's bound instead of the members' own
+   * (a PushRequest.deadline, which already counts the task's timeout and
+   * deadline).
+   */
+  constructor(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string, bound?: number) {
     this.tasks = tasks;
     this.attempts = attempts;
     this.batch = batch;
     this.group = group;
-    let bound: number | undefined;
-    for (const t of tasks) {
-      const b = ownBound(t, this.received);
-      if (b !== undefined && (bound === undefined || b < bound)) bound = b;
+    if (bound === undefined) {
+      for (const t of tasks) {
+        const b = ownBound(t, this.received);
+        if (b !== undefined && (bound === undefined || b < bound)) bound = b;
+      }
     }
     this.bound = bound;
   }

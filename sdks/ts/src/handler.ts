@@ -67,18 +67,24 @@ export interface TaskContext {
    * Aborts when the task must stop: its timeout or deadline passed
    * (reason TaskDeadlineError), the server canceled it (TaskCanceledError),
    * the worker's drain timeout passed (WorkerShutdownError) or the session
-   * was lost (SessionLostError). Pass it on to whatever the handler awaits.
+   * was lost (SessionLostError). Served by a push handler, it aborts at the
+   * request's deadline (TaskDeadlineError) and when the server closes the
+   * request (TaskCanceledError). Pass it on to whatever the handler awaits.
    */
   signal: AbortSignal;
   /**
    * progress records how far along the task is (percent 0..100 and a
    * message), visible through GetTask. Updates are coalesced: the latest
-   * value per task, at most one frame per progress interval.
+   * value per task, at most one frame per progress interval. Push requests
+   * have no channel for it: there it checks percent and records nothing.
    */
   progress(percent: number, message?: string): void;
   /** attempt is the 1-based number of this run of the task (retried + 1). */
   attempt: number;
-  /** deadline is when the task's own timeout or deadline ends it; undefined if none. */
+  /**
+   * deadline is when the task's own timeout or deadline ends it (for a
+   * push request, its PushRequest.deadline); undefined if none.
+   */
   deadline: Date | undefined;
 }
 

@@ -38,3 +38,12 @@ export {
 } from "./handler.js";
 export type { WorkerLogger } from "./logger.js";
 export { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";
+export {
+  createPushHandler,
+  DEFAULT_PUSH_TOLERANCE_MS,
+  PUSH_SECRET_ENV,
+  type PushHandler,
+  type PushHandlerOptions,
+} from "./push.js";
+export { MAX_PUSH_BODY_BYTES } from "./push_serve.js";
+export { MAX_REPLAY_IDS } from "./push_replay.js";

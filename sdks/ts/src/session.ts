@@ -17,10 +17,8 @@ import {
   TaskCanceledError,
   TaskDeadlineError,
   WorkerShutdownError,
-  errorMessage,
-  type BatchHandler,
-  type Handler,
 } from "./handler.js";
+import { invoke, type HandlerSet } from "./invoke.js";
 import type { Log } from "./logger.js";
 import type { Outbox } from "./outbox.js";
 
@@ -34,12 +32,10 @@ const drainUnwindMs = 5_000;
 const closeWaitMs = 5_000;
 
 /** SessionHost is what a session needs of its Worker. */
-export interface SessionHost {
+export interface SessionHost extends HandlerSet {
   readonly logger: Log;
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
-  handlerFor(type: string): Handler | undefined;
-  batchHandlerFor(type: string): BatchHandler | undefined;
   /** orphaned is told that n handlers outlive their session. */
   orphaned(n: number): void;
   /** orphanReturned is told that one such handler returned. */
@@ -169,56 +165,14 @@ export class Session {
     if (i >= 0) this.waiting.splice(i, 1);
   }
 
-  /** start runs ex's handler in a slot and settles it with its results. */
+  /** start runs ex's handler (invoke, shared with push requests) in a slot and settles it with its results. */
   private start(ex: Execution): void {
     ex.started = true;
     this.running++;
-    this.invoke(ex).then(
+    invoke(this.host, ex, this.host.logger, (percent, message) => this.progress(ex, percent, message)).then(
       (rs) => this.settle(ex, rs),
       (err: unknown) => this.settle(ex, ex.resultsFor(false, err)),
     );
-  }
-
-  /** invoke calls the handler; a throw or rejection becomes the results of an error. */
-  private async invoke(ex: Execution): Promise<Result[]> {
-    const first = ex.tasks[0];
-    if (!first) return [];
-    const signal = ex.controller.signal;
-    const deadline = ex.bound === undefined ? undefined : new Date(ex.bound);
-    const batchHandler = this.host.batchHandlerFor(first.type);
-    const asBatch = ex.batch || (batchHandler !== undefined && !this.host.handlerFor(first.type));
-    try {
-      if (asBatch) {
-        if (!batchHandler) return ex.all(TaskOutcome.RELEASED, "this worker does not handle batches");
-        const value = await batchHandler({
-          tasks: ex.tasks,
-          group: ex.group,
-          signal,
-          deadline,
-          fail: (member, err) => {
-            const i = ex.memberIndex(member);
-            if (i < 0) throw new RangeError("conveyor: fail() names no member of this batch");
-            ex.failed.set(i, err);
-          },
-        });
-        return ex.resultsFor(true, value, true);
-      }
-      const handler = this.host.handlerFor(first.type);
-      if (!handler) {
-        return ex.resultsFor(false, new Error(`conveyor: no handler for task type ${JSON.stringify(first.type)} on this worker`));
-      }
-      const value = await handler({
-        task: first,
-        signal,
-        deadline,
-        attempt: first.retried + 1,
-        progress: (percent, message) => this.progress(ex, percent, message ?? ""),
-      });
-      return ex.resultsFor(true, value);
-    } catch (err) {
-      this.host.logger.debug("task handler failed", { task: first.id, type: first.type, err: errorMessage(err) });
-      return ex.resultsFor(false, err, asBatch);
-    }
   }
 
   /** settle reports ex's results (unless its session is gone) and frees its slot. */
@@ -251,9 +205,6 @@ export class Session {
 
   /** progress coalesces a handler's progress: the latest value, at most one frame per interval. */
   private progress(ex: Execution, percent: number, message: string): void {
-    if (!Number.isFinite(percent) || percent < 0 || percent > 100) {
-      throw new RangeError(`conveyor: progress percent ${percent} must be between 0 and 100`);
-    }
     if (ex.settled || this.ended) return;
     const p = ex.progress;
     p.pending = { percent: Math.round(percent), message };

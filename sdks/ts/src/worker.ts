@@ -23,7 +23,13 @@ const HANDSHAKE_TIMEOUT_MS = 30_000;
 const queueNameRE = /^[a-zA-Z0-9][a-zA-Z0-9\-_.]*$/;
 
 /** WorkerOptions configure a Worker: the server, its queues and its limits. */
-export interface WorkerOptions extends ConnectionOptions {
+export interface WorkerOptions extends Omit<ConnectionOptions, "url"> {
+  /**
+   * The server's URL (see ConnectionOptions.url), which run() holds
+   * sessions with. A Worker that only serves push requests
+   * (createPushHandler) needs none; run() then throws.
+   */
+  url?: string;
   /** The queues to serve and their relative weights (integers > 0). Default `{ default: 1 }`. */
   queues?: Record<string, number>;
   /** How many tasks (a batch counts as one) run at once. Default 10. */
@@ -81,7 +87,7 @@ export class Worker implements SessionHost {
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
   private readonly opts: WorkerOptions;
-  private readonly client: Client<typeof WorkerService>;
+  private readonly client: Client<typeof WorkerService> | undefined;
   private readonly queues: Record<string, number>;
   private readonly concurrency: number;
   private readonly handlers = new Map<string, Handler>();
@@ -103,7 +109,7 @@ export class Worker implements SessionHost {
     // One transport for every session: its HTTP/2 connection is reused,
     // and redialed when a session finds it gone (keepalive pings find a
     // dead one). Made now so a bad URL or protocol throws here, not in run().
-    this.client = createClient(WorkerService, createTransport(opts));
+    this.client = opts.url === undefined ? undefined : createClient(WorkerService, createTransport({ ...opts, url: opts.url }));
   }
 
   /** handle registers the handler of a task type, replacing any earlier one. */
@@ -148,16 +154,21 @@ export class Worker implements SessionHost {
   /**
    * run serves sessions until stop() (it then resolves, once drained) or a
    * fatal error (it then rejects with it: UnauthenticatedError,
-   * PermissionDeniedError or InvalidArgumentError). It may be called once.
+   * PermissionDeniedError or InvalidArgumentError). It may be called once,
+   * and throws a TypeError on a Worker made with no url.
    */
   run(opts: RunOptions = {}): Promise<void> {
     if (this.running) throw new Error("conveyor: Worker.run was already called");
+    const client = this.client;
+    if (!client) {
+      throw new TypeError("conveyor: Worker.run needs WorkerOptions.url, the server to hold sessions with (this Worker has none: it serves push requests only)");
+    }
     const onSignal = (): void => void this.stop();
     if (opts.signals) {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
-    this.running = this.loop().finally(() => {
+    this.running = this.loop(client).finally(() => {
       if (opts.signals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -179,12 +190,12 @@ export class Worker implements SessionHost {
     if (this.running) await this.running.catch(() => {});
   }
 
-  private async loop(): Promise<void> {
+  private async loop(client: Client<typeof WorkerService>): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
       const slots = await this.awaitCapacity();
       if (slots === 0) break;
-      const { established, error } = await this.serve(slots);
+      const { established, error } = await this.serve(client, slots);
       if (established) failures = 0;
       if (this.stopping) break;
       if (error && isFatal(error)) throw error;
@@ -259,7 +270,7 @@ export class Worker implements SessionHost {
   }
 
   /** serve runs one session: Hello, Welcome, then frames until the stream ends. */
-  private async serve(slots: number): Promise<{ established: boolean; error: ConveyorError | Error | undefined }> {
+  private async serve(client: Client<typeof WorkerService>, slots: number): Promise<{ established: boolean; error: ConveyorError | Error | undefined }> {
     const abort = new AbortController();
     const outbox = new Outbox();
     outbox.push(create(WorkerMessageSchema, {
@@ -275,7 +286,7 @@ export class Worker implements SessionHost {
         }),
       },
     }));
-    const stream = this.client.session(outbox, { signal: abort.signal })[Symbol.asyncIterator]();
+    const stream = client.session(outbox, { signal: abort.signal })[Symbol.asyncIterator]();
     let session: Session | undefined;
     let endStream: () => void = () => {};
     const streamEnded = new Promise<void>((resolve) => {

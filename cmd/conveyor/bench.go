@@ -30,6 +30,8 @@ type benchCmd struct {
 	Protocol     string        `default:"grpc" enum:"grpc,connect" help:"SDK wire format."`
 	Unbatched    bool          `help:"One RPC per Enqueue call (the SDK's enqueue batching off), as every non-Go client does (W2, W4)."`
 	HTTP1        bool          `name:"http1" help:"Producers call over HTTP/1.1 keep-alive connections, as curl does (needs --protocol connect; workers keep HTTP/2)."`
+	Push         bool          `help:"W3 and W4: the tasks are worked by a push endpoint (the Go SDK's PushHandler on loopback, of --concurrency) instead of a session."`
+	PushSecret   string        `name:"push-secret" env:"CONVEYOR_PUSH_SECRET" help:"Secret of --push with --addr: one of that server's (a fresh server gets a made-up one)."`
 	Shape        string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
 	Keys         int           `default:"1000" help:"Concurrency keys of --shape keys."`
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
@@ -67,7 +69,7 @@ func (c *benchCmd) Run() error {
 			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
 			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, HTTP1: c.HTTP1, Run: run,
-			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize,
+			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize, Push: c.Push, PushSecret: c.PushSecret,
 			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery, DatabaseURL: c.DatabaseURL,
 			Nodes: c.Nodes, Cross: c.Cross, KillLeaderAfter: c.KillLeader, NodeLiveness: c.NodeLiveness,
 		})

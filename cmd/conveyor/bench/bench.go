@@ -65,6 +65,13 @@ type Config struct {
 	// Shape is what the tasks are besides plain (shapes.go): keys, groups
 	// or blocked. Empty: plain.
 	Shape string
+	// Push has W3 and W4 worked by a push endpoint (push.go) instead of a
+	// session: the Go SDK's PushHandler on loopback, of concurrency
+	// Concurrency, signed with PushSecret.
+	Push bool
+	// PushSecret signs the pushes (whsec_...). With a fresh server, empty
+	// makes one up; with Addr, it must be one of that server's.
+	PushSecret string
 	// Keys is the number of concurrency keys of shape keys. Defaults to
 	// 1,000.
 	Keys int
@@ -156,6 +163,9 @@ func (c *Config) setDefaults() error {
 		case "MEM":
 			c.N = 1_000_000
 		}
+	}
+	if err := c.checkPush(); err != nil {
+		return err
 	}
 	if c.HTTP1 && c.Protocol != conveyor.ProtocolConnect {
 		return fmt.Errorf("--http1 needs --protocol connect: gRPC runs only over HTTP/2")

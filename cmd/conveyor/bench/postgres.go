@@ -50,12 +50,16 @@ func freshDatabase(base string) (string, func(), error) {
 // once it stopped: nothing for the embedded engine, a schema of its own
 // for PostgreSQL.
 func (r *runner) serverArgs() ([]string, func(), error) {
+	var push []string
+	if r.cfg.Push {
+		push = []string{"--push-secret", r.cfg.PushSecret}
+	}
 	if r.cfg.DatabaseURL == "" {
-		return nil, func() {}, nil
+		return push, func() {}, nil
 	}
 	u, drop, err := freshDatabase(r.cfg.DatabaseURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []string{"--broker", "postgres", "--database-url", u}, drop, nil
+	return append([]string{"--broker", "postgres", "--database-url", u}, push...), drop, nil
 }

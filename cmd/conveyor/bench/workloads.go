@@ -211,6 +211,9 @@ func (r *runner) startWorker(ctx context.Context, onStart func(seq int)) (stop f
 // startWorkerAt is startWorker on the server at addr, its session
 // labelled label.
 func (r *runner) startWorkerAt(ctx context.Context, addr, label string, onStart func(seq int)) (stop func() error, err error) {
+	if r.cfg.Push {
+		return r.startPushWorkerAt(ctx, addr, onStart)
+	}
 	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency),
 		conveyor.WithLabels(map[string]string{runLabelKey: label})}
 	if r.cfg.Token != "" {
@@ -560,6 +563,9 @@ func (r *runner) waitSessionAt(ctx context.Context, addr, label string) error {
 	for {
 		res, err := admin.ListWorkers(ctx, connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
 		if err == nil && slices.ContainsFunc(res.Msg.GetWorkers(), func(w *conveyorv1.WorkerInfo) bool {
+			if r.cfg.Push {
+				return w.GetSessionId() == pushSessionID
+			}
 			return w.GetLabels()[runLabelKey] == label
 		}) {
 			return nil

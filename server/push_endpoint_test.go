@@ -205,8 +205,18 @@ func (p *pushEnv) setPush(t *testing.T, queue, url string, concurrency int32, ti
 // enqueue adds a task to queue and returns its id.
 func (p *pushEnv) enqueue(t *testing.T, queue, payload string, opts *conveyorv1.TaskOptions) string {
 	t.Helper()
-	res, err := p.tasks.Enqueue(context.Background(), connect.NewRequest(&conveyorv1.EnqueueRequest{
-		Queue: queue, Type: "push.test", Payload: []byte(payload), Options: opts}))
+	return p.enqueueWith(t, &conveyorv1.EnqueueRequest{Queue: queue, Type: "push.test", Payload: []byte(payload), Options: opts})
+}
+
+// enqueueType adds a task of type typ to queue and returns its id.
+func (p *pushEnv) enqueueType(t *testing.T, queue, typ, payload string) string {
+	t.Helper()
+	return p.enqueueWith(t, &conveyorv1.EnqueueRequest{Queue: queue, Type: typ, Payload: []byte(payload)})
+}
+
+func (p *pushEnv) enqueueWith(t *testing.T, req *conveyorv1.EnqueueRequest) string {
+	t.Helper()
+	res, err := p.tasks.Enqueue(context.Background(), connect.NewRequest(req))
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}

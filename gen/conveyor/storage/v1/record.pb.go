@@ -342,8 +342,14 @@ type TaskStatus struct {
 	// dependency_failed is set when a dependency with ON_FAILURE_BLOCK
 	// failed: the task stays BLOCKED until an operator acts.
 	DependencyFailed bool `protobuf:"varint,26,opt,name=dependency_failed,json=dependencyFailed,proto3" json:"dependency_failed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// at_most_once: the task runs only under start authorization.
+	AtMostOnce bool `protobuf:"varint,27,opt,name=at_most_once,json=atMostOnce,proto3" json:"at_most_once,omitempty"`
+	// start_authorized is set while the current attempt's start is
+	// authorized: if it ends with no Result, the task is archived
+	// ("outcome unknown"), never run again. Cleared when it leaves ACTIVE.
+	StartAuthorized bool `protobuf:"varint,28,opt,name=start_authorized,json=startAuthorized,proto3" json:"start_authorized,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
@@ -554,6 +560,20 @@ func (x *TaskStatus) GetWaitingOn() []*DependencyRecord {
 func (x *TaskStatus) GetDependencyFailed() bool {
 	if x != nil {
 		return x.DependencyFailed
+	}
+	return false
+}
+
+func (x *TaskStatus) GetAtMostOnce() bool {
+	if x != nil {
+		return x.AtMostOnce
+	}
+	return false
+}
+
+func (x *TaskStatus) GetStartAuthorized() bool {
+	if x != nil {
+		return x.StartAuthorized
 	}
 	return false
 }
@@ -1227,7 +1247,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10DependencyRecord\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\x9e\a\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xeb\a\n" +
 	"\n" +
 	"TaskStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
@@ -1262,7 +1282,10 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10cancel_requested\x18\x18 \x01(\bR\x0fcancelRequested\x12D\n" +
 	"\n" +
 	"waiting_on\x18\x19 \x03(\v2%.conveyor.storage.v1.DependencyRecordR\twaitingOn\x12+\n" +
-	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailedB\f\n" +
+	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailed\x12 \n" +
+	"\fat_most_once\x18\x1b \x01(\bR\n" +
+	"atMostOnce\x12)\n" +
+	"\x10start_authorized\x18\x1c \x01(\bR\x0fstartAuthorizedB\f\n" +
 	"\n" +
 	"_retention\"X\n" +
 	"\x12AttemptErrorRecord\x12\x18\n" +

@@ -91,3 +91,22 @@ func (d Decision) StartAuthorized() Decision {
 	d.Error = OutcomeUnknownPrefix + why
 	return d
 }
+
+// Kind is what routing tells tasks apart by.
+type Kind struct {
+	Type       string
+	AtMostOnce bool
+}
+
+// MaxWaitingKinds bounds how many kinds WaitingKinds reports.
+const MaxWaitingKinds = 100
+
+// KindLister reports what waits in a queue, so that an operator can see
+// which types no live worker can take.
+type KindLister interface {
+	// WaitingKinds lists, sorted by type then at-most-once-ness, at most
+	// MaxWaitingKinds kinds among queue's PENDING tasks: at least every
+	// kind of ready task a routed lease passed over that still waits, and
+	// possibly others that are ready.
+	WaitingKinds(ctx context.Context, queue string) ([]Kind, error)
+}

@@ -26,6 +26,7 @@ func routeCases() []testCase {
 		{name: "StaleStart", fn: testStartStale},
 		{name: "CanceledBeforeStart", fn: testStartCanceled},
 		{name: "AcrossRestart", env: testStartRestart},
+		{name: "WaitingKinds", fn: testWaitingKinds},
 	}
 }
 
@@ -331,5 +332,53 @@ func testStartRestart(t *testing.T, e *Env) {
 	}
 	if got := leaseRouted(t, b, "s", "w", 1, T0, all); len(got) != 1 {
 		t.Fatalf("a lease with start authorization got %d after the restart", len(got))
+	}
+}
+
+// testWaitingKinds: the kinds a routed lease passed over are listed while
+// they wait, and no longer once taken.
+func testWaitingKinds(t *testing.T, b broker.Broker) {
+	kl, ok := b.(broker.KindLister)
+	if !ok {
+		t.Fatalf("%T does not implement broker.KindLister", b)
+	}
+	kinds := func() []broker.Kind {
+		t.Helper()
+		ks, err := kl.WaitingKinds(t.Context(), "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	EnqueueOne(t, b, T0, typed("q", "a"))
+	EnqueueOne(t, b, T0, atMostOnce("q"))
+	if got := leaseRouted(t, b, "s", "q", 5, T0, broker.Route{Types: []string{"b"}}); len(got) != 0 {
+		t.Fatalf("a lease of type b got %v", leasedIDs(got))
+	}
+	got := kinds()
+	for _, want := range []broker.Kind{{Type: "a"}, {Type: "test", AtMostOnce: true}} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("WaitingKinds = %v, want it to hold %v", got, want)
+		}
+	}
+	if !slices.IsSortedFunc(got, func(x, y broker.Kind) int {
+		if c := strings.Compare(x.Type, y.Type); c != 0 {
+			return c
+		}
+		if x.AtMostOnce == y.AtMostOnce {
+			return 0
+		}
+		if !x.AtMostOnce {
+			return -1
+		}
+		return 1
+	}) {
+		t.Fatalf("WaitingKinds = %v, not sorted", got)
+	}
+	if n := len(leaseRouted(t, b, "s", "q", 5, T0, all)); n != 2 {
+		t.Fatalf("an open lease got %d, want 2", n)
+	}
+	if got := kinds(); len(got) != 0 {
+		t.Fatalf("WaitingKinds = %v once everything was leased, want none", got)
 	}
 }

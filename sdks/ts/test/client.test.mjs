@@ -177,6 +177,8 @@ test("the bounds are refused before sending, naming the field", async () => {
     [["t", undefined, { group: "g", processInMs: 5 }], /group is mutually exclusive with processAt and processInMs/],
     [["t", undefined, { group: "g", processAt: later }], /group is mutually exclusive/],
     [["t", undefined, { group: "g", concurrencyKey: "k" }], /group and concurrencyKey are mutually exclusive/],
+    [["t", undefined, { group: "g", atMostOnce: true }], /group and atMostOnce are mutually exclusive/],
+    [["t", undefined, { atMostOnce: "yes" }], /atMostOnce must be a boolean, got string/],
     [["t", undefined, { uniqueTtlMs: 5 }], /uniqueTtlMs requires uniqueKey/],
     [["t", undefined, { taskId: "nope" }], /taskId "nope" is not a ULID/],
     [["t", undefined, { deadline: new Date(NaN) }], /deadline must be a valid Date/],

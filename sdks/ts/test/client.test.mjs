@@ -95,6 +95,8 @@ for (const protocol of ["grpc", "connect"]) {
     const grouped = await c.getTask((await c.enqueue("g", undefined, { group: "grp" })).id);
     assert.equal(grouped.state, TaskState.AGGREGATING);
     assert.equal(grouped.group, "grp");
+    const once = await c.getTask((await c.enqueue("once", undefined, { atMostOnce: true })).id);
+    assert.equal(once.options?.atMostOnce, true);
     await c.close();
   });
 
@@ -226,6 +228,7 @@ test("the client's bounds are the server's", async () => {
     [{ options: { expiresAt: later, expiresIn: durationFromMs(5) } }, { options: { expiresAt: new Date(Date.now() + 60_000), expiresInMs: 5 } }],
     [{ options: { group: "g", processIn: durationFromMs(5) } }, { options: { group: "g", processInMs: 5 } }],
     [{ options: { group: "g", concurrencyKey: "k" } }, { options: { group: "g", concurrencyKey: "k" } }],
+    [{ options: { group: "g", atMostOnce: true } }, { options: { group: "g", atMostOnce: true } }],
     [{ options: { uniqueTtl: durationFromMs(5) } }, { options: { uniqueTtlMs: 5 } }],
     [{ taskId: "nope" }, { options: { taskId: "nope" } }],
     [{ options: { timeout: { seconds: -1n, nanos: 0 } } }, { options: { timeoutMs: -1000 } }],

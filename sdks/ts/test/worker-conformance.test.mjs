@@ -34,6 +34,7 @@ for (const protocol of ["grpc", "connect"]) {
     const onceLog = join(dir, "once.log");
     const w = startWorker({
       CONVEYOR_ONCE_LOG: onceLog,
+      CONVEYOR_RELEASE_ID: `conf-${protocol}`,
       CONVEYOR_URL: server.url,
       CONVEYOR_PROTOCOL: protocol,
       CONVEYOR_QUEUES: "default=1,other=2",
@@ -44,6 +45,11 @@ for (const protocol of ["grpc", "connect"]) {
     try {
       await waitFor(() => w.out.length > 0, "the ready line");
       assert.match(w.out[0], /^ready [0-9A-Z]{26}$/);
+      const { workers } = await c.admin.listWorkers({});
+      assert.equal(workers.length, 1);
+      assert.equal(workers[0].releaseId, `conf-${protocol}`);
+      assert.ok(workers[0].types.includes("conformance.once"), `types ${workers[0].types}`);
+      assert.equal(workers[0].startAuthorization, true);
       const json = (v) => JSON.stringify(v);
       const echo = await waitState(c.tasks, await enqueue(c.tasks, "conformance.echo", json({ x: 1 })), TaskState.COMPLETED);
       assert.equal(text(echo.result), '{"x":1}');
@@ -58,9 +64,10 @@ for (const protocol of ["grpc", "connect"]) {
       const b = await waitState(c.tasks, await enqueue(c.tasks, "conformance.batch", json({ m: 1 })), TaskState.COMPLETED);
       assert.equal(text(b.result), '{"m":1}');
       const once = [];
-      for (let i = 0; i < 2; i++) {
-        once.push(await enqueue(c.tasks, "conformance.once", "{}"));
-        await waitState(c.tasks, once[i], TaskState.COMPLETED);
+      for (const atMostOnce of [false, true]) {
+        const id = await enqueue(c.tasks, "conformance.once", "{}", { options: { atMostOnce } });
+        once.push(id);
+        await waitState(c.tasks, id, TaskState.COMPLETED);
       }
       assert.equal(readFileSync(onceLog, "utf8"), once.map((id) => `${id}\n`).join(""));
 

@@ -125,7 +125,11 @@ export class Worker implements SessionHost {
     this.client = opts.url === undefined ? undefined : createClient(WorkerService, createTransport({ ...opts, url: opts.url }));
   }
 
-  /** handle registers the handler of a task type, replacing any earlier one. */
+  /**
+   * handle registers the handler of a task type, replacing any earlier
+   * one. Register handlers before run(): each session's Hello lists the
+   * types that have one, and the server sends the Worker those only.
+   */
   handle(type: string, handler: Handler): this {
     checkType(type);
     this.handlers.set(type, handler);

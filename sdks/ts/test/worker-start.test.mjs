@@ -132,6 +132,15 @@ test("a task without start_required runs at once, with no Start", async (t) => {
   assert.deepEqual(s.frames("start"), []);
 });
 
+test("a dispatch of a type with no handler (from a server older than routing) retries, saying so", async (t) => {
+  const { s, runs } = await setup(t);
+  s.send(dispatch("T1", "A1", { type: "nobody", startRequired: false }));
+  const r = await s.until(resultFor("T1"), "T1's Result");
+  assert.equal(r.value.outcome, TaskOutcome.RETRY);
+  assert.match(r.value.errorMsg, /no handler for task type "nobody"/);
+  assert.deepEqual(runs, []);
+});
+
 test("a refused start is not run, gets no Result, leaves the heartbeats and frees its slot", async (t) => {
   const { s, runs, logs } = await setup(t);
   s.send(dispatch("T1", "A1"));

@@ -360,9 +360,9 @@ export class Session {
    * drainTimeoutMs to finish, aborts the handlers still running with
    * WorkerShutdownError and answers the deliveries still asking (both
    * reported RELEASED; a decision for those that comes later is ignored),
-   * waits, bounded, for the handlers to
-   * return, then closes the request side and waits, bounded, for the
-   * server to end the stream. streamEnded resolves when the stream has ended.
+   * waits, bounded, for the handlers to return, then closes the request
+   * side and waits, bounded, for the server to end the stream.
+   * streamEnded resolves when the stream has ended.
    */
   async drain(streamEnded: Promise<void>): Promise<void> {
     this.draining = true;

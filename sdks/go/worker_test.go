@@ -351,7 +351,6 @@ func TestWorkerOutcomes(t *testing.T) {
 		{"error retries", wtReq("out", "fail", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, "flaky upstream", nil},
 		{"skip retry archives", wtReq("out", "skip", "{}", opts()), conveyorv1.TaskState_TASK_STATE_ARCHIVED, 0, "bad input", nil},
 		{"panic retries", wtReq("out", "panic", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, "panic: boom", nil},
-		{"unknown type retries", wtReq("out", "nobody", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, `no handler for this task type "nobody"`, nil},
 		{"timeout retries", wtReq("out", "slow", "{}", &conveyorv1.TaskOptions{RetryPolicy: slow, Timeout: durationpb.New(150 * time.Millisecond)}),
 			conveyorv1.TaskState_TASK_STATE_RETRY, 1, "deadline exceeded", nil},
 		{"json decodes", wtReq("out", "json", `{"n":21}`, opts()), conveyorv1.TaskState_TASK_STATE_COMPLETED, 0, "",

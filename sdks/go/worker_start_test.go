@@ -40,7 +40,9 @@ func wtDecision(attempt string, authorized bool, reason string) *conveyorv1.Serv
 }
 
 func wtIsStart(attempt string) func(*conveyorv1.WorkerMessage) bool {
-	return func(m *conveyorv1.WorkerMessage) bool { return m.GetStart() != nil && m.GetStart().GetAttemptId() == attempt }
+	return func(m *conveyorv1.WorkerMessage) bool {
+		return m.GetStart() != nil && m.GetStart().GetAttemptId() == attempt
+	}
 }
 
 // wtIsHeartbeatOfAttempts matches a heartbeat listing exactly the task ids

@@ -16,10 +16,40 @@ import (
 	"github.com/conveyor-dev/conveyor/server/push"
 )
 
-func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
+func (a *adminService) queueInfo(ctx context.Context, q broker.QueueInfo) *conveyorv1.QueueInfo {
 	info := queueInfo(q)
 	info.Config = a.effectiveConfig(q.Name, q.Config)
+	info.UnservedTypes = a.unservedTypes(ctx, q)
 	return info
+}
+
+// unservedTypes lists the types of q's ready tasks that no live session
+// of this node can take (broker.KindLister): they wait, PENDING. A failure
+// to list them leaves the list empty: it is advice, not a count.
+func (a *adminService) unservedTypes(ctx context.Context, q broker.QueueInfo) []string {
+	kl, ok := a.broker.(broker.KindLister)
+	if !ok || q.Counts[broker.StatePending] == 0 {
+		return nil
+	}
+	kinds, err := kl.WaitingKinds(ctx, q.Name)
+	if err != nil {
+		a.server.log.Warn("listing the kinds of waiting tasks failed", "queue", q.Name, "err", err)
+		return nil
+	}
+	pushed := false // a push endpoint takes every type, never at most once
+	for _, e := range a.server.push.List() {
+		pushed = pushed || e.Queue == q.Name && !e.Gone
+	}
+	var out []string
+	for _, k := range kinds {
+		if pushed && !k.AtMostOnce {
+			continue
+		}
+		if !a.server.hub.Takes(q.Name, k) && !slices.Contains(out, k.Type) {
+			out = append(out, k.Type)
+		}
+	}
+	return out
 }
 
 func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {
@@ -29,7 +59,7 @@ func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[convey
 	}
 	out := &conveyorv1.ListQueuesResponse{}
 	for _, q := range qs {
-		out.Queues = append(out.Queues, a.queueInfo(q))
+		out.Queues = append(out.Queues, a.queueInfo(ctx, q))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -50,7 +80,7 @@ func (a *adminService) setPaused(ctx context.Context, name string, paused bool) 
 	if err != nil {
 		return nil, wire.ConnectError(a.server.log, err)
 	}
-	return connect.NewResponse(a.queueInfo(q)), nil
+	return connect.NewResponse(a.queueInfo(ctx, q)), nil
 }
 
 func (a *adminService) PauseQueue(ctx context.Context, req *connect.Request[conveyorv1.PauseQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {

@@ -79,17 +79,21 @@ func pushWorker(e push.Info, node string) *conveyorv1.WorkerInfo {
 // localWorker describes a session of this node.
 func localWorker(s sessions.Info, node string) *conveyorv1.WorkerInfo {
 	return &conveyorv1.WorkerInfo{
-		SessionId:       s.ID,
-		NodeId:          node,
-		Queues:          s.Hello.GetQueues(),
-		Concurrency:     s.Hello.GetConcurrency(),
-		InFlight:        int32(s.InFlight),
-		TaskIds:         s.TaskIDs,
-		BatchTypes:      s.Hello.GetBatchTypes(),
-		Labels:          s.Hello.GetLabels(),
-		SdkVersion:      s.Hello.GetSdkVersion(),
-		ConnectedAt:     timestamppb.New(s.ConnectedAt),
-		LastHeartbeatAt: ts(s.LastHeartbeat),
+		SessionId:          s.ID,
+		NodeId:             node,
+		Queues:             s.Hello.GetQueues(),
+		Concurrency:        s.Hello.GetConcurrency(),
+		InFlight:           int32(s.InFlight),
+		TaskIds:            s.TaskIDs,
+		BatchTypes:         s.Hello.GetBatchTypes(),
+		Types:              s.Hello.GetTypes(),
+		ReleaseId:          s.Hello.GetReleaseId(),
+		StartAuthorization: s.Hello.GetStartAuthorization(),
+		Draining:           s.Draining,
+		Labels:             s.Hello.GetLabels(),
+		SdkVersion:         s.Hello.GetSdkVersion(),
+		ConnectedAt:        timestamppb.New(s.ConnectedAt),
+		LastHeartbeatAt:    ts(s.LastHeartbeat),
 	}
 }
 

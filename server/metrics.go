@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type metrics struct {
 	cronFires                              *prometheus.CounterVec
 	rejected                               *prometheus.CounterVec
 	pushRequests                           *prometheus.CounterVec
+	startDecisions                         *prometheus.CounterVec
 	pushSeconds                            *prometheus.HistogramVec
 
 	// cronMu orders a fire's count against its entry's delete, and
@@ -104,8 +106,12 @@ func newMetrics() *metrics {
 	m.pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conveyor_push_request_seconds",
 		Help:    "From sending a push endpoint its request to its answer (or the request's end), per invocation.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"queue"})
+	m.startDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_start_decisions_total",
+		Help: "StartDecisions sent to workers for at-most-once tasks, by whether the start was authorized (true) or refused (false)."},
+		[]string{"authorized"})
 	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
-		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected, m.pushRequests, m.pushSeconds)
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected, m.pushRequests, m.pushSeconds,
+		m.startDecisions)
 	// The Go runtime's and the process's own metrics, named conveyor_go_*
 	// and conveyor_process_* so that everything here is conveyor_*.
 	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
@@ -251,6 +257,10 @@ func (s sessionMetrics) LeaseLapsed(queue, typ string, to broker.State) {
 
 func (s sessionMetrics) AttemptEnded(queue, typ string, kind broker.DecisionKind, to broker.State, ran time.Duration) {
 	s.m.attemptEnded(queue, typ, kind, to, ran)
+}
+
+func (s sessionMetrics) StartDecided(authorized bool) {
+	s.m.startDecisions.WithLabelValues(strconv.FormatBool(authorized)).Inc()
 }
 
 // committed records one group commit.

@@ -8,6 +8,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
@@ -55,6 +56,7 @@ func (e *Engine) reloadLocked() error {
 	e.tasks = e.newTasksTable(0)
 	e.queues, e.freeQueues = nil, nil
 	e.byName = make(map[string]*queue)
+	e.kinds, e.kindIDs = nil, make(map[broker.Kind]kindID)
 	e.leases = make(map[key]*lease)
 	e.unique = make(map[string]uniqueClaim)
 	e.uniqOf = make(map[key]string)
@@ -75,7 +77,7 @@ func (e *Engine) reloadLocked() error {
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 	e.purging = 0
 
-	var wasActive, wasCanceled []key
+	var wasActive, wasCanceled, wasStarted []key
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		// Memory is rebuilt from this transaction: reads begun before it
 		// are not current (see Engine.currentLocked).
@@ -121,6 +123,10 @@ func (e *Engine) reloadLocked() error {
 					// is finished as canceled below, once every task is
 					// indexed.
 					wasCanceled = append(wasCanceled, k)
+				} else if r.startAuthorized {
+					// An at-most-once attempt that may have run: its
+					// outcome is unknown, and it is not run again.
+					wasStarted = append(wasStarted, k)
 				} else {
 					wasActive = append(wasActive, k)
 				}
@@ -139,7 +145,7 @@ func (e *Engine) reloadLocked() error {
 		return fmt.Errorf("rebuild indexes: %w", err)
 	}
 	e.reloadedBoundsLocked()
-	if len(wasActive)+len(wasCanceled) > 0 {
+	if len(wasActive)+len(wasCanceled)+len(wasStarted) > 0 {
 		now := nanos(e.cfg.Now())
 		// A task canceled while it ran is finished as any cancel is, which
 		// also resolves its dependents; its changes go into the
@@ -149,6 +155,11 @@ func (e *Engine) reloadLocked() error {
 		for _, k := range wasCanceled {
 			if m, ok := e.tasks.get(k); ok {
 				e.finishLocked(k, m, stateCanceled, now, nil)
+			}
+		}
+		for _, k := range wasStarted {
+			if m, ok := e.tasks.get(k); ok {
+				e.outcomeUnknownLocked(k, m, now)
 			}
 		}
 		canceled := e.commit.open
@@ -175,7 +186,7 @@ func (e *Engine) reloadLocked() error {
 			f()
 		}
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive),
-			"canceled", len(wasCanceled))
+			"canceled", len(wasCanceled), "outcome_unknown", len(wasStarted))
 	}
 	return nil
 }
@@ -212,6 +223,7 @@ func (e *Engine) indexLiveLocked(k key, r *liveRecord, specs *bbolt.Bucket) {
 		state:    r.State(),
 		prio:     uint8(r.priority),
 		flags:    flagCommitted,
+		kind:     e.kindLocked(string(r.typ), r.atMostOnce),
 	}
 	q.counts[m.state]++
 	switch m.state {

@@ -267,6 +267,19 @@ func (h *Hub) List() []Info {
 	return out
 }
 
+// Takes reports whether a live session serving queue can take tasks of
+// kind k (whatever its room).
+func (h *Hub) Takes(queue string, k broker.Kind) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, s := range h.byQueue[queue] {
+		if s.route.Takes(k.Type, k.AtMostOnce) {
+			return true
+		}
+	}
+	return false
+}
+
 // loads snapshots the live sessions' loads, for the registry.
 func (h *Hub) loads() []broker.SessionLoad {
 	h.mu.RLock()

@@ -211,7 +211,7 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 // (The session's codec checked the counts on the encoded frame already;
 // they are checked again here on what it decoded, by the same rule.)
 func checkHelloBounds(h *conveyorv1.Hello) error {
-	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes())}
+	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes()), types: len(h.GetTypes())}
 	if err := counts.check(); err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -233,6 +233,14 @@ func checkHelloBounds(h *conveyorv1.Hello) error {
 		if t == "" || len(t) > wire.MaxNameBytes {
 			return protocolError("hello.batch_types: each type must be 1..%d bytes", wire.MaxNameBytes)
 		}
+	}
+	for _, t := range h.GetTypes() {
+		if t == "" || len(t) > wire.MaxNameBytes {
+			return protocolError("hello.types: each type must be 1..%d bytes", wire.MaxNameBytes)
+		}
+	}
+	if len(h.GetReleaseId()) > wire.MaxLabelBytes {
+		return protocolError("hello.release_id is %d bytes; the limit is %d", len(h.GetReleaseId()), wire.MaxLabelBytes)
 	}
 	return nil
 }

@@ -148,7 +148,13 @@ func sendCancels(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1
 func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
 	s.gate.hold()
 	defer s.gate.release()
-	if err := sendCancels(stream, s.takeCancels()); err != nil {
+	s.mu.Lock()
+	cancels, decisions := s.takeCancelsLocked(), s.takeDecisionsLocked()
+	s.mu.Unlock()
+	if err := sendCancels(stream, cancels); err != nil {
+		return err
+	}
+	if err := sendDecisions(stream, decisions); err != nil {
 		return err
 	}
 	// A Lease can come back empty although Ready counted work: another
@@ -208,6 +214,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	now := s.hub.now()
 	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
 		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
+		Route: s.route,
 	})
 	if err != nil {
 		if s.ctx.Err() != nil {
@@ -237,9 +244,10 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		m, env := s.deliverLocked(l, now)
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
 		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
-			Task:      env,
-			Deadline:  timestamppb.New(lease.DispatchDeadline(now, l.Expiry, l.Task)),
-			AttemptId: env.AttemptId,
+			Task:          env,
+			Deadline:      timestamppb.New(lease.DispatchDeadline(now, l.Expiry, l.Task)),
+			AttemptId:     env.AttemptId,
+			StartRequired: l.Task.AtMostOnce,
 		}}}
 	}
 	s.mu.Unlock()

@@ -149,11 +149,12 @@ func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	if len(cfg.queues) == 0 {
 		cfg.queues = map[string]int32{workerDefaultQueue: 1}
 	}
-	if !cfg.releaseSet && addr != nil {
+	switch {
+	case cfg.releaseSet:
+		cfg.checkReleaseID("release id")
+	case addr != nil:
 		cfg.releaseID = os.Getenv(EnvReleaseID)
-		if !utf8.ValidString(cfg.releaseID) {
-			cfg.errorf("%s %q is not valid UTF-8", EnvReleaseID, cfg.releaseID)
-		}
+		cfg.checkReleaseID(EnvReleaseID)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.queues)) {
 		if !validQueueName(name) {
@@ -238,7 +239,8 @@ func closedChan() chan struct{} {
 }
 
 // Handle registers h for tasks of taskType. It panics if taskType is empty,
-// h is nil, or taskType already has a handler (as http.ServeMux does).
+// not valid UTF-8 or over 1,024 bytes (no task can have such a type), if h
+// is nil, or if taskType already has a handler (as http.ServeMux does).
 // Register handlers before Run: every session's Hello lists the types that
 // have one, and the server sends the Worker tasks of those types only. (A
 // server older than that routing may send others: such a task is failed
@@ -257,6 +259,14 @@ func (w *Worker) Handle(taskType string, h Handler) {
 }
 
 func (w *Worker) checkNewTypeLocked(taskType string) {
+	// Every type is listed in the Hello, which could not be encoded (and
+	// the Worker would retry the session forever) with one that is not
+	// UTF-8. No task can have such a type, nor one longer than the
+	// server's bound.
+	if !utf8.ValidString(taskType) || len(taskType) > maxNameBytes {
+		panic(fmt.Sprintf("conveyor: task type %q is not valid UTF-8 or is over %d bytes: no task can have it",
+			truncateName(taskType), maxNameBytes))
+	}
 	_, dup := w.handlers[taskType]
 	_, dupBatch := w.batchHandlers[taskType]
 	if dup || dupBatch {

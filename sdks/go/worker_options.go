@@ -176,12 +176,22 @@ const EnvReleaseID = "CONVEYOR_RELEASE_ID"
 // Defaults to the environment variable CONVEYOR_RELEASE_ID (EnvReleaseID),
 // read by NewWorker, or else unversioned; WithReleaseID, even with "",
 // overrides it.
+//
+// An id must be valid UTF-8 and at most 1,024 bytes (NewWorker checks it,
+// by the server's rule).
 func WithReleaseID(id string) WorkerOption {
 	return workerOptionFunc(func(c *workerConfig) {
-		if !utf8.ValidString(id) {
-			c.errorf("release id %q is not valid UTF-8", id)
-			return
-		}
 		c.releaseID, c.releaseSet = id, true
 	})
+}
+
+// checkReleaseID reports a release id the server would refuse; from
+// names where it came from.
+func (c *workerConfig) checkReleaseID(from string) {
+	switch id := c.releaseID; {
+	case !utf8.ValidString(id):
+		c.errorf("%s %q is not valid UTF-8", from, id)
+	case len(id) > maxLabelBytes:
+		c.errorf("%s is %d bytes; the limit is %d", from, len(id), maxLabelBytes)
+	}
 }

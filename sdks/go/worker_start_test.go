@@ -128,9 +128,40 @@ func TestWorkerFakeHelloReleaseFromEnv(t *testing.T) {
 			}
 		})
 	}
-	if _, err := conveyor.NewWorker("http://127.0.0.1:1", conveyor.WithReleaseID("\xff")); err == nil {
-		t.Error("NewWorker took a release id that is not UTF-8")
+	t.Setenv(conveyor.EnvReleaseID, strings.Repeat("r", 1025))
+	if _, err := conveyor.NewWorker("http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), conveyor.EnvReleaseID) {
+		t.Errorf("NewWorker with a CONVEYOR_RELEASE_ID over the bound = %v, want an error naming it", err)
 	}
+}
+
+// TestWorkerHandleBadType: a type no task can have (not UTF-8, which would
+// leave the Hello unencodable, or over 1,024 bytes) is a programmer error.
+func TestWorkerHandleBadType(t *testing.T) {
+	t.Parallel()
+	w, err := conveyor.NewWorker("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *conveyor.Delivery) error { return nil }
+	for _, typ := range []string{"", "a\xff", strings.Repeat("t", 1025)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Handle(%.20q) did not panic", typ)
+				}
+			}()
+			w.HandleFunc(typ, noop)
+		}()
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("HandleBatch(%.20q) did not panic", typ)
+				}
+			}()
+			w.HandleBatch(typ, conveyor.BatchHandlerFunc(func(context.Context, *conveyor.DeliveryBatch) error { return nil }))
+		}()
+	}
+	w.HandleFunc(strings.Repeat("t", 1024), noop) // at the bound: fine
 }
 
 // TestWorkerFakeUnroutedType: a server that does not route by type (one

@@ -419,6 +419,8 @@ func TestWorkerOptionErrors(t *testing.T) {
 		{"grpc-web", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithProtocol(conveyor.ProtocolGRPCWeb)}, "gRPC-Web"},
 		{"label not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithLabels(map[string]string{"host": "a\xff"})}, "not valid UTF-8"},
 		{"version not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithMinServerVersion("v1\xff")}, "not valid UTF-8"},
+		{"release not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithReleaseID("r\xff")}, "release id"},
+		{"release too long", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithReleaseID(strings.Repeat("r", 1025))}, "release id is 1025 bytes; the limit is 1024"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -109,6 +109,8 @@ type Engine struct {
 	// kinds are the task kinds seen, numbered by kindIDs (route.go).
 	kinds   []broker.Kind
 	kindIDs map[broker.Kind]kindID
+	// releases are the worker releases seen (release.go).
+	releases map[string]*storagev1.ReleaseRecord
 	leases  map[key]*lease
 	unique  map[string]uniqueClaim
 	uniqOf  map[key]string // live task → its unique key

@@ -16,7 +16,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron, bucketReleases} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -72,6 +72,7 @@ func (e *Engine) reloadLocked() error {
 	e.openGroups = make(map[groupID]*group)
 	e.memberGen = make(map[key]memberOf)
 	e.crons = make(map[string]*storagev1.CronRecord)
+	e.releases = make(map[string]*storagev1.ReleaseRecord)
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, compactSlack
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
@@ -95,6 +96,16 @@ func (e *Engine) reloadLocked() error {
 			q.processed, q.failed, q.enqueued = rec.GetProcessed(), rec.GetFailed(), rec.GetEnqueued()
 			q.expired = rec.GetExpired()
 			q.cfg = queueConfigOf(rec)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketReleases).ForEach(func(id, v []byte) error {
+			rec := &storagev1.ReleaseRecord{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("release record %q: %w", id, err)
+			}
+			e.releases[string(id)] = rec
 			return nil
 		}); err != nil {
 			return err

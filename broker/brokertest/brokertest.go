@@ -112,6 +112,7 @@ func groups() []group {
 		{"Groups", groupCases()},
 		{"Cron", cronCases()},
 		{"Route", routeCases()},
+		{"Releases", releaseCases()},
 	}
 }
 

@@ -39,7 +39,12 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 	if err := checkHello(hello, h.cfg.Version, h.cfg.MinSDKVersion); err != nil {
 		return err
 	}
+	release, err := h.seeRelease(ctx, hello.GetReleaseId())
+	if err != nil {
+		return wire.ConnectError(h.log, err)
+	}
 	s := newSession(ctx, h, ulid.Make().String(), hello, h.cfg.MaxSessionConcurrency)
+	s.rel = release
 	if !h.register(s) {
 		return errShuttingDown
 	}
@@ -55,7 +60,8 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 		return err
 	}
 	s.log.Info("worker session opened", "queues", hello.GetQueues(), "concurrency", hello.GetConcurrency(),
-		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
+		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels(), "types", hello.GetTypes(),
+		"release", hello.GetReleaseId(), "start_authorization", hello.GetStartAuthorization())
 	if s.window < s.concurrency {
 		s.log.Info("worker session throttled: it is sent at most max_session_concurrency tasks at once, fewer than it declared",
 			"concurrency", s.concurrency, "max_session_concurrency", s.window)

@@ -55,8 +55,10 @@ type session struct {
 	concurrency int
 	window      int
 	batchTypes  []string
-	// route is what its leases may take (session_start.go).
+	// route is what its leases may take (session_start.go); rel is its
+	// release, as first seen (release.go; zero: unversioned).
 	route       broker.Route
+	rel         broker.Release
 	hello       *conveyorv1.Hello
 	connectedAt time.Time
 

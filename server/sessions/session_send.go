@@ -157,6 +157,9 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	if err := sendDecisions(stream, decisions); err != nil {
 		return err
 	}
+	if s.hub.draining(s) {
+		return nil // its release was drained: it finishes what it holds
+	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had
 	// expired and were archived on the pop; a fired group may wait for
@@ -212,15 +215,22 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		return 0, nil
 	}
 	now := s.hub.now()
-	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
-		Route: s.route,
-	})
-	if err != nil {
-		if s.ctx.Err() != nil {
-			return 0, context.Cause(s.ctx)
+	var leases []broker.Lease
+	for _, c := range s.hub.leaseCalls(s, picks) {
+		ls, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
+			SessionID: s.id, Picks: c.picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
+			Route: c.route,
+		})
+		if err != nil {
+			if len(leases) > 0 {
+				s.release(membersOf(leases)) // a failed call leaves nothing leased
+			}
+			if s.ctx.Err() != nil {
+				return 0, context.Cause(s.ctx)
+			}
+			return 0, wire.ConnectError(s.log, err)
 		}
-		return 0, wire.ConnectError(s.log, err)
+		leases = append(leases, ls...)
 	}
 	if len(leases) == 0 {
 		return 0, nil
@@ -232,11 +242,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	if s.ended {
 		// The session ended while the broker leased: hand them back.
 		s.mu.Unlock()
-		ms := make([]*member, len(leases))
-		for i, l := range leases {
-			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
-		}
-		s.release(ms)
+		s.release(membersOf(leases))
 		return 0, context.Cause(s.ctx)
 	}
 	cancels := s.takeCancelsLocked()
@@ -262,7 +268,17 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	// There may be more: look again (cheap, and it stops once a lease
 	// comes back empty or the window is full).
 	s.wake()
+	s.hub.filledUp(s)
 	return len(leases), nil
+}
+
+// membersOf names leases just granted, to hand them back.
+func membersOf(leases []broker.Lease) []*member {
+	ms := make([]*member, len(leases))
+	for i, l := range leases {
+		ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+	}
+	return ms
 }
 
 // deliverLocked makes the member and the envelope of one leased task

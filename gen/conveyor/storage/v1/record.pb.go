@@ -1220,6 +1220,62 @@ func (x *LegacyRetryPolicy) GetMax() *durationpb.Duration {
 	return nil
 }
 
+// ReleaseRecord is a worker release seen (bucket "releases", keyed by its
+// id; PostgreSQL: table releases).
+type ReleaseRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// first_seen (Unix ns) is when a session of it first registered.
+	FirstSeen int64 `protobuf:"varint,1,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	// draining is set once DrainRelease named it.
+	Draining      bool `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRecord) Reset() {
+	*x = ReleaseRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRecord) ProtoMessage() {}
+
+func (x *ReleaseRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRecord.ProtoReflect.Descriptor instead.
+func (*ReleaseRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReleaseRecord) GetFirstSeen() int64 {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return 0
+}
+
+func (x *ReleaseRecord) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 var File_conveyor_storage_v1_record_proto protoreflect.FileDescriptor
 
 const file_conveyor_storage_v1_record_proto_rawDesc = "" +
@@ -1353,7 +1409,11 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x11LegacyRetryPolicy\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\x05R\bstrategy\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
-	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03maxB\xd8\x01\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03max\"J\n" +
+	"\rReleaseRecord\x12\x1d\n" +
+	"\n" +
+	"first_seen\x18\x01 \x01(\x03R\tfirstSeen\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdrainingB\xd8\x01\n" +
 	"\x17com.conveyor.storage.v1B\vRecordProtoP\x01ZBgithub.com/conveyor-dev/conveyor/gen/conveyor/storage/v1;storagev1\xa2\x02\x03CSX\xaa\x02\x13Conveyor.Storage.V1\xca\x02\x13Conveyor\\Storage\\V1\xe2\x02\x1fConveyor\\Storage\\V1\\GPBMetadata\xea\x02\x15Conveyor::Storage::V1b\x06proto3"
 
 var (
@@ -1368,7 +1428,7 @@ func file_conveyor_storage_v1_record_proto_rawDescGZIP() []byte {
 	return file_conveyor_storage_v1_record_proto_rawDescData
 }
 
-var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: conveyor.storage.v1.TaskSpec
 	(*RetryPolicyRecord)(nil),     // 1: conveyor.storage.v1.RetryPolicyRecord
@@ -1380,24 +1440,25 @@ var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*LegacyTaskOptions)(nil),     // 7: conveyor.storage.v1.LegacyTaskOptions
 	(*LegacyDependency)(nil),      // 8: conveyor.storage.v1.LegacyDependency
 	(*LegacyRetryPolicy)(nil),     // 9: conveyor.storage.v1.LegacyRetryPolicy
-	nil,                           // 10: conveyor.storage.v1.TaskSpec.MetadataEntry
-	nil,                           // 11: conveyor.storage.v1.CronRecord.MetadataEntry
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ReleaseRecord)(nil),         // 10: conveyor.storage.v1.ReleaseRecord
+	nil,                           // 11: conveyor.storage.v1.TaskSpec.MetadataEntry
+	nil,                           // 12: conveyor.storage.v1.CronRecord.MetadataEntry
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_conveyor_storage_v1_record_proto_depIdxs = []int32{
-	10, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
+	11, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
 	1,  // 1: conveyor.storage.v1.TaskSpec.retry_policy:type_name -> conveyor.storage.v1.RetryPolicyRecord
 	2,  // 2: conveyor.storage.v1.TaskSpec.depends_on:type_name -> conveyor.storage.v1.DependencyRecord
 	4,  // 3: conveyor.storage.v1.TaskStatus.errors:type_name -> conveyor.storage.v1.AttemptErrorRecord
 	2,  // 4: conveyor.storage.v1.TaskStatus.waiting_on:type_name -> conveyor.storage.v1.DependencyRecord
-	11, // 5: conveyor.storage.v1.CronRecord.metadata:type_name -> conveyor.storage.v1.CronRecord.MetadataEntry
-	12, // 6: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
-	13, // 7: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	12, // 5: conveyor.storage.v1.CronRecord.metadata:type_name -> conveyor.storage.v1.CronRecord.MetadataEntry
+	13, // 6: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
+	14, // 7: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
 	8,  // 8: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
 	9,  // 9: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
-	12, // 10: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
-	12, // 11: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
+	13, // 10: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
+	13, // 11: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
 	12, // [12:12] is the sub-list for method output_type
 	12, // [12:12] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1417,7 +1478,7 @@ func file_conveyor_storage_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_storage_v1_record_proto_rawDesc), len(file_conveyor_storage_v1_record_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

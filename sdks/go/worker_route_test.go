@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
 	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 // The tests in this file run the Worker against a real server: routing by
@@ -150,5 +153,44 @@ func TestWorkerRoutedByType(t *testing.T) {
 	}
 	if want := []string{"a:route.a", "b:route.b"}; !slices.Equal(got, want) {
 		t.Fatalf("runs %v, want %v (each worker its own type)", got, want)
+	}
+}
+
+// TestWorkerRelease: the Worker's release id reaches the server; new work
+// goes to the newest release, and once that one is drained, to the older.
+func TestWorkerRelease(t *testing.T) {
+	t.Parallel()
+	e := wtSetup(t, server.Config{})
+	ranOn := make(chan string, 4)
+	newWorker := func(release string) {
+		w := e.newWorker(conveyor.WithReleaseID(release))
+		w.HandleFunc("t", func(context.Context, *conveyor.Delivery) error {
+			ranOn <- release
+			return nil
+		})
+		wtRun(t, w)
+		servertest.Eventually(t, 10*time.Second, "a worker of release "+release, func() bool {
+			res, err := e.admin.ListWorkers(context.Background(), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+			return err == nil && slices.ContainsFunc(res.Msg.GetWorkers(), func(w *conveyorv1.WorkerInfo) bool {
+				return w.GetReleaseId() == release && w.GetStartAuthorization() && slices.Equal(w.GetTypes(), []string{"t"})
+			})
+		})
+	}
+	newWorker("v1")
+	newWorker("v2") // first seen after v1: the newest
+	run := func() string {
+		t.Helper()
+		id := e.enqueue(wtReq("default", "t", "{}", nil))
+		e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 20*time.Second)
+		return wtRecv(t, ranOn, 10*time.Second, "the task's run")
+	}
+	if got := run(); got != "v2" {
+		t.Fatalf("a task ran on %s, want v2 (the newest release)", got)
+	}
+	if _, err := e.admin.DrainRelease(context.Background(), connect.NewRequest(&conveyorv1.DrainReleaseRequest{ReleaseId: "v2"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(); got != "v1" {
+		t.Fatalf("a task ran on %s after v2 was drained, want v1", got)
 	}
 }

@@ -34,11 +34,13 @@ import (
 //   - a Cancel (or a lapsed lease, or the end of the drain grace) first:
 //     the handler does not run, and the attempt is answered RELEASED.
 //   - the stream ends first: the handler does not run, and nothing is
-//     sent (the server releases the attempt, with no penalty).
+//     sent (the server releases the attempt with no penalty, or, had it
+//     authorized the start, archives the task as an outcome unknown).
 //
-// An execution whose context ended is not run even if the decision came
-// too (they may cross): its answer is RELEASED, which the server takes,
-// for a start it authorized, as an outcome it does not know.
+// An execution whose context ended is not run even if an authorized
+// decision came too (they may cross): it is answered as above, and the
+// server takes a RELEASED for a start it authorized as an outcome it does
+// not know. Not running is the side to err on for such a task.
 
 // startFrame is the Start that asks to run ex.
 func startFrame(ex *execution) *conveyorv1.WorkerMessage {

@@ -224,19 +224,24 @@ func typedSQL(s typedShape) string {
 // over could be many), and counts its short leases as routing's.
 func (t *txn) moreReady(ctx context.Context, queue string, w routeWalk) (bool, error) {
 	var sql string
-	var args []any
+	args := []any{queue}
 	switch {
 	case w.types != nil:
-		sql, args = `queue = $1 AND type = ANY($2::text[])`, []any{queue, w.types}
+		sql, args = `SELECT EXISTS (SELECT FROM conveyor_tasks WHERE queue = $1 AND type = ANY($2::text[])
+			AND state = 2 AND NOT held`, append(args, w.types)
+		if !w.atMostOnce {
+			sql += notAtMostOnce
+		}
+		sql += `)`
 	case w.kind == walkPlain:
-		sql, args = `queue = $1`, []any{queue}
+		// In the line's order, so that the planner reads the line's index
+		// (EXISTS would drop the order, and might read the table).
+		sql = `SELECT count(*) > 0 FROM (SELECT FROM conveyor_tasks WHERE queue = $1 AND state = 2 AND NOT held
+			AND NOT at_most_once ORDER BY priority DESC, ready_seq LIMIT 1) x`
 	default:
 		return false, nil
 	}
-	if !w.atMostOnce {
-		sql += notAtMostOnce
-	}
 	var more bool
-	err := t.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conveyor_tasks WHERE state = 2 AND NOT held AND `+sql+`)`, args...).Scan(&more)
+	err := t.queryRow(ctx, sql, args...).Scan(&more)
 	return more, err
 }

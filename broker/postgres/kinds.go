@@ -20,16 +20,7 @@ func (e *Engine) WaitingKinds(ctx context.Context, queue string) ([]broker.Kind,
 	if err := e.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := e.pool.Query(ctx, `WITH RECURSIVE k AS (
-			(SELECT type, at_most_once FROM conveyor_tasks
-				WHERE queue = $1 AND state = 2 AND NOT held
-				ORDER BY type, at_most_once LIMIT 1)
-			UNION ALL
-			SELECT n.type, n.at_most_once FROM k CROSS JOIN LATERAL (
-				SELECT type, at_most_once FROM conveyor_tasks
-				WHERE queue = $1 AND state = 2 AND NOT held AND (type, at_most_once) > (k.type, k.at_most_once)
-				ORDER BY type, at_most_once LIMIT 1) n)
-		SELECT type, at_most_once FROM k LIMIT $2`, queue, broker.MaxWaitingKinds)
+	rows, err := e.pool.Query(ctx, waitingKindsSQL, queue, broker.MaxWaitingKinds)
 	if err != nil {
 		return nil, e.storageError(err)
 	}
@@ -43,3 +34,17 @@ func (e *Engine) WaitingKinds(ctx context.Context, queue string) ([]broker.Kind,
 	}
 	return kinds, nil
 }
+
+// waitingKindsSQL lists the first $2 kinds of queue $1's ready tasks, in
+// (type, at_most_once) order: each step of the recursion is one descent
+// of conveyor_tasks_ready_type to the kind after the last.
+const waitingKindsSQL = `WITH RECURSIVE k AS (
+		(SELECT type, at_most_once FROM conveyor_tasks
+			WHERE queue = $1 AND state = 2 AND NOT held
+			ORDER BY type, at_most_once LIMIT 1)
+		UNION ALL
+		SELECT n.type, n.at_most_once FROM k CROSS JOIN LATERAL (
+			SELECT type, at_most_once FROM conveyor_tasks
+			WHERE queue = $1 AND state = 2 AND NOT held AND (type, at_most_once) > (k.type, k.at_most_once)
+			ORDER BY type, at_most_once LIMIT 1) n)
+	SELECT type, at_most_once FROM k LIMIT $2`

@@ -193,14 +193,7 @@ type leased struct {
 func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, pickArgs []any, l leaseArgs) ([]leased, readyWalk, error) {
 	var walk readyWalk
 	args := append([]any{queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node}, pickArgs...)
-	rows, err := t.query(ctx, `WITH picked AS (`+pick+`)
-		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
-			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
-			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
-			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
-		FROM picked WHERE t.ctid = picked.tid
-		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		args...)
+	rows, err := t.query(ctx, leaseSQL(pick), args...)
 	if err != nil {
 		return nil, walk, err
 	}
@@ -218,6 +211,19 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 		walk.took(task.Priority, x.seq)
 	}
 	return got, walk, rows.Err()
+}
+
+// leaseSQL is the statement that leases the rows pick picks: $1 the
+// queue, $2 how many, $3 now, $4 the session, $5 the expiry, $6 the
+// grace, $7 the node.
+func leaseSQL(pick string) string {
+	return `WITH picked AS (` + pick + `)
+		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
+			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
+			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
+			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
+		FROM picked WHERE t.ctid = picked.tid
+		RETURNING ` + taskColumns + `, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`
 }
 
 // settleLeased turns the rows taken from queue's ready line into leases,

@@ -90,11 +90,11 @@ type queueHint struct {
 	// the line without the at-most-once tasks (scanfloor.go).
 	floors, plainFloors scanFloors
 	// passedOver is set once a routed lease came back short while the
-	// queue had ready tasks, until its ready count is back at 0; routing
-	// counts the routed leases in progress. While either is, each task
-	// that becomes ready signals TasksReady (passedover.go).
+	// queue had ready tasks, until its ready count is back at 0: each
+	// task that becomes ready meanwhile signals TasksReady. readyChanges
+	// counts the changes that made tasks ready (passedover.go).
 	passedOver                           bool
-	routing                              int
+	readyChanges                         uint64
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }

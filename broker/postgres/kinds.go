@@ -40,11 +40,11 @@ func (e *Engine) WaitingKinds(ctx context.Context, queue string) ([]broker.Kind,
 // of conveyor_tasks_ready_type to the kind after the last.
 const waitingKindsSQL = `WITH RECURSIVE k AS (
 		(SELECT type, at_most_once FROM conveyor_tasks
-			WHERE queue = $1 AND state = 2 AND NOT held
+			WHERE queue = $1 AND ` + typedReady + `
 			ORDER BY type, at_most_once LIMIT 1)
 		UNION ALL
 		SELECT n.type, n.at_most_once FROM k CROSS JOIN LATERAL (
 			SELECT type, at_most_once FROM conveyor_tasks
-			WHERE queue = $1 AND state = 2 AND NOT held AND (type, at_most_once) > (k.type, k.at_most_once)
+			WHERE queue = $1 AND ` + typedReady + ` AND (type, at_most_once) > (k.type, k.at_most_once)
 			ORDER BY type, at_most_once LIMIT 1) n)
 	SELECT type, at_most_once FROM k LIMIT $2`

@@ -11,7 +11,8 @@ import (
 )
 
 // Lease leases ready tasks to a session; see broker.Broker. Each pick is
-// one statement: the first N rows of the queue's ready line, locked with
+// one statement: the first N rows of the queue's ready line that the
+// lease's route takes (route.go), locked with
 // SKIP LOCKED (so concurrent sessions take different tasks), made ACTIVE.
 // The rows are updated by the physical address the lock returned (they
 // are locked: it cannot change before the update), which spares a
@@ -107,8 +108,9 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 // whether the queue is owed a look (recheckLater) for the rows it passed
 // over locked.
 func (t *txn) leaseWalk(ctx context.Context, queue string, n int, w routeWalk, l leaseArgs) ([]broker.Lease, bool, error) {
+	var since uint64
 	if w.kind != walkOpen {
-		t.e.routingStarted(queue)
+		since = t.e.routingStarted(queue)
 	}
 	var ls []broker.Lease
 	got, err := t.leaseReady(ctx, queue, n, w, l)
@@ -119,7 +121,7 @@ func (t *txn) leaseWalk(ctx context.Context, queue string, n int, w routeWalk, l
 	if w.kind == walkOpen {
 		return ls, short, err
 	}
-	t.e.routingEnded(queue, short)
+	t.e.routingEnded(queue, short, since)
 	if short {
 		short, err = t.moreReady(ctx, queue, w)
 	}

@@ -7,42 +7,47 @@ package postgres
 // while the queue has ready tasks, the queue is marked passed over until
 // its ready count is back at 0, and while it is, each task that becomes
 // ready signals TasksReady (applyDeltaLocked), this node's commits and
-// the other nodes' alike. A routed lease in progress counts as a mark:
-// a task that becomes ready after its statement's snapshot and before its
-// end is signaled too, so that the session it found nothing for hears of
-// it.
+// the other nodes' alike. A task that became ready while the short lease
+// ran (after its statement's snapshot, before the mark) is signaled when
+// the lease ends: each queue counts the changes that made tasks ready.
 
-// routingStarted records a routed lease of queue in progress.
-func (e *Engine) routingStarted(queue string) {
+// routingStarted records the start of a routed lease of queue, before its
+// statement runs, and returns the queue's count of ready changes then.
+func (e *Engine) routingStarted(queue string) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if q := e.hints.queues[queue]; q != nil {
-		q.routing++
+		return q.readyChanges
 	}
+	return 0
 }
 
-// routingEnded records the end of a routed lease of queue, and marks the
-// queue passed over when it came back short while the queue had ready
-// tasks.
-func (e *Engine) routingEnded(queue string, short bool) {
+// routingEnded records the end of a routed lease of queue that started
+// when the queue had counted since ready changes: when it came back short
+// while the queue has ready tasks, the queue is marked passed over, and
+// signaled if tasks became ready meanwhile (the lease may not have seen
+// them).
+func (e *Engine) routingEnded(queue string, short bool, since uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
-	if q == nil {
+	if q == nil || !short || q.ready <= 0 {
 		return
 	}
-	q.routing = max(q.routing-1, 0)
-	if short && q.ready > 0 {
-		q.passedOver = true
+	q.passedOver = true
+	if q.readyChanges != since && !q.paused {
+		e.note.TasksReady(queue)
 	}
 }
 
-// passedOverLocked reports whether d, which q's ready count was just
-// changed by, owes q's sessions a TasksReady because q is marked passed
-// over (or a routed lease of it is in progress), and clears the mark once
-// q has no ready task left.
+// passedOverLocked counts d, which just changed q's ready count, and
+// reports whether it owes q's sessions a TasksReady because q is marked
+// passed over; it clears the mark once q has no ready task left.
 func passedOverLocked(q *queueHint, d *queueDelta) bool {
-	signal := d.ready > 0 && (q.passedOver || q.routing > 0)
+	if d.ready > 0 {
+		q.readyChanges++
+	}
+	signal := d.ready > 0 && q.passedOver
 	if q.ready <= 0 {
 		q.passedOver = false
 	}

@@ -32,6 +32,14 @@ import (
 // Another lease meanwhile passes them over (SKIP LOCKED) and may come back
 // short, as it may when a stale Result's check holds a row: the short
 // lease's look (recheckLater) covers both.
+//
+// A typed walk has no scan floors (scanfloor.go): it reads each branch
+// from its start. A floor is safe only with a walk from the start when
+// the walk from it comes out short, and a typed walk comes out short
+// whenever its types have fewer tasks than it asks for (the engine counts
+// ready tasks by queue, not by type). So while a transaction holds an old
+// snapshot, a typed lease reads the index entries of its types' tasks
+// leased since, as every lease did before the floors.
 
 // maxTypeBranches bounds the types a typed walk reads a branch of each: a
 // route naming more walks the line with a filter.
@@ -147,6 +155,11 @@ var typedSQLs struct {
 	m map[typedShape]string
 }
 
+// typedReady says that a task is ready as conveyor_tasks_ready_type's
+// predicate does (the migration says why), for the statements that read
+// it.
+const typedReady = `state = 2 AND held IS NOT TRUE`
+
 // typedShape is what a typed walk's statement depends on.
 type typedShape struct {
 	types      int
@@ -204,7 +217,7 @@ func typedSQL(s typedShape) string {
 				UNION ALL `)
 			}
 			fmt.Fprintf(&b, `SELECT * FROM (SELECT ctid AS tid, started_at, priority, ready_seq FROM conveyor_tasks
-					WHERE queue = $1 AND type = $%d AND at_most_once = %t AND state = 2 AND NOT held
+					WHERE queue = $1 AND type = $%d AND at_most_once = %t AND `+typedReady+`
 					ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED) b%d`, 8+i, amo, branch)
 			branch++
 		}
@@ -228,7 +241,7 @@ func (t *txn) moreReady(ctx context.Context, queue string, w routeWalk) (bool, e
 	switch {
 	case w.types != nil:
 		sql, args = `SELECT EXISTS (SELECT FROM conveyor_tasks WHERE queue = $1 AND type = ANY($2::text[])
-			AND state = 2 AND NOT held`, append(args, w.types)
+			AND `+typedReady, append(args, w.types)
 		if !w.atMostOnce {
 			sql += notAtMostOnce
 		}

@@ -165,7 +165,7 @@ func sameKinds(a, b []broker.Kind) bool {
 // types, and a long history, each walk reads the index made for it: the
 // open walk the ready line as before routing, the zero route's the line
 // without the at-most-once tasks, a typed walk the line by type, one
-// branch per type.
+// branch per type and at-most-once-ness, with statistics or none yet.
 func TestRoutedLeasePlans(t *testing.T) {
 	t.Parallel()
 	e, _ := openRouteEngine(t, nil)
@@ -176,38 +176,45 @@ func TestRoutedLeasePlans(t *testing.T) {
 		FROM generate_series(1, 50000) g`); err != nil {
 		t.Fatal(err)
 	}
+	typed := []broker.Route{{Types: []string{"t1", "t3"}}, {Types: []string{"t1"}, StartAuthorization: true}}
+	for _, r := range typed {
+		requirePlan(t, e, r, "conveyor_tasks_ready_type", "without statistics")
+	}
 	if _, err := e.pool.Exec(ctx, `ANALYZE conveyor_tasks`); err != nil {
 		t.Fatal(err)
 	}
-	floors := &scanFloors{}
-	for _, c := range []struct {
-		r     broker.Route
-		index string
-	}{
-		{broker.Route{StartAuthorization: true}, "conveyor_tasks_ready "},
-		{broker.Route{}, "conveyor_tasks_ready_plain"},
-		{broker.Route{Types: []string{"t1", "t3"}}, "conveyor_tasks_ready_type"},
-		{broker.Route{Types: []string{"t1"}, StartAuthorization: true}, "conveyor_tasks_ready_type"},
-	} {
-		w := walkOf(c.r)
-		sql, args := w.pick(floors)
-		plan := explain(t, e, leaseSQL(sql), append([]any{"q1", 10, int64(1), "s", int64(2), int64(0), "n"}, args...)...)
-		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using "+c.index) {
-			t.Errorf("route %+v: want an index scan of %s, the plan is\n%s", c.r, c.index, plan)
-		}
-		// A branch the planner expects few rows of may read its part of
-		// the index by bitmap, and sort it.
-		branches := len(w.types)
-		if w.atMostOnce {
-			branches *= 2
-		}
-		if w.kind == walkTyped && strings.Count(plan, c.index) != branches {
-			t.Errorf("route %+v: want one branch per type and at-most-once-ness, the plan is\n%s", c.r, plan)
-		}
+	requirePlan(t, e, broker.Route{StartAuthorization: true}, "conveyor_tasks_ready ", "")
+	requirePlan(t, e, broker.Route{}, "conveyor_tasks_ready_plain", "")
+	for _, r := range typed {
+		requirePlan(t, e, r, "conveyor_tasks_ready_type", "")
 	}
 	plan := explain(t, e, waitingKindsSQL, "q1", broker.MaxWaitingKinds)
 	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Only Scan using conveyor_tasks_ready_type") {
 		t.Errorf("WaitingKinds: want a skip along conveyor_tasks_ready_type, the plan is\n%s", plan)
+	}
+}
+
+// requirePlan fails t unless the lease routed by r reads index, and a
+// typed one that index only, one branch per type and at-most-once-ness.
+func requirePlan(t *testing.T, e *Engine, r broker.Route, index, when string) {
+	t.Helper()
+	w := walkOf(r)
+	sql, args := w.pick(&scanFloors{})
+	plan := explain(t, e, leaseSQL(sql), append([]any{"q1", 10, int64(1), "s", int64(2), int64(0), "n"}, args...)...)
+	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using "+index) {
+		t.Errorf("route %+v %s: want an index scan of %s, the plan is\n%s", r, when, index, plan)
+	}
+	if w.kind != walkTyped {
+		return
+	}
+	// A branch the planner expects few rows of may read its part of the
+	// index by bitmap, and sort it.
+	branches := len(w.types)
+	if w.atMostOnce {
+		branches *= 2
+	}
+	if strings.Count(plan, index) != branches || strings.Count(plan, "Index Scan") != branches {
+		t.Errorf("route %+v %s: want one branch per type and at-most-once-ness, each of %s, the plan is\n%s", r, when, index, plan)
 	}
 }
 
@@ -336,5 +343,28 @@ func TestPassedOverAcrossNodes(t *testing.T) {
 	testwait.Until(t, resyncEvery/3, "node a to signal the task of type b", func() bool { return noteA.readyCount("q") > before })
 	if ls := routedLease(t, a, "s-a", "q", 1, broker.Route{Types: []string{"b"}}); len(ls) != 1 {
 		t.Fatalf("the signaled lease of type b leased %d, want 1", len(ls))
+	}
+}
+
+// TestTaskReadyDuringAShortRoutedLease: a task that becomes ready while a
+// routed lease runs (after its statement read the line, before the lease
+// marks the queue passed over) is signaled when the lease comes back
+// short: the session it found nothing for would otherwise sleep through
+// it, the queue's ready count never having gone back to 0.
+func TestTaskReadyDuringAShortRoutedLease(t *testing.T) {
+	t.Parallel()
+	note := &nodeSignals{ready: map[string]int{}}
+	e, _ := openRouteEngine(t, note)
+	enqueueKinds(t, e, "q", []broker.Kind{{Type: "a"}})
+	since := e.routingStarted("q")
+	enqueueKinds(t, e, "q", []broker.Kind{{Type: "b"}})
+	before := note.readyCount("q")
+	e.routingEnded("q", true, since)
+	if got := note.readyCount("q"); got != before+1 {
+		t.Fatalf("TasksReady %d times at the end of the short lease, want once", got-before)
+	}
+	e.routingEnded("q", true, e.routingStarted("q"))
+	if got := note.readyCount("q"); got != before+1 {
+		t.Fatalf("a short lease with no task made ready meanwhile signaled %d times, want none", got-before-1)
 	}
 }

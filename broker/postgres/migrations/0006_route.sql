@@ -11,9 +11,14 @@ ALTER TABLE conveyor_tasks
 -- The ready line by type: a lease routed to some types walks one branch
 -- per (type, at_most_once) it may take, in the line's order, and passes
 -- over the other types' tasks without reading them. Its (queue, type,
--- at_most_once) prefix is also what WaitingKinds skips along.
+-- at_most_once) prefix is also what WaitingKinds skips along. held is
+-- never NULL: "held IS NOT TRUE" holds the same rows as "NOT held", but
+-- the planner does not take one for the other, so that the statements
+-- written for this index (saying it so) can use no other: without
+-- statistics, or with stale ones, it would otherwise read the ready line
+-- of conveyor_tasks_ready, whose order is the same, filtering it by type.
 CREATE INDEX conveyor_tasks_ready_type ON conveyor_tasks (queue, type, at_most_once, priority DESC, ready_seq)
-    WHERE state = 2 AND NOT held;
+    WHERE state = 2 AND held IS NOT TRUE;
 -- The ready line without the at-most-once tasks: a lease of a session that
 -- does not ask before it starts a task (the zero broker.Route: older
 -- workers, push endpoints) walks it as an open lease walks

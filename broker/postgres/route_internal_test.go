@@ -368,3 +368,53 @@ func TestTaskReadyDuringAShortRoutedLease(t *testing.T) {
 		t.Fatalf("a short lease with no task made ready meanwhile signaled %d times, want none", got-before-1)
 	}
 }
+
+// TestAtMostOnceStored: every enqueue path stores AtMostOnce (COPY for
+// the ids the engine chooses, INSERT for the caller's, EnqueueTx), and
+// every read says it; an at-most-once task cannot join a group.
+func TestAtMostOnceStored(t *testing.T) {
+	t.Parallel()
+	e, _ := openRouteEngine(t, nil)
+	ctx := t.Context()
+	now := time.Now()
+	amo := bt.NewTask("q")
+	amo.AtMostOnce = true
+	named := amo
+	named.ID = bt.NewID()
+	res, err := e.Enqueue(ctx, broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{amo, named}, now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txTasks, err := e.EnqueueTx(ctx, broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{amo}, now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{res[0].Task.ID, res[1].Task.ID, txTasks[0].ID}
+	for i, r := range res {
+		if r.Err != nil || !r.Task.AtMostOnce {
+			t.Fatalf("Enqueue item %d: %+v", i, r)
+		}
+	}
+	for _, id := range ids {
+		if task, err := e.GetTask(ctx, id); err != nil || !task.AtMostOnce {
+			t.Fatalf("GetTask %s: AtMostOnce unset (%v)", id, err)
+		}
+	}
+	for _, brief := range []bool{false, true} {
+		page, err := e.ListTasks(ctx, broker.ListParams{Queue: "q", State: broker.StatePending, Limit: 10, Brief: brief})
+		if err != nil || len(page.Tasks) != 3 {
+			t.Fatalf("ListTasks brief %v: %d tasks, %v", brief, len(page.Tasks), err)
+		}
+		for _, task := range page.Tasks {
+			if !task.AtMostOnce {
+				t.Fatalf("ListTasks brief %v: task %s with AtMostOnce unset", brief, task.ID)
+			}
+		}
+	}
+	grouped := amo
+	grouped.Group = "g"
+	res, err = e.Enqueue(ctx, broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{grouped}, now)})
+	if err != nil || res[0].Err == nil {
+		t.Fatalf("an at-most-once task in a group was stored: %+v, %v", res, err)
+	}
+}

@@ -86,8 +86,15 @@ type queueHint struct {
 	// (recheckLater), nil when none is.
 	recheck *time.Timer
 	// floors are where the queue's leases start their walk of each
-	// priority's ready line (scanfloor.go).
-	floors                               scanFloors
+	// priority's ready line, and plainFloors where they start the walk of
+	// the line without the at-most-once tasks (scanfloor.go).
+	floors, plainFloors scanFloors
+	// passedOver is set once a routed lease came back short while the
+	// queue had ready tasks, until its ready count is back at 0: each
+	// task that becomes ready meanwhile signals TasksReady. readyChanges
+	// counts the changes that made tasks ready (passedover.go).
+	passedOver                           bool
+	readyChanges                         uint64
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }
@@ -278,6 +285,7 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 	q.processed += d.processed
 	q.failed += d.failed
 	q.expired += d.expired
+	passedOver := passedOverLocked(q, d)
 	if q.paused {
 		return
 	}
@@ -286,6 +294,9 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 	case roomGrew && e.groupsWaitingLocked(q):
 		// A fired group waits for room under the cap: each task that
 		// leaves ACTIVE may be the one it waited for.
+		e.note.TasksReady(name)
+	case passedOver:
+		// A session that the tasks waiting are not for may take this one.
 		e.note.TasksReady(name)
 	case d.ready > 0 || len(d.groups) > 0 || roomGrew:
 		if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {

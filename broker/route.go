@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -80,8 +81,8 @@ const (
 // operator to run or not (RunTask). Every engine applies this rule when it
 // finds the mark, before Canceled (a canceled task is then CANCELED).
 func (d Decision) StartAuthorized() Decision {
-	if d.Verdict {
-		return d
+	if d.Verdict || d.Kind == DecideArchive && strings.HasPrefix(d.Error, OutcomeUnknownPrefix) {
+		return d // a verdict, or the rule applied already
 	}
 	why := UnknownLapsed
 	if d.Kind == DecideRelease {

@@ -111,9 +111,9 @@ type Engine struct {
 	kindIDs map[broker.Kind]kindID
 	// releases are the worker releases seen (release.go).
 	releases map[string]*storagev1.ReleaseRecord
-	leases  map[key]*lease
-	unique  map[string]uniqueClaim
-	uniqOf  map[key]string // live task → its unique key
+	leases   map[key]*lease
+	unique   map[string]uniqueClaim
+	uniqOf   map[key]string // live task → its unique key
 	// expires holds, for live tasks with an expiry or a deadline, the
 	// earlier of the two: a task still waiting then is archived.
 	expires map[key]int64

@@ -438,6 +438,9 @@ func DiffTasks(got, want *broker.Task) []string {
 	if !bytes.Equal(got.Options, want.Options) {
 		add("Options", got.Options, want.Options)
 	}
+	if got.AtMostOnce != want.AtMostOnce {
+		add("AtMostOnce", got.AtMostOnce, want.AtMostOnce)
+	}
 	if got.Timeout != want.Timeout {
 		add("Timeout", got.Timeout, want.Timeout)
 	}

@@ -23,6 +23,17 @@ type Route struct {
 	StartAuthorization bool
 }
 
+// WorkerRoute is the route of a worker that declared types (empty: every
+// type) and batch types (a batch handler also serves a single delivery),
+// and whether it asks before it starts an at-most-once task.
+func WorkerRoute(types, batchTypes []string, startAuthorization bool) Route {
+	r := Route{StartAuthorization: startAuthorization}
+	if len(types) > 0 {
+		r.Types = append(slices.Clone(types), batchTypes...)
+	}
+	return r
+}
+
 // Takes reports whether a lease routed by r may take a task of type typ,
 // at most once or not. Engines apply it, or mirror it in their queries
 // with it as the oracle of their tests.

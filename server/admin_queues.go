@@ -41,15 +41,44 @@ func (a *adminService) unservedTypes(ctx context.Context, q broker.QueueInfo) []
 		pushed = pushed || e.Queue == q.Name && !e.Gone
 	}
 	var out []string
+	var others []broker.SessionInfo // the other nodes' sessions, read once if needed
+	othersRead := false
 	for _, k := range kinds {
-		if pushed && !k.AtMostOnce {
+		if pushed && !k.AtMostOnce || a.server.hub.Takes(q.Name, k) || slices.Contains(out, k.Type) {
 			continue
 		}
-		if !a.server.hub.Takes(q.Name, k) && !slices.Contains(out, k.Type) {
+		if !othersRead {
+			others, othersRead = a.otherSessions(ctx), true
+		}
+		if !slices.ContainsFunc(others, func(s broker.SessionInfo) bool { return sessionTakes(s, q.Name, k) }) {
 			out = append(out, k.Type)
 		}
 	}
 	return out
+}
+
+// otherSessions lists the sessions the registry records (every node's;
+// this node's too, which the hub answered for already). None when the
+// engine keeps no registry, or it cannot be read.
+func (a *adminService) otherSessions(ctx context.Context) []broker.SessionInfo {
+	reg, ok := a.broker.(broker.SessionRegistry)
+	if !ok {
+		return nil
+	}
+	ss, err := reg.Sessions(ctx)
+	if err != nil {
+		a.server.log.Warn("reading the session registry failed", "err", err)
+	}
+	return ss
+}
+
+// sessionTakes reports whether a recorded session serving queue can take
+// tasks of kind k.
+func sessionTakes(s broker.SessionInfo, queue string, k broker.Kind) bool {
+	if _, ok := s.Queues[queue]; !ok {
+		return false
+	}
+	return broker.WorkerRoute(s.Types, s.BatchTypes, s.StartAuthorization).Takes(k.Type, k.AtMostOnce)
 }
 
 func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[conveyorv1.ListQueuesRequest]) (*connect.Response[conveyorv1.ListQueuesResponse], error) {

@@ -51,12 +51,13 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wb, welcomeB, err := openSession(t, b, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"qb": 3}, Concurrency: 4,
-		SdkVersion: "test", Labels: map[string]string{"on": "b"}, BatchTypes: []string{"digest"}})
+		SdkVersion: "test", Labels: map[string]string{"on": "b"}, BatchTypes: []string{"digest"},
+		Types: []string{"digest", "mail"}, ReleaseId: "r7", StartAuthorization: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := taskClient(t, b, servertest.GRPC).Enqueue(context.Background(),
-		connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "qb", Type: "t", Payload: []byte("p")}))
+		connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "qb", Type: "mail", Payload: []byte("p")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,8 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 			t.Errorf("list %d: a's worker %v", i, wa)
 		}
 		if wb.GetQueues()["qb"] != 3 || wb.GetConcurrency() != 4 || wb.GetLabels()["on"] != "b" || wb.GetSdkVersion() != "test" ||
-			!slices.Equal(wb.GetBatchTypes(), []string{"digest"}) || !slices.Equal(wb.GetTaskIds(), []string{task}) {
+			!slices.Equal(wb.GetBatchTypes(), []string{"digest"}) || !slices.Equal(wb.GetTaskIds(), []string{task}) ||
+			!slices.Equal(wb.GetTypes(), []string{"digest", "mail"}) || wb.GetReleaseId() != "r7" || !wb.GetStartAuthorization() {
 			t.Errorf("list %d: b's worker %v", i, wb)
 		}
 	}

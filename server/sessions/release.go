@@ -97,6 +97,13 @@ type ReleaseInfo struct {
 	Sessions int
 }
 
+// Draining reports whether release id is drained, as this node knows.
+func (h *Hub) Draining(id string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.releases[id].Draining
+}
+
 // draining reports whether s's release is drained.
 func (h *Hub) draining(s *session) bool {
 	if s.rel.ID == "" {

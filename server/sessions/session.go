@@ -200,7 +200,8 @@ func (s *session) registryInfo() broker.SessionInfo {
 	i := s.info()
 	return broker.SessionInfo{ID: i.ID, Queues: i.Hello.GetQueues(), Concurrency: i.Hello.GetConcurrency(),
 		InFlight: int32(i.InFlight), Labels: i.Hello.GetLabels(), SDKVersion: i.Hello.GetSdkVersion(),
-		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat}
+		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat,
+		Types: i.Hello.GetTypes(), ReleaseID: i.Hello.GetReleaseId(), StartAuthorization: i.Hello.GetStartAuthorization()}
 }
 
 // leaseLapsed records that the reaper took a task back. The worker is told

@@ -35,15 +35,9 @@ const (
 	startGranted            // the start is committed and the worker told
 )
 
-// route is what the session's leases may take (broker.Route): its
-// Hello's types (with its batch types, which also serve single tasks),
-// and at-most-once tasks if it asks before it starts one.
+// routeOf is what the session's leases may take (broker.Route).
 func routeOf(h *conveyorv1.Hello) broker.Route {
-	r := broker.Route{StartAuthorization: h.GetStartAuthorization()}
-	if len(h.GetTypes()) > 0 {
-		r.Types = append(append(r.Types, h.GetTypes()...), h.GetBatchTypes()...)
-	}
-	return r
+	return broker.WorkerRoute(h.GetTypes(), h.GetBatchTypes(), h.GetStartAuthorization())
 }
 
 // start handles a Start frame.

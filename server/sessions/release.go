@@ -97,6 +97,20 @@ type ReleaseInfo struct {
 	Sessions int
 }
 
+// refreshReleases reads the releases again when this node has sessions
+// of one, so that a drain another node made holds here too within one
+// registry tick (nodes sharing a database).
+func (h *Hub) refreshReleases() {
+	if h.versioned.Load() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), registrySyncEvery)
+	defer cancel()
+	if _, err := h.Releases(ctx); err != nil {
+		h.log.Warn("reading the releases failed: a drain made on another node may not hold here yet", "err", err)
+	}
+}
+
 // Draining reports whether release id is drained, as this node knows.
 func (h *Hub) Draining(id string) bool {
 	h.mu.RLock()

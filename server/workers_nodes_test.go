@@ -156,3 +156,41 @@ func requireNodeLabel(t *testing.T, s *servertest.Server, node string) {
 		}
 	}
 }
+
+// TestDrainAcrossNodes: a release drained through one node stops getting
+// work on another within a registry tick.
+func TestDrainAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if servertest.Engine() != servertest.EnginePostgres {
+		t.Skip("several nodes share a PostgreSQL database; run with " + servertest.EnvEngine + "=" + servertest.EnginePostgres)
+	}
+	dir := t.TempDir()
+	a := servertest.Start(t, server.Config{DataDir: dir})
+	b := servertest.Start(t, server.Config{DataDir: dir})
+	onB, welcome, err := openSession(t, b, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1, ReleaseId: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(t, a).DrainRelease(context.Background(), connect.NewRequest(&conveyorv1.DrainReleaseRequest{ReleaseId: "v1"})); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 20*time.Second, "node b sees v1 drained", func() bool {
+		w := workersOf(t, b)[welcome.GetSessionId()]
+		return w != nil && w.GetDraining()
+	})
+	onA, _, err := openSession(t, a, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := enqueue(t, taskClient(t, b, servertest.GRPC), &conveyorv1.EnqueueRequest{Queue: "q", Type: "t"})
+	if got := onA.nextDispatch().GetTask().GetId(); got != task {
+		t.Fatalf("the unversioned worker on a got %s, want %s", got, task)
+	}
+	select {
+	case m := <-onB.frames:
+		if m.GetDispatch() != nil {
+			t.Fatalf("the drained worker on b was sent %v", m)
+		}
+	default:
+	}
+}

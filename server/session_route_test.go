@@ -285,3 +285,29 @@ func TestAtMostOnceWithGroupRefused(t *testing.T) {
 		t.Fatalf("at_most_once with a group: %v, want invalid_argument naming at_most_once", err)
 	}
 }
+
+// TestRoutingGroupsByType: a typed session with a batch type is sent the
+// fired groups of that type, and single tasks of its types and its batch
+// type, never another type's.
+func TestRoutingGroupsByType(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{GroupPolicy: brokerGroupPolicy(2, time.Hour, time.Hour)})
+	tasks := taskClient(t, s, servertest.GRPC)
+	w, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 4,
+		Types: []string{"a"}, BatchTypes: []string{"sum"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "b"})
+	enqueueGrouped(t, tasks, 2)
+	if bd := w.next(frameWait).GetBatchDispatch(); len(bd.GetTasks()) != 2 || bd.GetTasks()[0].GetType() != "sum" {
+		t.Fatalf("got %v, want the fired group of sum", bd)
+	}
+	single := enqueue(t, tasks, &conveyorv1.EnqueueRequest{Queue: "q", Type: "sum"})
+	if d := w.nextDispatch(); d.GetTask().GetId() != single {
+		t.Fatalf("got %s (%s), want the single sum task", d.GetTask().GetId(), d.GetTask().GetType())
+	}
+	if st := taskState(t, s, other).GetState(); st != conveyorv1.TaskState_TASK_STATE_PENDING {
+		t.Fatalf("the task of type b is %v, want PENDING", st)
+	}
+}

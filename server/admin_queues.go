@@ -50,7 +50,9 @@ func (a *adminService) unservedTypes(ctx context.Context, q broker.QueueInfo) []
 		if !othersRead {
 			others, othersRead = a.otherSessions(ctx), true
 		}
-		if !slices.ContainsFunc(others, func(s broker.SessionInfo) bool { return sessionTakes(s, q.Name, k) }) {
+		if !slices.ContainsFunc(others, func(s broker.SessionInfo) bool {
+			return sessionTakes(s, q.Name, k) && (s.ReleaseID == "" || !a.server.hub.Draining(s.ReleaseID))
+		}) {
 			out = append(out, k.Type)
 		}
 	}

@@ -284,13 +284,13 @@ func (h *Hub) List() []Info {
 	return out
 }
 
-// Takes reports whether a live session serving queue can take tasks of
-// kind k (whatever its room).
+// Takes reports whether a live session serving queue, of a release not
+// drained, can take tasks of kind k (whatever its room).
 func (h *Hub) Takes(queue string, k broker.Kind) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, s := range h.byQueue[queue] {
-		if s.route.Takes(k.Type, k.AtMostOnce) {
+		if s.route.Takes(k.Type, k.AtMostOnce) && !h.releases[s.rel.ID].Draining {
 			return true
 		}
 	}

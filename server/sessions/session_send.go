@@ -114,12 +114,6 @@ func (s *session) freeLocked(unit int64, atLeastOne bool) int {
 	return max(min(n, budget), 0)
 }
 
-func (s *session) takeCancels() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.takeCancelsLocked()
-}
-
 func (s *session) takeCancelsLocked() []string {
 	c := s.cancels
 	s.cancels = nil

@@ -92,6 +92,13 @@ func TestReleasePreferenceAndDrain(t *testing.T) {
 	if !slices.Equal(drained, []string{"v2"}) {
 		t.Fatalf("draining workers' releases: %v, want [v2]", drained)
 	}
+	f := scrape(t, s)
+	if v := value(f, "conveyor_release_sessions", "release=v2", "draining=true"); v != 1 {
+		t.Errorf("conveyor_release_sessions{v2, draining} = %v, want 1", v)
+	}
+	if v := value(f, "conveyor_release_sessions", "release=v1", "draining=false"); v != 1 {
+		t.Errorf("conveyor_release_sessions{v1} = %v, want 1", v)
+	}
 
 	s = servertest.Restart(t, s)
 	tasks = taskClient(t, s, servertest.GRPC)

@@ -111,6 +111,9 @@ func TestRoutingByType(t *testing.T) {
 		u := queueCounts(t, s, "default").GetUnservedTypes()
 		return len(u) == 1 && u[0] == "c"
 	})
+	if v := value(scrape(t, s), "conveyor_queue_unserved_types", "queue=default"); v != 1 {
+		t.Errorf("conveyor_queue_unserved_types{default} = %v, want 1", v)
+	}
 	wany, _, err := openSession(t, s, servertest.GRPC, helloFor())
 	if err != nil {
 		t.Fatal(err)

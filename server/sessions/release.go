@@ -223,3 +223,24 @@ func (h *Hub) wakeQueues(queues []string) {
 		h.TasksReady(q)
 	}
 }
+
+// ReleaseLoads counts this node's live sessions per release (ID "":
+// unversioned), for the metrics.
+func (h *Hub) ReleaseLoads() []ReleaseInfo {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	byID := map[string]*ReleaseInfo{}
+	var out []ReleaseInfo
+	for _, s := range h.sessions {
+		r := byID[s.rel.ID]
+		if r == nil {
+			r = &ReleaseInfo{Release: broker.Release{ID: s.rel.ID, Draining: h.releases[s.rel.ID].Draining}}
+			byID[s.rel.ID] = r
+		}
+		r.Sessions++
+	}
+	for _, r := range byID {
+		out = append(out, *r)
+	}
+	return out
+}

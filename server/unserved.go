@@ -23,10 +23,9 @@ func (s *Server) unservedTypes(ctx context.Context, q broker.QueueInfo) []string
 		s.log.Warn("listing the kinds of waiting tasks failed", "queue", q.Name, "err", err)
 		return nil
 	}
-	pushed := false // a push endpoint takes every type, never at most once
-	for _, e := range s.push.List() {
-		pushed = pushed || e.Queue == q.Name && !e.Gone
-	}
+	// A push endpoint takes every type, never at most once (the leading
+	// node pushes: its settings are the queue's, on every node).
+	pushed := q.Config.Push.URL != ""
 	var out []string
 	var others []broker.SessionInfo // the other nodes' sessions, read once if needed
 	othersRead := false

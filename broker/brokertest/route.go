@@ -18,6 +18,7 @@ func routeCases() []testCase {
 		{name: "PassedOverKeepOrder", fn: testRoutePassedOverKeepOrder},
 		{name: "Except", fn: testRouteExcept},
 		{name: "PassedOverSignal", env: testRoutePassedOverSignal},
+		{name: "GroupFiredBesidePassedOver", env: testRouteGroupFired},
 		{name: "AtMostOnceNeedsAuthorization", fn: testRouteAtMostOnce},
 		{name: "AuthorizedThenReleased", fn: testStartReleased},
 		{name: "AuthorizedThenLapsed", fn: testStartLapsed},
@@ -381,4 +382,23 @@ func testWaitingKinds(t *testing.T, b broker.Broker) {
 	if got := kinds(); len(got) != 0 {
 		t.Fatalf("WaitingKinds = %v once everything was leased, want none", got)
 	}
+}
+
+// testRouteGroupFired: a group that fires while the queue holds ready
+// tasks that a routed lease passed over signals TasksReady: the sessions
+// of its batch type may be idle, the ready tasks not being theirs.
+func testRouteGroupFired(t *testing.T, e *Env) {
+	b := e.B
+	setConfig(t, b, "q", broker.QueueConfig{Group: broker.GroupPolicy{MaxSize: 2, MaxDelay: time.Hour, GracePeriod: time.Hour}})
+	EnqueueOne(t, b, T0, typed("q", "a"))
+	if got := leaseRouted(t, b, "s", "q", 1, T0, broker.Route{Types: []string{"sum"}}); len(got) != 0 {
+		t.Fatalf("a lease of type sum got %v", leasedIDs(got))
+	}
+	drainReady(e.Notes)
+	EnqueueOne(t, b, T0, grouped("q", "g", "sum"))
+	EnqueueOne(t, b, T0, grouped("q", "g", "sum"))
+	if n := readyGroups(b, "q", "sum"); n != 1 {
+		t.Fatalf("ReadyGroups = %d, want the group fired", n)
+	}
+	e.Notes.RequireReady(t, "q")
 }

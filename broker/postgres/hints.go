@@ -74,6 +74,12 @@ type queueHint struct {
 	// leasing counts the tasks Lease calls in progress may take (reserved
 	// under the caps before their statements run).
 	leasing int64
+	// starved is set when a caller was told of fewer dispatchable tasks
+	// than are ready because Lease calls in progress reserved them: when
+	// one of those gives back what it did not take (a routed lease passes
+	// over what it cannot run), the queue is signaled again, for the
+	// session that was told there was nothing (unreserve).
+	starved bool
 	// rateReserved counts the rate tokens those calls took from bucket
 	// before the database's bucket decided (caps.go).
 	rateReserved int64
@@ -271,8 +277,11 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 		e.roomChangedLocked(q)
 	}
 	q.ready += d.ready
+	newGroup := false
 	for gid, g := range d.groups {
 		if g.live > 0 {
+			_, had := q.fired[gid]
+			newGroup = newGroup || !had
 			q.fired[gid] = g
 			continue
 		}
@@ -295,8 +304,10 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 		// A fired group waits for room under the cap: each task that
 		// leaves ACTIVE may be the one it waited for.
 		e.note.TasksReady(name)
-	case passedOver:
-		// A session that the tasks waiting are not for may take this one.
+	case passedOver, newGroup:
+		// A session that the tasks waiting are not for may take this one;
+		// a group that fired goes to the sessions of its batch type, which
+		// the tasks already ready may not be for either.
 		e.note.TasksReady(name)
 	case d.ready > 0 || len(d.groups) > 0 || roomGrew:
 		if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {
@@ -397,6 +408,9 @@ func (e *Engine) groupsWaitingLocked(q *queueHint) bool {
 func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
 	if q.paused {
 		return 0
+	}
+	if q.leasing > 0 && q.ready > 0 {
+		q.starved = true
 	}
 	n := min(q.ready-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
 	if q.cfg.RatePerSecond > 0 && n > 0 {

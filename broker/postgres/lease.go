@@ -363,6 +363,12 @@ func (e *Engine) unreserve(t *txn, queue string, reserved, took int, refused *re
 		}
 		t.leasing[queue] += int64(took)
 	}
+	if reserved > took && q.starved {
+		q.starved = false
+		if e.dispatchableLocked(q, e.cfg.Now()) > 0 {
+			e.note.TasksReady(q.name)
+		}
+	}
 }
 
 // reserveGroup decides, under the queue's caps, whether fired group gid

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ const testToken = "s3cret-dashboard-token"
 func TestDashboard(t *testing.T) {
 	tb := setup(t, testToken)
 	tb.startWorker(t)
+	tb.releases(t)
 	tb.enqueue(t, "emails", "email:send", 3)
 	tb.enqueue(t, "emails", "email:digest", 2, conveyor.ProcessIn(time.Hour))
 	done := tb.enqueue(t, "reports", "report:build", 5)
@@ -101,6 +103,13 @@ func TestDashboard(t *testing.T) {
 		b.do("open the reports queue", chromedp.Click(`tr[data-queue="reports"] th a`))
 		b.waitText("h1", "Queue reports")
 		b.waitTextIs(`.cards li[data-state="completed"] .card-n`, "5")
+		if n := eval[int](b, "look for a warning", `document.querySelectorAll(".warning").length`); n != 0 {
+			t.Errorf("reports, whose types a worker takes, shows %d warnings", n)
+		}
+		// No worker serving emails takes email:send.
+		b.open("/ui/queues/emails")
+		b.waitTextIs(`.cards li[data-state="pending"] .card-n`, "7")
+		b.waitTextIs(".warning.unserved p", "No live worker takes these types: email:send — their tasks wait.")
 		b.screenshot("queue")
 	})
 
@@ -130,19 +139,31 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("the workers", func(t *testing.T) {
 		b.t = t
-		b.do("go to the workers", chromedp.Click(`nav a[href="/ui/workers"]`))
-		b.waitText("tr[data-session]", "region=eu-west")
-		b.waitText("tr[data-session]", "reports=3")
-		b.waitText(`tr[data-session] td[data-label="In flight"]`, "2/4")
-		b.waitText(`tr[data-session] td[data-label="Tasks"]`, resizing[0])
-		// The Node column shows when the server is one of several nodes
-		// (on PostgreSQL), with the node of the session.
+		// The Go SDK's worker is the one on host worker-1.
 		res, err := tb.admin.ListWorkers(ctx(t), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
-		if err != nil || len(res.Msg.GetWorkers()) != 1 {
+		if err != nil {
 			t.Fatalf("ListWorkers: %v", err)
 		}
-		if node := res.Msg.GetWorkers()[0].GetNodeId(); node != "" {
-			b.waitTextIs(`tr[data-session] td[data-label="Node"]`, node)
+		var sdk *conveyorv1.WorkerInfo
+		for _, w := range res.Msg.GetWorkers() {
+			if w.GetLabels()["host"] == "worker-1" {
+				sdk = w
+			}
+		}
+		if sdk == nil {
+			t.Fatalf("ListWorkers lists no worker on host worker-1: %v", res.Msg.GetWorkers())
+		}
+		row := fmt.Sprintf(`tr[data-session=%q]`, sdk.GetSessionId())
+		b.do("go to the workers", chromedp.Click(`nav a[href="/ui/workers"]`))
+		b.waitText(row, "region=eu-west")
+		b.waitText(row, "reports=3")
+		b.waitText(row+` td[data-label="In flight"]`, "2/4")
+		b.waitText(row+` td[data-label="Tasks"]`, resizing[0])
+		b.waitText(`tr[data-release="2026.12.01-9f8e7d"] td[data-label="Status"]`, "Draining")
+		// The Node column shows when the server is one of several nodes
+		// (on PostgreSQL), with the node of the session.
+		if node := sdk.GetNodeId(); node != "" {
+			b.waitTextIs(row+` td[data-label="Node"]`, node)
 		} else if n := eval[int](b, "count the Node cells", `[...document.querySelectorAll("table.workers th[scope=col]")].filter((h) => h.textContent === "Node").length + document.querySelectorAll('td[data-label="Node"]').length`); n != 0 {
 			t.Errorf("a lone node shows a Node column (%d cells)", n)
 		}

@@ -203,3 +203,20 @@ func (b *testBundle) traffic(t *testing.T) {
 		<-done
 	})
 }
+
+// releases connects two sessions of two releases, the older one drained,
+// serving "emails" and "billing" for task types that nothing there
+// enqueues (email:digest waits an hour): they show on the workers page,
+// and leave emails' email:send to no worker.
+func (b *testBundle) releases(t *testing.T) {
+	t.Helper()
+	const older, newer = "2026.12.01-9f8e7d", "2026.12.05-a1b2c3"
+	b.openSession(t, &conveyorv1.Hello{Queues: map[string]int32{"emails": 1}, Concurrency: 4, SdkVersion: "v0.1.0",
+		Labels: map[string]string{"region": "eu-west", "host": "worker-2"}, ReleaseId: older, Types: []string{"email:digest"}})
+	b.openSession(t, &conveyorv1.Hello{Queues: map[string]int32{"emails": 1, "billing": 2}, Concurrency: 8, SdkVersion: "v0.1.0",
+		Labels: map[string]string{"region": "us-east", "host": "worker-3"}, ReleaseId: newer,
+		Types: []string{"email:digest", "invoice:charge"}, StartAuthorization: true})
+	if _, err := b.admin.DrainRelease(ctx(t), connect.NewRequest(&conveyorv1.DrainReleaseRequest{ReleaseId: older})); err != nil {
+		t.Fatalf("DrainRelease: %v", err)
+	}
+}

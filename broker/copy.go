@@ -23,6 +23,11 @@ type CopyTask struct {
 	// CancelRequested marks an ACTIVE task an operator canceled while it
 	// ran (its eventual end but a success cancels it).
 	CancelRequested bool
+	// StartAuthorized marks an ACTIVE at-most-once task whose attempt's
+	// start was authorized (StartAuthorizer): the destination's engine
+	// archives it, its outcome unknown, where it would release any other
+	// ACTIVE task it finds on open.
+	StartAuthorized bool
 	// WaitingOn lists the dependencies a BLOCKED task still waits for
 	// (entries of DependsOn, with their policies); nil for other states.
 	WaitingOn []Dependency

@@ -34,6 +34,9 @@ type LeaseParams struct {
 	// of it, at LeaseLimit(task's deadline, its timeout, Now, LimitGrace),
 	// for the tasks that have a deadline or a timeout.
 	LimitGrace time.Duration
+	// Route says which tasks the session can take; the others are passed
+	// over and wait for a session that can (Route.Takes).
+	Route Route
 }
 
 // Lease is one leased task.
@@ -88,6 +91,10 @@ type LapsedLease struct {
 	Limited bool
 	// Retried and MaxRetry are the task's retry count and budget.
 	Retried, MaxRetry int32
+	// StartAuthorized is set when the attempt's start was authorized
+	// (StartAuthorizer): the reaper's decision then goes through
+	// Decision.StartAuthorized.
+	StartAuthorized bool
 	// To is, in Notifier.LeaseLapsed, the state the reaper's decision
 	// left the task in (RETRY, PENDING, ARCHIVED, or CANCELED for a task
 	// an operator canceled while it ran); unset in LapsedLeases.

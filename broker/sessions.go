@@ -53,6 +53,12 @@ type SessionInfo struct {
 	SDKVersion string
 	// BatchTypes are the task types it handles as batches.
 	BatchTypes []string
+	// Types are the task types it has handlers for (empty: every type),
+	// ReleaseID its release (empty: unversioned), and StartAuthorization
+	// whether it asks before it starts an at-most-once task.
+	Types              []string
+	ReleaseID          string
+	StartAuthorization bool
 	// TaskIDs are the tasks it holds, in id order.
 	TaskIDs []string
 	// ConnectedAt is when it opened; LastHeartbeat when its latest

@@ -42,7 +42,9 @@ type Task struct {
 	UniqueKey      string
 	Group          string
 	ConcurrencyKey string
-	DependsOn      []Dependency
+	// AtMostOnce: the task runs only under start authorization.
+	AtMostOnce bool
+	DependsOn  []Dependency
 	// Dependents lists the tasks that depend on this one (GetTask only, at
 	// most MaxDependentsShown).
 	Dependents      []TaskLink
@@ -153,5 +155,9 @@ type NewTask struct {
 	Group       string
 	// ConcurrencyKey limits how many tasks sharing it run at once.
 	ConcurrencyKey string
-	DependsOn      []Dependency
+	// AtMostOnce: the task goes only to a session that asks before it
+	// starts it (Route.StartAuthorization), and is never run twice
+	// (StartAuthorizer). It is not combined with Group.
+	AtMostOnce bool
+	DependsOn  []Dependency
 }

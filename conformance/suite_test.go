@@ -54,6 +54,10 @@ var checks = []check{
 	{"stream-cut", checkStreamCut},
 	{"fatal-refusals", checkFatalRefusals},
 	{"fatal-token", checkFatalToken},
+	{"hello-routing", checkHelloRouting},
+	{"start-authorization", checkStartAuthorization},
+	{"at-most-once-server", checkAtMostOnceServer},
+	{"release-drain-server", checkReleaseDrain},
 }
 
 // TestConformance runs every check against every SDK's worker.

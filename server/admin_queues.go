@@ -16,9 +16,10 @@ import (
 	"github.com/conveyor-dev/conveyor/server/push"
 )
 
-func (a *adminService) queueInfo(q broker.QueueInfo) *conveyorv1.QueueInfo {
+func (a *adminService) queueInfo(ctx context.Context, q broker.QueueInfo) *conveyorv1.QueueInfo {
 	info := queueInfo(q)
 	info.Config = a.effectiveConfig(q.Name, q.Config)
+	info.UnservedTypes = a.server.unservedTypes(ctx, q)
 	return info
 }
 
@@ -29,7 +30,7 @@ func (a *adminService) ListQueues(ctx context.Context, _ *connect.Request[convey
 	}
 	out := &conveyorv1.ListQueuesResponse{}
 	for _, q := range qs {
-		out.Queues = append(out.Queues, a.queueInfo(q))
+		out.Queues = append(out.Queues, a.queueInfo(ctx, q))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -50,7 +51,7 @@ func (a *adminService) setPaused(ctx context.Context, name string, paused bool) 
 	if err != nil {
 		return nil, wire.ConnectError(a.server.log, err)
 	}
-	return connect.NewResponse(a.queueInfo(q)), nil
+	return connect.NewResponse(a.queueInfo(ctx, q)), nil
 }
 
 func (a *adminService) PauseQueue(ctx context.Context, req *connect.Request[conveyorv1.PauseQueueRequest]) (*connect.Response[conveyorv1.QueueInfo], error) {

@@ -46,7 +46,9 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 		if _, ok := here[r.ID]; ok || r.Node == node {
 			continue // this node's: live ones listed above, the others ended (their close not written yet)
 		}
-		out.Workers = append(out.Workers, recordedWorker(r))
+		w := recordedWorker(r)
+		w.Draining = r.ReleaseID != "" && a.server.hub.Draining(r.ReleaseID)
+		out.Workers = append(out.Workers, w)
 	}
 	sortWorkers(out.Workers)
 	return connect.NewResponse(out), nil
@@ -79,33 +81,40 @@ func pushWorker(e push.Info, node string) *conveyorv1.WorkerInfo {
 // localWorker describes a session of this node.
 func localWorker(s sessions.Info, node string) *conveyorv1.WorkerInfo {
 	return &conveyorv1.WorkerInfo{
-		SessionId:       s.ID,
-		NodeId:          node,
-		Queues:          s.Hello.GetQueues(),
-		Concurrency:     s.Hello.GetConcurrency(),
-		InFlight:        int32(s.InFlight),
-		TaskIds:         s.TaskIDs,
-		BatchTypes:      s.Hello.GetBatchTypes(),
-		Labels:          s.Hello.GetLabels(),
-		SdkVersion:      s.Hello.GetSdkVersion(),
-		ConnectedAt:     timestamppb.New(s.ConnectedAt),
-		LastHeartbeatAt: ts(s.LastHeartbeat),
+		SessionId:          s.ID,
+		NodeId:             node,
+		Queues:             s.Hello.GetQueues(),
+		Concurrency:        s.Hello.GetConcurrency(),
+		InFlight:           int32(s.InFlight),
+		TaskIds:            s.TaskIDs,
+		BatchTypes:         s.Hello.GetBatchTypes(),
+		Types:              s.Hello.GetTypes(),
+		ReleaseId:          s.Hello.GetReleaseId(),
+		StartAuthorization: s.Hello.GetStartAuthorization(),
+		Draining:           s.Draining,
+		Labels:             s.Hello.GetLabels(),
+		SdkVersion:         s.Hello.GetSdkVersion(),
+		ConnectedAt:        timestamppb.New(s.ConnectedAt),
+		LastHeartbeatAt:    ts(s.LastHeartbeat),
 	}
 }
 
 // recordedWorker describes a session of another node, from the registry.
 func recordedWorker(r broker.SessionInfo) *conveyorv1.WorkerInfo {
 	return &conveyorv1.WorkerInfo{
-		SessionId:       r.ID,
-		NodeId:          r.Node,
-		Queues:          r.Queues,
-		Concurrency:     r.Concurrency,
-		InFlight:        r.InFlight,
-		TaskIds:         r.TaskIDs,
-		BatchTypes:      r.BatchTypes,
-		Labels:          r.Labels,
-		SdkVersion:      r.SDKVersion,
-		ConnectedAt:     timestamppb.New(r.ConnectedAt),
-		LastHeartbeatAt: ts(r.LastHeartbeat),
+		SessionId:          r.ID,
+		NodeId:             r.Node,
+		Queues:             r.Queues,
+		Concurrency:        r.Concurrency,
+		InFlight:           r.InFlight,
+		TaskIds:            r.TaskIDs,
+		BatchTypes:         r.BatchTypes,
+		Types:              r.Types,
+		ReleaseId:          r.ReleaseID,
+		StartAuthorization: r.StartAuthorization,
+		Labels:             r.Labels,
+		SdkVersion:         r.SDKVersion,
+		ConnectedAt:        timestamppb.New(r.ConnectedAt),
+		LastHeartbeatAt:    ts(r.LastHeartbeat),
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type metrics struct {
 	cronFires                              *prometheus.CounterVec
 	rejected                               *prometheus.CounterVec
 	pushRequests                           *prometheus.CounterVec
+	startDecisions                         *prometheus.CounterVec
 	pushSeconds                            *prometheus.HistogramVec
 
 	// cronMu orders a fire's count against its entry's delete, and
@@ -104,8 +106,12 @@ func newMetrics() *metrics {
 	m.pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conveyor_push_request_seconds",
 		Help:    "From sending a push endpoint its request to its answer (or the request's end), per invocation.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"queue"})
+	m.startDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conveyor_start_decisions_total",
+		Help: "StartDecisions sent to workers for at-most-once tasks, by whether the start was authorized (true) or refused (false)."},
+		[]string{"authorized"})
 	m.registry.MustRegister(m.enqueued, m.dispatched, m.completed, m.retried, m.archived, m.canceled, m.released,
-		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected, m.pushRequests, m.pushSeconds)
+		m.lapsed, m.wait, m.run, m.commitOps, m.commitSeconds, m.cronFires, m.rejected, m.pushRequests, m.pushSeconds,
+		m.startDecisions)
 	// The Go runtime's and the process's own metrics, named conveyor_go_*
 	// and conveyor_process_* so that everything here is conveyor_*.
 	prefixed := prometheus.WrapRegistererWithPrefix("conveyor_", m.registry)
@@ -253,6 +259,10 @@ func (s sessionMetrics) AttemptEnded(queue, typ string, kind broker.DecisionKind
 	s.m.attemptEnded(queue, typ, kind, to, ran)
 }
 
+func (s sessionMetrics) StartDecided(authorized bool) {
+	s.m.startDecisions.WithLabelValues(strconv.FormatBool(authorized)).Inc()
+}
+
 // committed records one group commit.
 func (m *metrics) committed(c broker.Commit) {
 	m.commitOps.Observe(float64(c.Ops))
@@ -354,7 +364,7 @@ type stateCollector struct {
 	server *Server
 
 	queueTasks, queuePaused, queueEnqueued, queueProcessed, queueFailed *prometheus.Desc
-	queueExpired                                                        *prometheus.Desc
+	queueExpired, queueUnserved, releaseSessions                        *prometheus.Desc
 	sessions, slots, inFlight, resultsDropped                           *prometheus.Desc
 	fileBytes, freePages, dbBytes, deadTuples, storageOK, buildInfo     *prometheus.Desc
 }
@@ -371,6 +381,9 @@ func newStateCollector(s *Server) *stateCollector {
 		queueProcessed: d("queue_processed_total", "Attempts that ended with a worker's verdict (persisted).", "queue"),
 		queueFailed:    d("queue_failed_total", "Attempts that a worker failed: RETRY or SKIP_RETRY (persisted).", "queue"),
 		queueExpired:   d("queue_expired_total", "Tasks archived unrun because their expiry or deadline passed while they waited (persisted).", "queue"),
+		queueUnserved:  d("queue_unserved_types", "Types of the queue's waiting tasks that no live worker can take (they wait, PENDING).", "queue"),
+		releaseSessions: d("release_sessions", "Live worker sessions of this node per release (\"\": unversioned), and whether it is drained.",
+			"release", "draining"),
 		sessions:       d("sessions", "Live worker sessions."),
 		slots:          d("session_slots", "Slots of the live sessions, in all: each one's declared concurrency, capped at the server's per-session limit."),
 		inFlight:       d("tasks_in_flight", "Deliveries holding a session slot."),
@@ -386,6 +399,7 @@ func newStateCollector(s *Server) *stateCollector {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queueTasks, c.queuePaused, c.queueEnqueued, c.queueProcessed, c.queueFailed, c.queueExpired,
+		c.queueUnserved, c.releaseSessions,
 		c.sessions, c.slots, c.inFlight, c.resultsDropped, c.fileBytes, c.freePages, c.dbBytes, c.deadTuples, c.storageOK, c.buildInfo} {
 		ch <- d
 	}
@@ -411,7 +425,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.queueProcessed, float64(q.Processed), q.Name)
 			counter(c.queueFailed, float64(q.Failed), q.Name)
 			counter(c.queueExpired, float64(q.Expired), q.Name)
+			if q.Name != otherLabel {
+				gauge(c.queueUnserved, float64(len(s.unservedTypes(ctx, q.QueueInfo))), q.Name)
+			}
 		}
+	}
+	for _, r := range s.hub.ReleaseLoads() {
+		gauge(c.releaseSessions, float64(r.Sessions), r.ID, strconv.FormatBool(r.Draining))
 	}
 	load := s.hub.Load()
 	gauge(c.sessions, float64(load.Sessions))

@@ -169,6 +169,11 @@ func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) 
 	if o.GetGroup() != "" && o.GetConcurrencyKey() != "" {
 		return invalidf("options.group and options.concurrency_key are mutually exclusive")
 	}
+	if o.GetGroup() != "" && o.GetAtMostOnce() {
+		// A batch runs its members under one handler call: there is no
+		// one start to authorize per member.
+		return invalidf("options.at_most_once and options.group are mutually exclusive")
+	}
 	if o.GetUniqueTtl() != nil && o.GetUniqueKey() == "" {
 		return invalidf("options.unique_ttl requires options.unique_key")
 	}
@@ -208,6 +213,7 @@ func applyOptions(nt *broker.NewTask, o *conveyorv1.TaskOptions, now time.Time) 
 	}
 	nt.Group = o.GetGroup()
 	nt.ConcurrencyKey = o.GetConcurrencyKey()
+	nt.AtMostOnce = o.GetAtMostOnce()
 	nt.Timeout = o.GetTimeout().AsDuration()
 	if o.GetDeadline() != nil {
 		nt.Deadline = o.GetDeadline().AsTime()

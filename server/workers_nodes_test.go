@@ -51,12 +51,13 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wb, welcomeB, err := openSession(t, b, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"qb": 3}, Concurrency: 4,
-		SdkVersion: "test", Labels: map[string]string{"on": "b"}, BatchTypes: []string{"digest"}})
+		SdkVersion: "test", Labels: map[string]string{"on": "b"}, BatchTypes: []string{"digest"},
+		Types: []string{"digest", "mail"}, ReleaseId: "r7", StartAuthorization: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := taskClient(t, b, servertest.GRPC).Enqueue(context.Background(),
-		connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "qb", Type: "t", Payload: []byte("p")}))
+		connect.NewRequest(&conveyorv1.EnqueueRequest{Queue: "qb", Type: "mail", Payload: []byte("p")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,8 @@ func TestListWorkersAcrossNodes(t *testing.T) {
 			t.Errorf("list %d: a's worker %v", i, wa)
 		}
 		if wb.GetQueues()["qb"] != 3 || wb.GetConcurrency() != 4 || wb.GetLabels()["on"] != "b" || wb.GetSdkVersion() != "test" ||
-			!slices.Equal(wb.GetBatchTypes(), []string{"digest"}) || !slices.Equal(wb.GetTaskIds(), []string{task}) {
+			!slices.Equal(wb.GetBatchTypes(), []string{"digest"}) || !slices.Equal(wb.GetTaskIds(), []string{task}) ||
+			!slices.Equal(wb.GetTypes(), []string{"digest", "mail"}) || wb.GetReleaseId() != "r7" || !wb.GetStartAuthorization() {
 			t.Errorf("list %d: b's worker %v", i, wb)
 		}
 	}
@@ -152,5 +154,43 @@ func requireNodeLabel(t *testing.T, s *servertest.Server, node string) {
 				t.Fatalf("%s %v: node label %q (present %v), want %q", name, m.GetLabel(), got, has, node)
 			}
 		}
+	}
+}
+
+// TestDrainAcrossNodes: a release drained through one node stops getting
+// work on another within a registry tick.
+func TestDrainAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if servertest.Engine() != servertest.EnginePostgres {
+		t.Skip("several nodes share a PostgreSQL database; run with " + servertest.EnvEngine + "=" + servertest.EnginePostgres)
+	}
+	dir := t.TempDir()
+	a := servertest.Start(t, server.Config{DataDir: dir})
+	b := servertest.Start(t, server.Config{DataDir: dir})
+	onB, welcome, err := openSession(t, b, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1, ReleaseId: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(t, a).DrainRelease(context.Background(), connect.NewRequest(&conveyorv1.DrainReleaseRequest{ReleaseId: "v1"})); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, 20*time.Second, "node b sees v1 drained", func() bool {
+		w := workersOf(t, b)[welcome.GetSessionId()]
+		return w != nil && w.GetDraining()
+	})
+	onA, _, err := openSession(t, a, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := enqueue(t, taskClient(t, b, servertest.GRPC), &conveyorv1.EnqueueRequest{Queue: "q", Type: "t"})
+	if got := onA.nextDispatch().GetTask().GetId(); got != task {
+		t.Fatalf("the unversioned worker on a got %s, want %s", got, task)
+	}
+	select {
+	case m := <-onB.frames:
+		if m.GetDispatch() != nil {
+			t.Fatalf("the drained worker on b was sent %v", m)
+		}
+	default:
 	}
 }

@@ -166,7 +166,7 @@ func (e *Engine) readyLeftLocked(q *queue) {
 		return
 	}
 	if q.readyPass == nil {
-		if !overSlack(q.readyEntries(), q.readyN, e.cfg.compactSlack) {
+		if !overSlack(q.readyEntries(), q.readyN-q.passedN, e.cfg.compactSlack) {
 			return
 		}
 		q.readyPass = &prioPass{prio: len(q.ready)}
@@ -223,5 +223,5 @@ func (e *Engine) keepReadyLocked(q *queue, p int, k key, mark bool) bool {
 // or left memory (and may have come back, with RunTask or a producer's id
 // used again, elsewhere).
 func (m *meta) readyIn(q *queue, p int) bool {
-	return m.state == statePending && m.flags&flagInReady != 0 && m.queue == q.index && int(m.prio) == p
+	return m.state == statePending && m.flags&(flagInReady|flagPassed) == flagInReady && m.queue == q.index && int(m.prio) == p
 }

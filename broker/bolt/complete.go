@@ -45,10 +45,14 @@ func (e *Engine) CompleteBatch(_ context.Context, ds []broker.Decision) ([]broke
 // applyLocked applies decision d to the leased task k, whose lease the
 // caller has checked, and returns the task's state after. The storage's
 // overrides apply here: a task an operator canceled while it ran follows
-// broker.Decision.Canceled, and one whose expiry or deadline passed while
+// broker.Decision.Canceled, an authorized at-most-once attempt
+// broker.Decision.StartAuthorized, and one whose expiry or deadline passed while
 // it ran is archived instead of waiting again (toPendingLocked).
 func (e *Engine) applyLocked(k key, d broker.Decision) broker.State {
 	m := e.tasks.getOrZero(k)
+	if l := e.leases[k]; l != nil && l.started {
+		d = d.StartAuthorized()
+	}
 	if m.flags&flagCanceled != 0 {
 		d = d.Canceled()
 	}

@@ -176,6 +176,7 @@ func recordsOf(t *broker.CopyTask) (*storagev1.TaskSpec, *storagev1.TaskStatus, 
 		ProgressPercent: t.ProgressPercent, ProgressMessage: t.ProgressMessage,
 		UniqueKey: t.UniqueKey, UniqueUntil: nanos(t.UniqueUntil), ExpiresAt: nanos(t.ExpiresAt), Deadline: nanos(t.Deadline),
 		Group: t.Group, ConcurrencyKey: t.ConcurrencyKey, CancelRequested: t.CancelRequested,
+		AtMostOnce: t.AtMostOnce, StartAuthorized: t.StartAuthorized && t.State == stateActive,
 	}
 	if t.Retention != nil {
 		r := int64(*t.Retention)

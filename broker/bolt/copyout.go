@@ -166,7 +166,7 @@ func copyTaskOf(k key, sv, stv []byte) (*broker.CopyTask, error) {
 		return nil, fmt.Errorf("status of %s: %w", k, err)
 	}
 	t := &broker.CopyTask{Task: *taskFrom(k, spec, st), UniqueUntil: fromNanos(st.GetUniqueUntil()),
-		CancelRequested: st.GetCancelRequested()}
+		CancelRequested: st.GetCancelRequested(), StartAuthorized: st.GetStartAuthorized()}
 	switch s := t.State; {
 	case s == stateBlocked:
 		t.DependencyFailed = st.GetDependencyFailed()

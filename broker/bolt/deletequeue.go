@@ -121,6 +121,7 @@ func (e *Engine) forgetQueueLocked(q *queue) {
 		q.ready[p].free()
 	}
 	q.freeReadyPass()
+	q.freePassed()
 	q.readyN = 0
 	delete(e.byName, q.name)
 	delete(e.rateWaits, q)

@@ -41,6 +41,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	var out []broker.Lease
 	var keys []key
 	var starts []int64
+	rt := newRouter(p.Route)
 	for _, pick := range p.Picks {
 		q := e.byName[pick.Queue]
 		if q == nil || q.paused {
@@ -49,7 +50,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		want := min(pick.N, e.dispatchableLocked(q, p.Now))
 		n := 0
 		for n < want {
-			k, m, ok := e.popReadyLocked(q)
+			k, m, ok := e.popRoutedLocked(q, rt)
 			if !ok {
 				break
 			}
@@ -186,6 +187,7 @@ func (e *Engine) grantLocked(k key, m *meta, session string, start, expiry int64
 			ID: k.String(), State: stateActive, Priority: int32(m.prio),
 			Retried: m.retried, MaxRetry: m.maxRetry, StartedAt: time.Unix(0, start).UTC(),
 			NextProcessAt: fromNanos(m.due), SessionID: session, LeaseToken: l.token,
+			AtMostOnce: e.kinds[m.kind].AtMostOnce,
 		},
 	}
 }
@@ -203,6 +205,7 @@ func (e *Engine) persistStartsLocked(keys []key, starts []int64) {
 			if err := w.updateLive(k, func(st *storagev1.TaskStatus) {
 				st.State = int32(stateActive)
 				st.StartedAt = starts[i]
+				st.StartAuthorized = false // a new attempt starts unauthorized
 			}); err != nil {
 				return err
 			}

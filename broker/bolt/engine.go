@@ -106,9 +106,14 @@ type Engine struct {
 	queues     []*queue
 	freeQueues []uint16
 	byName     map[string]*queue
-	leases     map[key]*lease
-	unique     map[string]uniqueClaim
-	uniqOf     map[key]string // live task → its unique key
+	// kinds are the task kinds seen, numbered by kindIDs (route.go).
+	kinds   []broker.Kind
+	kindIDs map[broker.Kind]kindID
+	// releases are the worker releases seen (release.go).
+	releases map[string]*storagev1.ReleaseRecord
+	leases   map[key]*lease
+	unique   map[string]uniqueClaim
+	uniqOf   map[key]string // live task → its unique key
 	// expires holds, for live tasks with an expiry or a deadline, the
 	// earlier of the two: a task still waiting then is archived.
 	expires map[key]int64
@@ -377,6 +382,7 @@ func (e *Engine) freeIndexesLocked() {
 			q.ready[p].free()
 		}
 		q.freeReadyPass()
+		q.freePassed()
 	}
 	for _, c := range e.ckeys {
 		c.freeHeld()

@@ -77,6 +77,7 @@ func prepare(tasks []broker.NewTask, now int64) []pendingTask {
 			Deadline:       nanos(nt.Deadline),
 			Group:          nt.Group,
 			ConcurrencyKey: nt.ConcurrencyKey,
+			AtMostOnce:     nt.AtMostOnce,
 		}
 		if nt.Retention != nil {
 			r := int64(*nt.Retention)
@@ -276,6 +277,7 @@ func (e *Engine) insertLocked(pt *pendingTask, now int64) {
 		maxRetry: pt.nt.MaxRetry,
 		state:    pt.state,
 		prio:     uint8(pt.nt.Priority),
+		kind:     e.kindLocked(pt.nt.Type, pt.nt.AtMostOnce),
 	}
 	q.counts[m.state]++
 	q.enqueued++
@@ -454,6 +456,7 @@ func newTaskView(pt *pendingTask) *broker.Task {
 		UniqueKey:      nt.UniqueKey,
 		Group:          nt.Group,
 		ConcurrencyKey: nt.ConcurrencyKey,
+		AtMostOnce:     nt.AtMostOnce,
 		DependsOn:      withStates(nt.DependsOn, pt.deps.states),
 	}
 }

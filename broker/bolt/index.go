@@ -26,6 +26,7 @@ type meta struct {
 	prio     uint8
 	flags    metaFlags
 	waiting  uint16 // dependencies a BLOCKED task still waits for
+	kind     kindID // its type and at-most-once-ness (route.go)
 }
 
 // settled is a task that left memory and whose change is not durable yet.
@@ -38,7 +39,7 @@ type settled struct {
 // maxQueues bounds how many queues the engine knows (meta.queue is 16 bits).
 const maxQueues = 1<<16 - 1
 
-type metaFlags uint8
+type metaFlags uint16
 
 const (
 	// flagCommitted: the task's enqueue is durable, so it may be dispatched.
@@ -60,6 +61,10 @@ const (
 	// flagGone marks a slot of an array a growing table moves out of
 	// whose key left it early (see table).
 	flagGone
+	// flagPassed: a ready task waits in its queue's passed-over line for
+	// its kind, a routed lease having passed it over (route.go); its entry
+	// in the ready FIFO, if any, is stale.
+	flagPassed
 )
 
 const (
@@ -85,8 +90,13 @@ type queue struct {
 	// popped), and a compaction pass drops them once they outnumber the
 	// valid ones by more than Config.compactSlack (compact.go).
 	ready [10]fifo
-	// readyN counts valid ready entries (tasks with flagInReady).
+	// readyN counts valid ready entries (tasks with flagInReady), the
+	// passedN of them in passed-over lines included.
 	readyN int
+	// passed are the queue's passed-over lines, one per kind, in the order
+	// they were made; passedN counts their tasks (route.go).
+	passed  []*passedLine
+	passedN int
 	// readyPass is the compaction pass under way over ready (nil: none);
 	// bit p of readyMarks is the mark the last pass over ready[p] gave.
 	readyPass  *prioPass

@@ -136,6 +136,8 @@ func (e *Engine) LapsedLeases(_ context.Context, at time.Time) ([]broker.LapsedL
 			Limited:   l.limit != 0 && l.expiry == l.limit,
 			Retried:   m.retried,
 			MaxRetry:  m.maxRetry,
+
+			StartAuthorized: l.started,
 		})
 		stack = append(stack, 2*i+1, 2*i+2)
 	}

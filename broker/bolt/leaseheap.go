@@ -11,7 +11,9 @@ type lease struct {
 	// limit caps every renewal: the task's deadline or timeout plus a
 	// grace (0: no cap). A worker that runs past it loses the lease.
 	limit int64
-	idx   int // position in the leaseHeap
+	// started: the attempt's start was authorized (AuthorizeStart).
+	started bool
+	idx     int // position in the leaseHeap
 }
 
 // leaseHeap orders the current leases by expiry. Unlike the other timed

@@ -23,6 +23,7 @@ type liveRecord struct {
 	state, priority, retried, maxRetry int32
 	nextProcessAt                      int64
 	queue                              []byte
+	atMostOnce, startAuthorized        bool
 	// rare is set when any field below it but enqueuedAt and typ is.
 	rare bool
 
@@ -104,6 +105,10 @@ func (r *liveRecord) setVarint(num protowire.Number, v uint64) {
 		r.cancelRequested, r.rare = v != 0, true
 	case 26:
 		r.dependencyFailed, r.rare = v != 0, true
+	case 27:
+		r.atMostOnce = v != 0
+	case 28:
+		r.startAuthorized = v != 0
 	}
 }
 

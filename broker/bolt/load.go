@@ -8,6 +8,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	storagev1 "github.com/conveyor-dev/conveyor/gen/conveyor/storage/v1"
 )
 
@@ -15,7 +16,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron} {
+		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron, bucketReleases} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -55,6 +56,7 @@ func (e *Engine) reloadLocked() error {
 	e.tasks = e.newTasksTable(0)
 	e.queues, e.freeQueues = nil, nil
 	e.byName = make(map[string]*queue)
+	e.kinds, e.kindIDs = nil, make(map[broker.Kind]kindID)
 	e.leases = make(map[key]*lease)
 	e.unique = make(map[string]uniqueClaim)
 	e.uniqOf = make(map[key]string)
@@ -70,12 +72,13 @@ func (e *Engine) reloadLocked() error {
 	e.openGroups = make(map[groupID]*group)
 	e.memberGen = make(map[key]memberOf)
 	e.crons = make(map[string]*storagev1.CronRecord)
+	e.releases = make(map[string]*storagev1.ReleaseRecord)
 	e.groupHeap = nil
 	e.dueHeap, e.expHeap, e.leaseHeap, e.dueCheckAt = timedIndex{}, timedIndex{}, nil, compactSlack
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 	e.purging = 0
 
-	var wasActive, wasCanceled []key
+	var wasActive, wasCanceled, wasStarted []key
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		// Memory is rebuilt from this transaction: reads begun before it
 		// are not current (see Engine.currentLocked).
@@ -93,6 +96,16 @@ func (e *Engine) reloadLocked() error {
 			q.processed, q.failed, q.enqueued = rec.GetProcessed(), rec.GetFailed(), rec.GetEnqueued()
 			q.expired = rec.GetExpired()
 			q.cfg = queueConfigOf(rec)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketReleases).ForEach(func(id, v []byte) error {
+			rec := &storagev1.ReleaseRecord{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("release record %q: %w", id, err)
+			}
+			e.releases[string(id)] = rec
 			return nil
 		}); err != nil {
 			return err
@@ -121,6 +134,10 @@ func (e *Engine) reloadLocked() error {
 					// is finished as canceled below, once every task is
 					// indexed.
 					wasCanceled = append(wasCanceled, k)
+				} else if r.startAuthorized {
+					// An at-most-once attempt that may have run: its
+					// outcome is unknown, and it is not run again.
+					wasStarted = append(wasStarted, k)
 				} else {
 					wasActive = append(wasActive, k)
 				}
@@ -139,7 +156,7 @@ func (e *Engine) reloadLocked() error {
 		return fmt.Errorf("rebuild indexes: %w", err)
 	}
 	e.reloadedBoundsLocked()
-	if len(wasActive)+len(wasCanceled) > 0 {
+	if len(wasActive)+len(wasCanceled)+len(wasStarted) > 0 {
 		now := nanos(e.cfg.Now())
 		// A task canceled while it ran is finished as any cancel is, which
 		// also resolves its dependents; its changes go into the
@@ -149,6 +166,11 @@ func (e *Engine) reloadLocked() error {
 		for _, k := range wasCanceled {
 			if m, ok := e.tasks.get(k); ok {
 				e.finishLocked(k, m, stateCanceled, now, nil)
+			}
+		}
+		for _, k := range wasStarted {
+			if m, ok := e.tasks.get(k); ok {
+				e.outcomeUnknownLocked(k, m, now)
 			}
 		}
 		canceled := e.commit.open
@@ -175,7 +197,7 @@ func (e *Engine) reloadLocked() error {
 			f()
 		}
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive),
-			"canceled", len(wasCanceled))
+			"canceled", len(wasCanceled), "outcome_unknown", len(wasStarted))
 	}
 	return nil
 }
@@ -212,6 +234,7 @@ func (e *Engine) indexLiveLocked(k key, r *liveRecord, specs *bbolt.Bucket) {
 		state:    r.State(),
 		prio:     uint8(r.priority),
 		flags:    flagCommitted,
+		kind:     e.kindLocked(string(r.typ), r.atMostOnce),
 	}
 	q.counts[m.state]++
 	switch m.state {

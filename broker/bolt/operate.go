@@ -285,7 +285,7 @@ func (e *Engine) reviveLocked(q *queue, k key, st *storagev1.TaskStatus, now int
 	q.counts[from]--
 	q.counts[statePending]++
 	m := meta{due: now, queue: q.index, retried: st.GetRetried(), maxRetry: st.GetMaxRetry(), state: statePending,
-		prio: uint8(st.GetPriority()), flags: flagCommitted}
+		prio: uint8(st.GetPriority()), flags: flagCommitted, kind: e.kindLocked(st.GetType(), st.GetAtMostOnce())}
 	revived := proto.CloneOf(st)
 	revived.State = int32(statePending)
 	revived.CompletedAt, revived.PurgeAt, revived.ExpiresAt, revived.NextProcessAt = 0, 0, 0, now

@@ -180,6 +180,7 @@ func taskFrom(k key, spec *storagev1.TaskSpec, st *storagev1.TaskStatus) *broker
 		t.UniqueKey = st.GetUniqueKey()
 		t.Group = st.GetGroup()
 		t.ConcurrencyKey = st.GetConcurrencyKey()
+		t.AtMostOnce = st.GetAtMostOnce()
 		if st.Retention != nil {
 			r := time.Duration(st.GetRetention())
 			t.Retention = &r

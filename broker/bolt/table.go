@@ -8,7 +8,7 @@ import (
 // table maps live task keys to their meta. It is an open-addressing hash
 // table with linear probing and backward-shift deletion (no tombstones),
 // in one pointer-free array outside the Go heap (see allocOffHeap). A
-// slot is 40 bytes (a 16-byte key and a 24-byte meta); the table grows by
+// slot is 48 bytes (a 16-byte key and a 32-byte meta); the table grows by
 // half when it is 70% full (linear probing degrades fast beyond that), so a
 // million tasks take 57 to 85 MB.
 //

@@ -41,7 +41,10 @@ func (e *Engine) enterReadyLocked(k key, m meta) {
 	e.tasks.put(k, m)
 	q.ready[m.prio].push(k)
 	q.readyN++
-	if q.readyN == 1 && !q.paused {
+	// While a routed lease has passed tasks over, the count never went
+	// back to 0 for a session waiting for its own kinds: each new ready
+	// task is news to one.
+	if (q.readyN == 1 || q.passedN > 0) && !q.paused {
 		e.note.TasksReady(q.name)
 	}
 }
@@ -75,6 +78,9 @@ func (e *Engine) unreadyLocked(k key, m *meta) {
 		m.flags &^= flagInReady
 		q := e.queues[m.queue]
 		q.readyN--
+		if m.flags&flagPassed != 0 {
+			e.unpassLocked(q, m)
+		}
 		e.readyLeftLocked(q)
 		e.unadmitLocked(k)
 	}

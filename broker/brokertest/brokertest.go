@@ -111,6 +111,8 @@ func groups() []group {
 		{"Dependencies", depCases()},
 		{"Groups", groupCases()},
 		{"Cron", cronCases()},
+		{"Route", routeCases()},
+		{"Releases", releaseCases()},
 	}
 }
 
@@ -283,7 +285,8 @@ const LapseMessage = "lease lapsed"
 
 // Reap does what the lease reaper does at now, with the suite's own rule
 // (a lapse counts a retry; the task is pending again at once, or archived
-// once its retries are spent), and returns the lapsed leases it reclaimed.
+// once its retries are spent; an authorized at-most-once attempt goes
+// through Decision.StartAuthorized), and returns the lapsed leases it reclaimed.
 func Reap(tb testing.TB, b broker.Broker, now time.Time) []broker.LapsedLease {
 	tb.Helper()
 	lapsed, _, err := b.LapsedLeases(tb.Context(), now)
@@ -296,6 +299,9 @@ func Reap(tb testing.TB, b broker.Broker, now time.Time) []broker.LapsedLease {
 			ds[i] = broker.Archived(l.SessionID, l.Lease, now, LapseMessage)
 		} else {
 			ds[i] = broker.Retrying(l.SessionID, l.Lease, now, now, LapseMessage)
+		}
+		if l.StartAuthorized {
+			ds[i] = ds[i].StartAuthorized()
 		}
 	}
 	if err := b.Reclaim(tb.Context(), ds); err != nil {
@@ -431,6 +437,9 @@ func DiffTasks(got, want *broker.Task) []string {
 	}
 	if !bytes.Equal(got.Options, want.Options) {
 		add("Options", got.Options, want.Options)
+	}
+	if got.AtMostOnce != want.AtMostOnce {
+		add("AtMostOnce", got.AtMostOnce, want.AtMostOnce)
 	}
 	if got.Timeout != want.Timeout {
 		add("Timeout", got.Timeout, want.Timeout)

@@ -152,6 +152,7 @@ func populateRich(t *testing.T, b broker.Broker) (done, waiting string) {
 	nt = rich()
 	nt.UniqueKey, nt.UniqueUntil = "rich-waiting", T0.Add(24*time.Hour)
 	nt.ProcessAt = T0.Add(20 * time.Minute)
+	nt.AtMostOnce = true
 	waiting = EnqueueOne(t, b, T0, nt).ID
 	return done, waiting
 }

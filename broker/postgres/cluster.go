@@ -309,12 +309,14 @@ var errNotLeader = errors.New("postgres: this node no longer leads")
 // args): their sessions are gone. They keep their place under their
 // concurrency keys (ready instead of ACTIVE). A task an operator canceled
 // while it ran is canceled for good instead, as for a closed stream
-// (broker.Decision.Canceled). It returns how many tasks it released.
+// (broker.Decision.Canceled); an at-most-once task whose attempt's start
+// was authorized is archived, its outcome unknown, never run again
+// (broker.UnknownRestart). It returns how many tasks it released.
 func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int, error) {
 	rows, err := t.query(ctx, `WITH released AS (
 			UPDATE conveyor_tasks SET state = 2, ready_seq = nextval('conveyor_ready_seq'), lease_session = NULL,
 				lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, lease_node = NULL
-			WHERE state = 3 AND NOT canceled AND `+cond+`
+			WHERE state = 3 AND NOT canceled AND NOT start_authorized AND `+cond+`
 			RETURNING queue, concurrency_key),
 		keys AS (
 			UPDATE conveyor_ckeys c SET active = c.active - r.n
@@ -345,25 +347,36 @@ func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int,
 		d.ready += c.n
 		released += int(c.n)
 	}
-	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND canceled AND `+cond, args...)
+	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND (canceled OR start_authorized) AND `+cond, args...)
 	if err != nil {
 		return 0, err
 	}
-	canceled, err := collectStrings(ids)
+	ended, err := collectStrings(ids)
 	if err != nil {
 		return 0, err
 	}
 	now := nanos(time.Now())
-	for _, id := range canceled {
+	for _, id := range ended {
 		lt, err := t.loadLive(ctx, id)
 		if err != nil {
 			return 0, err
 		}
-		if err := t.finish(ctx, lt, broker.StateCanceled, now, finishFields{}); err != nil {
+		if err := t.endGone(ctx, lt, now); err != nil {
 			return 0, err
 		}
 	}
-	return released + len(canceled), nil
+	return released + len(ended), nil
+}
+
+// endGone ends, at now, an ACTIVE task whose session is gone and that may
+// not be released: canceled by an operator while it ran, it is CANCELED;
+// started under authorization, it is ARCHIVED, its outcome unknown.
+func (t *txn) endGone(ctx context.Context, lt *liveTask, now int64) error {
+	if lt.canceled {
+		return t.finish(ctx, lt, broker.StateCanceled, now, finishFields{})
+	}
+	msg := broker.OutcomeUnknownPrefix + broker.UnknownRestart
+	return t.finish(ctx, lt, broker.StateArchived, now, finishFields{lastError: &msg, failure: true})
 }
 
 // leave deletes this node's row and ends its term, if it leads (a clean

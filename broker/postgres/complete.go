@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -39,7 +40,8 @@ func (t *txn) currentLease(ctx context.Context, session string, ref broker.Lease
 // decide applies d to the task its lease names and returns the state the
 // task is in after. When lapsedBy is set, the lease must also have lapsed
 // by then (a reclaim: a lease renewed since is left alone, ErrLeaseLost).
-// A task an operator canceled while it ran takes Decision.Canceled.
+// An attempt whose start was authorized takes Decision.StartAuthorized,
+// then a task an operator canceled while it ran takes Decision.Canceled.
 func (t *txn) decide(ctx context.Context, d broker.Decision, lapsedBy int64) (broker.State, error) {
 	lt, err := t.currentLease(ctx, d.SessionID, d.Lease)
 	if err != nil {
@@ -47,6 +49,9 @@ func (t *txn) decide(ctx context.Context, d broker.Decision, lapsedBy int64) (br
 	}
 	if lapsedBy != 0 && lt.leaseExpiry > lapsedBy {
 		return 0, fmt.Errorf("task %s: renewed: %w", d.Lease.TaskID, broker.ErrLeaseLost)
+	}
+	if lt.startAuthorized && !outcomeUnknown(d) {
+		d = d.StartAuthorized()
 	}
 	if lt.canceled {
 		d = d.Canceled()
@@ -73,6 +78,13 @@ func (t *txn) decide(ctx context.Context, d broker.Decision, lapsedBy int64) (br
 		err = t.toPending(ctx, lt, now, pendingFields{})
 	}
 	return lt.state, err
+}
+
+// outcomeUnknown reports whether d already is what Decision.StartAuthorized
+// makes of a decision with no verdict: applied again, it would say the
+// lease lapsed where the caller said it was released.
+func outcomeUnknown(d broker.Decision) bool {
+	return d.Kind == broker.DecideArchive && !d.Verdict && strings.HasPrefix(d.Error, broker.OutcomeUnknownPrefix)
 }
 
 // Release hands leases back with no retry increment; see broker.Broker.
@@ -147,7 +159,8 @@ func (e *Engine) LapsedLeases(ctx context.Context, at time.Time) ([]broker.Lapse
 		return nil, time.Time{}, err
 	}
 	now := nanos(at)
-	rows, err := e.pool.Query(ctx, `SELECT id, lease_session, lease_token, lease_expiry, coalesce(lease_limit, 0), retried, max_retry
+	rows, err := e.pool.Query(ctx, `SELECT id, lease_session, lease_token, lease_expiry, coalesce(lease_limit, 0), retried, max_retry,
+			start_authorized
 		FROM conveyor_tasks WHERE state = 3 AND lease_expiry <= $1 AND lease_node = $2 ORDER BY lease_expiry, id`, now, e.NodeID())
 	if err != nil {
 		return nil, time.Time{}, e.storageError(err)
@@ -156,7 +169,7 @@ func (e *Engine) LapsedLeases(ctx context.Context, at time.Time) ([]broker.Lapse
 	for rows.Next() {
 		var l broker.LapsedLease
 		var token, expiry, limit int64
-		if err := rows.Scan(&l.Lease.TaskID, &l.SessionID, &token, &expiry, &limit, &l.Retried, &l.MaxRetry); err != nil {
+		if err := rows.Scan(&l.Lease.TaskID, &l.SessionID, &token, &expiry, &limit, &l.Retried, &l.MaxRetry, &l.StartAuthorized); err != nil {
 			rows.Close()
 			return nil, time.Time{}, e.storageError(err)
 		}
@@ -198,7 +211,7 @@ func (e *Engine) Reclaim(ctx context.Context, decisions []broker.Decision) error
 				return err
 			}
 			lapsed := broker.LapsedLease{SessionID: d.SessionID, Lease: d.Lease, Expiry: fromNanos(lt.leaseExpiry),
-				Limited: lt.leaseLim != 0 && lt.leaseExpiry == lt.leaseLim}
+				Limited: lt.leaseLim != 0 && lt.leaseExpiry == lt.leaseLim, StartAuthorized: lt.startAuthorized}
 			if lapsed.To, err = t.decide(ctx, d, nanos(d.Now)); err != nil {
 				return err
 			}

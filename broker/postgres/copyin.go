@@ -60,7 +60,8 @@ var taskCopyColumns = []string{"id", "queue", "type", "state", "priority", "retr
 	"content_type", "metadata", "options", "enqueued_at", "due_at", "ready_seq", "started_at", "completed_at",
 	"expires_at", "deadline", "expire_at", "timeout", "retention", "purge_at", "retry_strategy", "retry_base",
 	"retry_max", "unique_key", "unique_until", "group_key", "concurrency_key", "canceled", "last_error", "errors",
-	"result", "progress_percent", "progress_message", "spec_bytes", "waiting", "dep_failed", "release_state"}
+	"result", "progress_percent", "progress_message", "spec_bytes", "waiting", "dep_failed", "release_state",
+	"at_most_once", "start_authorized"}
 
 // LoadTasks stores a batch of tasks and their dependency edges, with COPY.
 func (s *CopyStore) LoadTasks(ctx context.Context, tasks []*broker.CopyTask) error {
@@ -170,7 +171,8 @@ func (s *CopyStore) taskRow(t *broker.CopyTask) ([]any, [][]any, error) {
 		rmax, nullString(t.UniqueKey), nanos(t.UniqueUntil), nullString(t.Group), nullString(t.ConcurrencyKey),
 		t.CancelRequested && t.State == broker.StateActive, t.LastError, jsonOrNull(errs),
 		t.Result, t.ProgressPercent, t.ProgressMessage, int32(specBytes), waiting,
-		t.DependencyFailed && t.State == broker.StateBlocked, int16(release)}
+		t.DependencyFailed && t.State == broker.StateBlocked, int16(release),
+		t.AtMostOnce, t.StartAuthorized && t.AtMostOnce && t.State == broker.StateActive}
 	return row, edges, nil
 }
 

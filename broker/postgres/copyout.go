@@ -105,10 +105,10 @@ func (s *CopyStore) CopyCrons(ctx context.Context) ([]broker.CronEntry, error) {
 }
 
 // copyColumns are what a copy reads of a task beyond taskColumns: the
-// unique claim's end, the cancel mark, the purge time, the line order,
-// the fire time of its group (when fired), the dependency failure, and
-// its dependencies' edges.
-const copyColumns = `, t.unique_until, t.canceled, coalesce(t.purge_at, 0), t.ready_seq,
+// unique claim's end, the cancel mark, the start's authorization, the
+// purge time, the line order, the fire time of its group (when fired),
+// the dependency failure, and its dependencies' edges.
+const copyColumns = `, t.unique_until, t.canceled, t.start_authorized, coalesce(t.purge_at, 0), t.ready_seq,
 	coalesce(g.fires_at, 0), t.dep_failed, d.ids, d.fails, d.resolved`
 
 // CopyTasks calls fn with every task, in id order, from one statement
@@ -144,7 +144,7 @@ func scanCopyTask(rows pgx.Rows) (*broker.CopyTask, error) {
 	var fails []int16
 	var resolved []bool
 	var ct broker.CopyTask
-	task, err := scanTaskWith(rows, &uniqueUntil, &ct.CancelRequested, &purgeAt, &ct.Seq, &firedAt,
+	task, err := scanTaskWith(rows, &uniqueUntil, &ct.CancelRequested, &ct.StartAuthorized, &purgeAt, &ct.Seq, &firedAt,
 		&ct.DependencyFailed, &depIDs, &fails, &resolved)
 	if err != nil {
 		return nil, err
@@ -166,6 +166,9 @@ func scanCopyTask(rows pgx.Rows) (*broker.CopyTask, error) {
 	}
 	if task.State != broker.StateBlocked {
 		ct.DependencyFailed = false
+	}
+	if task.State != broker.StateActive {
+		ct.CancelRequested, ct.StartAuthorized = false, false
 	}
 	if !task.State.Terminal() {
 		ct.PurgeAt = time.Time{}

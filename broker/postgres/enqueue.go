@@ -92,6 +92,10 @@ func checkNewTask(nt *broker.NewTask) error {
 	if nt.Queue == "" {
 		return errors.New("a new task needs a queue")
 	}
+	if nt.AtMostOnce && nt.Group != "" {
+		// A fired group is leased whole, with no route to pass it over.
+		return errors.New("an at-most-once task cannot join a group")
+	}
 	return nil
 }
 
@@ -287,7 +291,7 @@ func (t *txn) insertRowsChecked(ctx context.Context, items []newItem, idx []int,
 		specBytes                                                 []int32
 		releases                                                  []int16
 		waitings                                                  []int32
-		depFailed                                                 []bool
+		depFailed, atMostOnce                                     []bool
 	)
 	for _, i := range idx {
 		it := &items[i]
@@ -311,30 +315,31 @@ func (t *txn) insertRowsChecked(ctx context.Context, items []newItem, idx []int,
 		endedAts, lastErrs = append(endedAts, it.endedAt(now)), append(lastErrs, it.lastError)
 		specBytes, releases = append(specBytes, int32(it.specBytes)), append(releases, int16(it.release))
 		waitings, depFailed = append(waitings, int32(len(it.deps.waitingOn))), append(depFailed, it.deps.failed != "")
+		atMostOnce = append(atMostOnce, nt.AtMostOnce)
 	}
 	rows, err := t.query(ctx, `
 		INSERT INTO conveyor_tasks (id, queue, type, state, priority, retried, max_retry, payload, content_type, metadata,
 			options, enqueued_at, due_at, expires_at, deadline, expire_at, timeout, retention, retry_strategy, retry_base,
 			retry_max, unique_key, unique_until, group_key, concurrency_key, ready_seq, completed_at, last_error,
-			spec_bytes, release_state, waiting, dep_failed)
+			spec_bytes, release_state, waiting, dep_failed, at_most_once)
 		SELECT u.id, u.queue, u.type, u.state, u.prio, u.retried, u.max_retry, u.payload, u.ctype, u.meta::jsonb,
 			u.opts, $1, u.due, u.expires, u.deadline, nullif(u.expire_at, 0), u.timeout, u.retention, u.rstrat, u.rbase,
 			u.rmax, u.uniq, u.uniq_until, u.grp, u.ckey,
 			CASE WHEN u.state = 2 THEN nextval('conveyor_ready_seq') ELSE 0 END, coalesce(u.completed, 0), u.last_error,
-			u.spec_bytes, u.release, u.waiting, u.dep_failed
+			u.spec_bytes, u.release, u.waiting, u.dep_failed, u.at_most_once
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::int2[], $6::int2[], $7::int4[], $8::int4[], $9::bytea[],
 			$10::text[], $11::text[], $12::bytea[], $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[],
 			$18::int8[], $19::int2[], $20::int8[], $21::int8[], $22::text[], $23::int8[], $24::text[], $25::text[],
-			$26::int8[], $27::text[], $28::int4[], $29::int2[], $30::int4[], $31::bool[])
+			$26::int8[], $27::text[], $28::int4[], $29::int2[], $30::int4[], $31::bool[], $32::bool[])
 			WITH ORDINALITY AS u(id, queue, type, state, prio, retried, max_retry, payload, ctype, meta, opts, due, expires,
 				deadline, expire_at, timeout, retention, rstrat, rbase, rmax, uniq, uniq_until, grp, ckey, completed,
-				last_error, spec_bytes, release, waiting, dep_failed, ord)
+				last_error, spec_bytes, release, waiting, dep_failed, at_most_once, ord)
 		ORDER BY u.ord
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`,
 		now, ids, queues, types, states, prios, retries, maxRetries, payloads, ctypes, metas, options, dues, expires,
 		deadlines, expireAts, timeouts, retentions, rstrats, rbases, rmaxes, uniques, uniqUntils, groups, ckeys,
-		endedAts, lastErrs, specBytes, releases, waitings, depFailed)
+		endedAts, lastErrs, specBytes, releases, waitings, depFailed, atMostOnce)
 	if err != nil {
 		return err
 	}
@@ -425,7 +430,7 @@ func (it *newItem) view(now int64) *broker.Task {
 		Metadata: nt.Metadata, Options: nt.Options, State: it.state, Priority: nt.Priority, MaxRetry: nt.MaxRetry,
 		EnqueuedAt: fromNanos(now), NextProcessAt: fromNanos(it.due), ExpiresAt: nt.ExpiresAt, Deadline: nt.Deadline,
 		Timeout: nt.Timeout, RetryPolicy: nt.RetryPolicy, Retention: nt.Retention, UniqueKey: nt.UniqueKey,
-		Group: nt.Group, ConcurrencyKey: nt.ConcurrencyKey, LastError: it.lastError,
+		Group: nt.Group, ConcurrencyKey: nt.ConcurrencyKey, AtMostOnce: nt.AtMostOnce, LastError: it.lastError,
 	}
 	if it.state.Terminal() {
 		t.CompletedAt = fromNanos(now)

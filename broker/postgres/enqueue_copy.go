@@ -16,7 +16,8 @@ import (
 var newTaskColumns = []string{"id", "queue", "type", "state", "priority", "retried", "max_retry", "payload",
 	"content_type", "metadata", "options", "enqueued_at", "due_at", "expires_at", "deadline", "expire_at", "timeout",
 	"retention", "retry_strategy", "retry_base", "retry_max", "unique_key", "unique_until", "group_key",
-	"concurrency_key", "completed_at", "last_error", "spec_bytes", "release_state", "waiting", "dep_failed"}
+	"concurrency_key", "completed_at", "last_error", "spec_bytes", "release_state", "waiting", "dep_failed",
+	"at_most_once"}
 
 // copyRows inserts items[idx], whose ids the engine chose (so none is
 // taken), with COPY.
@@ -38,7 +39,7 @@ func (t *txn) copyRows(ctx context.Context, items []newItem, idx []int, now int6
 			nonNil(nt.Payload), nt.ContentType, it.metadata, nt.Options, now, it.due, nanos(nt.ExpiresAt), nanos(nt.Deadline),
 			expireAt, int64(nt.Timeout), ret, rs, rb, rm, nullString(nt.UniqueKey), nanos(nt.UniqueUntil),
 			nullString(nt.Group), nullString(nt.ConcurrencyKey), completed, it.lastError, int32(it.specBytes),
-			int16(it.release), int32(len(it.deps.waitingOn)), it.deps.failed != ""}
+			int16(it.release), int32(len(it.deps.waitingOn)), it.deps.failed != "", nt.AtMostOnce}
 	}
 	if _, err := t.tx.CopyFrom(ctx, pgx.Identifier{"conveyor_tasks"}, newTaskColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("COPY conveyor_tasks: %w", err)

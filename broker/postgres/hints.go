@@ -74,6 +74,12 @@ type queueHint struct {
 	// leasing counts the tasks Lease calls in progress may take (reserved
 	// under the caps before their statements run).
 	leasing int64
+	// starved is set when a caller was told of fewer dispatchable tasks
+	// than are ready because Lease calls in progress reserved them: when
+	// one of those gives back what it did not take (a routed lease passes
+	// over what it cannot run), the queue is signaled again, for the
+	// session that was told there was nothing (unreserve).
+	starved bool
 	// rateReserved counts the rate tokens those calls took from bucket
 	// before the database's bucket decided (caps.go).
 	rateReserved int64
@@ -86,8 +92,15 @@ type queueHint struct {
 	// (recheckLater), nil when none is.
 	recheck *time.Timer
 	// floors are where the queue's leases start their walk of each
-	// priority's ready line (scanfloor.go).
-	floors                               scanFloors
+	// priority's ready line, and plainFloors where they start the walk of
+	// the line without the at-most-once tasks (scanfloor.go).
+	floors, plainFloors scanFloors
+	// passedOver is set once a routed lease came back short while the
+	// queue had ready tasks, until its ready count is back at 0: each
+	// task that becomes ready meanwhile signals TasksReady. readyChanges
+	// counts the changes that made tasks ready (passedover.go).
+	passedOver                           bool
+	readyChanges                         uint64
 	enqueued, processed, failed, expired int64
 	bucket                               bucket
 }
@@ -264,8 +277,11 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 		e.roomChangedLocked(q)
 	}
 	q.ready += d.ready
+	newGroup := false
 	for gid, g := range d.groups {
 		if g.live > 0 {
+			_, had := q.fired[gid]
+			newGroup = newGroup || !had
 			q.fired[gid] = g
 			continue
 		}
@@ -278,6 +294,7 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 	q.processed += d.processed
 	q.failed += d.failed
 	q.expired += d.expired
+	passedOver := passedOverLocked(q, d)
 	if q.paused {
 		return
 	}
@@ -286,6 +303,11 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 	case roomGrew && e.groupsWaitingLocked(q):
 		// A fired group waits for room under the cap: each task that
 		// leaves ACTIVE may be the one it waited for.
+		e.note.TasksReady(name)
+	case passedOver, newGroup:
+		// A session that the tasks waiting are not for may take this one;
+		// a group that fired goes to the sessions of its batch type, which
+		// the tasks already ready may not be for either.
 		e.note.TasksReady(name)
 	case d.ready > 0 || len(d.groups) > 0 || roomGrew:
 		if !wasReady && (e.dispatchableLocked(q, e.cfg.Now()) > 0 || e.groupsWaitingLocked(q)) {
@@ -386,6 +408,9 @@ func (e *Engine) groupsWaitingLocked(q *queueHint) bool {
 func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
 	if q.paused {
 		return 0
+	}
+	if q.leasing > 0 && q.ready > 0 {
+		q.starved = true
 	}
 	n := min(q.ready-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
 	if q.cfg.RatePerSecond > 0 && n > 0 {

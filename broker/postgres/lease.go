@@ -11,7 +11,8 @@ import (
 )
 
 // Lease leases ready tasks to a session; see broker.Broker. Each pick is
-// one statement: the first N rows of the queue's ready line, locked with
+// one statement: the first N rows of the queue's ready line that the
+// lease's route takes (route.go), locked with
 // SKIP LOCKED (so concurrent sessions take different tasks), made ACTIVE.
 // The rows are updated by the physical address the lock returned (they
 // are locked: it cannot change before the update), which spares a
@@ -67,6 +68,13 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 // for the rows SKIP LOCKED passed: the database's caps wake the sessions
 // when they have room again, through the refill's wake and the commits
 // that end ACTIVE tasks).
+//
+// A lease whose route passes tasks over (p.Route not open) may come back
+// short because what the queue holds is not for it: it then marks the
+// queue passed over (passedover.go) and is owed a look only when a task it
+// takes is still ready, passed over for a lock (moreReady); a look for
+// every short routed lease would wake the queue's sessions every
+// recheckAfter while tasks nobody here takes wait.
 func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, memCapped bool, p broker.LeaseParams, expiry int64, node string) ([]broker.Lease, bool, error) {
 	allowed, rateCut := n, false
 	c := t.caps[queue]
@@ -76,14 +84,14 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 	case memCapped:
 		allowed = 0
 	}
+	w := walkOf(p.Route)
 	var ls []broker.Lease
 	var err error
-	if allowed > 0 {
-		l := leaseArgs{session: p.SessionID, now: nanos(at), expiry: expiry, grace: p.LimitGrace, node: node}
-		var got []leased
-		if got, err = t.leaseReady(ctx, queue, allowed, l); err == nil {
-			ls, err = t.settleLeased(ctx, queue, got, l.now)
-		}
+	short := memCapped && c == nil
+	if allowed > 0 && w.kind != walkNone {
+		ls, short, err = t.leaseWalk(ctx, queue, allowed, w, leaseArgs{session: p.SessionID, now: nanos(at), expiry: expiry,
+			grace: p.LimitGrace, node: node})
+		short = short || memCapped && c == nil
 	}
 	var refused *refusal
 	if c != nil {
@@ -93,7 +101,31 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 		}
 	}
 	t.e.unreserve(t, queue, n, len(ls), refused)
-	return ls, len(ls) < allowed || memCapped && c == nil, err
+	return ls, short, err
+}
+
+// leaseWalk leases up to n ready tasks of queue that w takes, and reports
+// whether the queue is owed a look (recheckLater) for the rows it passed
+// over locked.
+func (t *txn) leaseWalk(ctx context.Context, queue string, n int, w routeWalk, l leaseArgs) ([]broker.Lease, bool, error) {
+	var since uint64
+	if w.kind != walkOpen {
+		since = t.e.routingStarted(queue)
+	}
+	var ls []broker.Lease
+	got, err := t.leaseReady(ctx, queue, n, w, l)
+	if err == nil {
+		ls, err = t.settleLeased(ctx, queue, got, l.now)
+	}
+	short := err == nil && len(ls) < n
+	if w.kind == walkOpen {
+		return ls, short, err
+	}
+	t.e.routingEnded(queue, short, since)
+	if short {
+		short, err = t.moreReady(ctx, queue, w)
+	}
+	return ls, short, err
 }
 
 // recheckAfter is how long after a short lease the engine looks at the
@@ -153,26 +185,17 @@ type leased struct {
 
 // leaseQueue leases up to n ready tasks of queue, highest priority first
 // and FIFO within a priority, each lease capped at its task's
-// broker.LeaseLimit. It walks the ready line one priority at a time, from
-// that priority's scan floor (scanfloor.go): with the priority fixed, the
-// floor bounds where the index scan starts.
-func (t *txn) leaseQueue(ctx context.Context, queue string, n int, floors *scanFloors, l leaseArgs) ([]leased, readyWalk, error) {
+// broker.LeaseLimit. The open walk reads the ready line one priority at a
+// time, from that priority's scan floor (scanfloor.go): with the priority
+// fixed, the floor bounds where the index scan starts.
+//
+// pick is the statement that picks the rows (route.go: the open walk's,
+// by priority from the floors, or another route's), with its arguments
+// from $8 on.
+func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, pickArgs []any, l leaseArgs) ([]leased, readyWalk, error) {
 	var walk readyWalk
-	rows, err := t.query(ctx, `WITH picked AS (
-			SELECT r.tid, r.started_at FROM unnest($8::int8[]) WITH ORDINALITY AS f(floor, i)
-			CROSS JOIN LATERAL (
-				SELECT ctid AS tid, started_at FROM conveyor_tasks
-				WHERE queue = $1 AND priority = (`+maxPriorityText+` + 1 - f.i)::smallint AND state = 2 AND NOT held
-					AND ready_seq >= f.floor
-				ORDER BY ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED) r
-			LIMIT $2)
-		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
-			lease_token = nextval('conveyor_lease_token'), canceled = false,
-			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
-			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
-		FROM picked WHERE t.ctid = picked.tid
-		RETURNING `+taskColumns+`, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`,
-		queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node, floors.byPriority())
+	args := append([]any{queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node}, pickArgs...)
+	rows, err := t.query(ctx, leaseSQL(pick), args...)
 	if err != nil {
 		return nil, walk, err
 	}
@@ -190,6 +213,19 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, floors *scanF
 		walk.took(task.Priority, x.seq)
 	}
 	return got, walk, rows.Err()
+}
+
+// leaseSQL is the statement that leases the rows pick picks: $1 the
+// queue, $2 how many, $3 now, $4 the session, $5 the expiry, $6 the
+// grace, $7 the node.
+func leaseSQL(pick string) string {
+	return `WITH picked AS (` + pick + `)
+		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
+			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
+			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
+			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
+		FROM picked WHERE t.ctid = picked.tid
+		RETURNING ` + taskColumns + `, t.lease_token, t.lease_expiry, t.ready_seq, coalesce(t.expire_at, 0), picked.started_at`
 }
 
 // settleLeased turns the rows taken from queue's ready line into leases,
@@ -326,6 +362,12 @@ func (e *Engine) unreserve(t *txn, queue string, reserved, took int, refused *re
 			t.leasing = map[string]int64{}
 		}
 		t.leasing[queue] += int64(took)
+	}
+	if reserved > took && q.starved {
+		q.starved = false
+		if e.dispatchableLocked(q, e.cfg.Now()) > 0 {
+			e.note.TasksReady(q.name)
+		}
 	}
 }
 

@@ -35,6 +35,13 @@ import (
 // The floors are per node and in memory (they start at 0): another node's
 // leases and commits never make them wrong, only (through a short walk)
 // cost a walk from the start.
+//
+// A queue has two sets: its floors, below which every ready task was
+// taken, and its plain floors, below which every ready task but the
+// at-most-once ones was taken. An open lease's walk raises both; the zero
+// route's walk (conveyor_tasks_ready_plain) raises the plain ones; a walk
+// that passes tasks over (by type) starts from them and raises neither
+// (route.go).
 
 // priorityLevels are the priorities a ready line holds: 0 (never stored
 // by the server, which stores the default, 4, in its place) to 9.
@@ -82,18 +89,25 @@ func (w *readyWalk) took(priority int32, seq int64) {
 	}
 }
 
-// loadFloors copies queue's floors.
-func (e *Engine) loadFloors(queue string) scanFloors {
+// loadFloors copies queue's floors, or its plain floors (those of the
+// line without the at-most-once tasks, conveyor_tasks_ready_plain).
+func (e *Engine) loadFloors(queue string, plain bool) scanFloors {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q := e.hints.queues[queue]; q != nil {
-		return q.floors
+	q := e.hints.queues[queue]
+	switch {
+	case q == nil:
+		return scanFloors{}
+	case plain:
+		return q.plainFloors
 	}
-	return scanFloors{}
+	return q.floors
 }
 
-// raiseFloors raises queue's floors above what walk took, once t commits.
-func (t *txn) raiseFloors(queue string, walk readyWalk) {
+// raiseFloors raises queue's plain floors above what walk took, and when
+// all is set (the walk took at-most-once tasks too) its floors, once t
+// commits: every task of the line below what it took was taken.
+func (t *txn) raiseFloors(queue string, walk readyWalk, all bool) {
 	t.after = append(t.after, func() {
 		t.e.mu.Lock()
 		defer t.e.mu.Unlock()
@@ -102,24 +116,36 @@ func (t *txn) raiseFloors(queue string, walk readyWalk) {
 			return
 		}
 		for p, seq := range walk.maxSeq {
-			if seq > 0 {
+			if seq == 0 {
+				continue
+			}
+			q.plainFloors[p] = max(q.plainFloors[p], seq+1)
+			if all {
 				q.floors[p] = max(q.floors[p], seq+1)
 			}
 		}
 	})
 }
 
-// leaseReady leases up to n ready tasks of queue: from its scan floors,
-// and from the start of the line when the walk from the floors came out
-// short (a task may lie below them).
-func (t *txn) leaseReady(ctx context.Context, queue string, n int, l leaseArgs) ([]leased, error) {
-	floors := t.e.loadFloors(queue)
-	got, walk, err := t.leaseQueue(ctx, queue, n, &floors, l)
+// leaseReady leases up to n ready tasks of queue that w takes. A line
+// walk goes from its scan floors, and from the start of the line when the
+// walk from the floors came out short (a task may lie below them); a
+// typed walk reads each type's part of the line from its start.
+func (t *txn) leaseReady(ctx context.Context, queue string, n int, w routeWalk, l leaseArgs) ([]leased, error) {
+	if w.kind == walkTyped {
+		sql, args := w.pick(nil)
+		got, _, err := t.leaseQueue(ctx, queue, n, sql, args, l)
+		return got, err
+	}
+	floors := t.e.loadFloors(queue, w.plainFloors())
+	sql, args := w.pick(&floors)
+	got, walk, err := t.leaseQueue(ctx, queue, n, sql, args, l)
 	if err != nil {
 		return nil, err
 	}
 	if walk.rows < n && floors.any() {
-		below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, nil, l)
+		sql, args := w.pick(nil)
+		below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l)
 		if err != nil {
 			return nil, err
 		}
@@ -129,8 +155,8 @@ func (t *txn) leaseReady(ctx context.Context, queue string, n int, l leaseArgs) 
 			walk.maxSeq[p] = max(walk.maxSeq[p], seq)
 		}
 	}
-	if walk.rows > 0 {
-		t.raiseFloors(queue, walk)
+	if walk.rows > 0 && w.raises() {
+		t.raiseFloors(queue, walk, w.kind == walkOpen)
 	}
 	return got, nil
 }

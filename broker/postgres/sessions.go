@@ -33,14 +33,16 @@ func (e *Engine) OpenSession(ctx context.Context, s broker.SessionInfo) error {
 		labels = map[string]string{}
 	}
 	_, err = e.pool.Exec(ctx, `INSERT INTO conveyor_sessions
-			(id, node, queues, concurrency, in_flight, labels, sdk_version, batch_types, connected_at, last_heartbeat)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::text[], '{}'), $9, $10)
+			(id, node, queues, concurrency, in_flight, labels, sdk_version, batch_types, connected_at, last_heartbeat,
+			 types, release_id, start_authorization)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::text[], '{}'), $9, $10, coalesce($11::text[], '{}'), $12, $13)
 		ON CONFLICT (id) DO UPDATE SET node = excluded.node, queues = excluded.queues,
 			concurrency = excluded.concurrency, in_flight = excluded.in_flight, labels = excluded.labels,
 			sdk_version = excluded.sdk_version, batch_types = excluded.batch_types,
-			connected_at = excluded.connected_at, last_heartbeat = excluded.last_heartbeat`,
+			connected_at = excluded.connected_at, last_heartbeat = excluded.last_heartbeat,
+			types = excluded.types, release_id = excluded.release_id, start_authorization = excluded.start_authorization`,
 		s.ID, node, queues, s.Concurrency, s.InFlight, labels, s.SDKVersion, s.BatchTypes,
-		nanos(s.ConnectedAt), nanos(s.LastHeartbeat))
+		nanos(s.ConnectedAt), nanos(s.LastHeartbeat), s.Types, s.ReleaseID, s.StartAuthorization)
 	if err != nil {
 		return fmt.Errorf("record session %s: %w", s.ID, e.storageError(err))
 	}
@@ -117,7 +119,8 @@ func (e *Engine) Sessions(ctx context.Context) ([]broker.SessionInfo, error) {
 		return nil, err
 	}
 	rows, err := e.pool.Query(ctx, `SELECT s.id, s.node, s.queues, s.concurrency, s.in_flight, s.labels,
-			s.sdk_version, s.batch_types, s.connected_at, s.last_heartbeat, coalesce(t.ids, '{}')
+			s.sdk_version, s.batch_types, s.connected_at, s.last_heartbeat, coalesce(t.ids, '{}'),
+			s.types, s.release_id, s.start_authorization
 		FROM conveyor_sessions s
 		JOIN conveyor_nodes n ON n.id = s.node AND n.last_seen >= now() - $1::interval
 		LEFT JOIN (
@@ -132,7 +135,7 @@ func (e *Engine) Sessions(ctx context.Context) ([]broker.SessionInfo, error) {
 		var s broker.SessionInfo
 		var connected, beat int64
 		err := row.Scan(&s.ID, &s.Node, &s.Queues, &s.Concurrency, &s.InFlight, &s.Labels,
-			&s.SDKVersion, &s.BatchTypes, &connected, &beat, &s.TaskIDs)
+			&s.SDKVersion, &s.BatchTypes, &connected, &beat, &s.TaskIDs, &s.Types, &s.ReleaseID, &s.StartAuthorization)
 		s.ConnectedAt, s.LastHeartbeat = fromNanos(connected), fromNanos(beat)
 		return s, err
 	})

@@ -17,12 +17,12 @@ const (
 		t.metadata, t.options, t.enqueued_at, t.due_at, t.started_at, t.completed_at, t.expires_at, t.deadline,
 		t.timeout, t.retention, t.retry_strategy, t.retry_base, t.retry_max, t.unique_key, t.group_key,
 		t.concurrency_key, t.lease_session, t.lease_token, t.last_error, t.errors, t.result,
-		t.progress_percent, t.progress_message`
+		t.progress_percent, t.progress_message, t.at_most_once`
 	briefColumns = `t.id, t.queue, t.type, t.state, t.priority, t.retried, t.max_retry, ''::bytea, t.content_type,
 		NULL::jsonb, t.options, t.enqueued_at, t.due_at, t.started_at, t.completed_at, t.expires_at, t.deadline,
 		t.timeout, t.retention, t.retry_strategy, t.retry_base, t.retry_max, t.unique_key, t.group_key,
 		t.concurrency_key, t.lease_session, t.lease_token, '', NULL::jsonb, NULL::bytea,
-		t.progress_percent, ''`
+		t.progress_percent, '', t.at_most_once`
 )
 
 // scanTask reads one row of taskColumns.
@@ -38,7 +38,7 @@ func scanTask(row pgx.Row) (*broker.Task, error) {
 		&metadata, &t.Options, &enq, &due, &started, &completed, &expires, &deadline,
 		&timeout, &retention, &rstrategy, &rbase, &rmax, &unique, &group,
 		&ckey, &session, &leaseToken, &t.LastError, &errs, &t.Result,
-		&t.ProgressPercent, &t.ProgressMessage)
+		&t.ProgressPercent, &t.ProgressMessage, &t.AtMostOnce)
 	if err != nil {
 		return nil, err
 	}

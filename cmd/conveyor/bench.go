@@ -32,7 +32,7 @@ type benchCmd struct {
 	HTTP1        bool          `name:"http1" help:"Producers call over HTTP/1.1 keep-alive connections, as curl does (needs --protocol connect; workers keep HTTP/2)."`
 	Push         bool          `help:"W3 and W4: the tasks are worked by a push endpoint (the Go SDK's PushHandler on loopback, of --concurrency) instead of a session."`
 	PushSecret   string        `name:"push-secret" env:"CONVEYOR_PUSH_SECRET" help:"Secret of --push with --addr: one of that server's (a fresh server gets a made-up one)."`
-	Shape        string        `enum:",keys,groups,blocked" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent). Default: plain tasks."`
+	Shape        string        `enum:",keys,groups,blocked,typed,once" default:"" help:"Task shape: keys (W3: concurrency keys, limit 1), groups (W3: drained as batches; MEM: held AGGREGATING), blocked (MEM: all BLOCKED on one parent), typed (W3: four types, four workers of one type each), once (W3, W4: every task at most once). Default: plain tasks."`
 	Keys         int           `default:"1000" help:"Concurrency keys of --shape keys."`
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
 	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`

@@ -14,7 +14,7 @@ func TestCompleteCandidates(t *testing.T) {
 		words []string
 		want  string
 	}{
-		{[]string{""}, "backup bench compact completion copy cron enqueue group info migrate queue server stats task version workers"},
+		{[]string{""}, "backup bench compact completion copy cron enqueue group info migrate queue release server stats task version workers"},
 		{[]string{"ta"}, "task"},
 		{[]string{"task", ""}, "archive cancel delete get ls run"},
 		{[]string{"task", "ls", "--st"}, "--state"},

@@ -24,6 +24,7 @@ type cli struct {
 	Cron       cronCmd       `cmd:"" help:"Manage cron entries: tasks enqueued on a schedule."`
 	Group      groupCmd      `cmd:"" help:"List the aggregation groups waiting to fire."`
 	Workers    workersCmd    `cmd:"" help:"List the connected worker sessions."`
+	Release    releaseCmd    `cmd:"" help:"List worker releases, drain one."`
 	Info       infoCmd       `cmd:"" help:"Show the server and its storage: version, uptime, data file, task counts."`
 	Stats      statsCmd      `cmd:"" help:"Watch queue depths and rates, live (until Ctrl-C)."`
 	Backup     backupCmd     `cmd:"" help:"Copy a running server's data file, consistently, into FILE."`

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 )
@@ -27,12 +28,12 @@ func (f *clientFlags) printQueue(w io.Writer, q *conveyorv1.QueueInfo) error {
 // queueTable writes the queues as a table, one row each.
 func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
 	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "PENDING", "ACTIVE", "RETRY", "AGGREGATING", "BLOCKED",
-		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED")
+		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED", "NO WORKER FOR")
 	for _, q := range qs {
 		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
 			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetCompleted()),
 			count(q.GetArchived()), count(q.GetCanceled()), count(q.GetEnqueued()), count(q.GetProcessed()),
-			count(q.GetFailed()))
+			count(q.GetFailed()), orDash(strings.Join(q.GetUnservedTypes(), ",")))
 	}
 	return t.flush()
 }

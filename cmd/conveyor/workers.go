@@ -37,13 +37,14 @@ func (c *workersCmd) Run(k *kong.Context) error {
 	// The NODE column shows only when the server is one of several nodes
 	// (a shared database): one node alone has nothing to tell apart.
 	nodes := slices.ContainsFunc(workers, func(w *conveyorv1.WorkerInfo) bool { return w.GetNodeId() != "" })
-	headers := []string{"SESSION", "QUEUES", "CONCURRENCY", "IN FLIGHT", "SDK", "CONNECTED", "LAST HEARTBEAT", "LABELS", "TASKS"}
+	headers := []string{"SESSION", "QUEUES", "TYPES", "RELEASE", "CONCURRENCY", "IN FLIGHT", "SDK", "CONNECTED", "LAST HEARTBEAT", "LABELS", "TASKS"}
 	if nodes {
 		headers = slices.Insert(headers, 1, "NODE")
 	}
 	t := newTable(k.Stdout, headers...)
 	for _, w := range workers {
-		cells := []string{w.GetSessionId(), orDash(showMap(w.GetQueues())), fmt.Sprint(w.GetConcurrency()),
+		cells := []string{w.GetSessionId(), orDash(showMap(w.GetQueues())), showTypes(w.GetTypes()), showRelease(w),
+			fmt.Sprint(w.GetConcurrency()),
 			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showTime(w.GetConnectedAt()),
 			showTime(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
 		if nodes {
@@ -52,4 +53,21 @@ func (c *workersCmd) Run(k *kong.Context) error {
 		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// showTypes is a worker's types: "*" for every type.
+func showTypes(types []string) string {
+	if len(types) == 0 {
+		return "*"
+	}
+	return strings.Join(types, ",")
+}
+
+// showRelease is a worker's release, and whether it is drained.
+func showRelease(w *conveyorv1.WorkerInfo) string {
+	r := orDash(w.GetReleaseId())
+	if w.GetDraining() {
+		r += " (draining)"
+	}
+	return r
 }

@@ -289,6 +289,7 @@ func TestTaskOptionsMapToProto(t *testing.T) {
 		{"DependsOn continue", conveyor.DependsOn("01J", conveyor.OnFailureContinue), opts(&conveyorv1.TaskOptions{DependsOn: []*conveyorv1.TaskDependency{{TaskId: "01J", OnFailure: conveyorv1.OnFailure_ON_FAILURE_CONTINUE}}})},
 		{"ConcurrencyKey", conveyor.ConcurrencyKey("c"), opts(&conveyorv1.TaskOptions{ConcurrencyKey: "c"})},
 		{"RetryPolicy", conveyor.RetryPolicy(conveyor.RetryStrategyFixed, time.Second, 0), opts(&conveyorv1.TaskOptions{RetryPolicy: &conveyorv1.RetryPolicy{Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_FIXED, Base: dur(time.Second)}})},
+		{"AtMostOnce", conveyor.AtMostOnce(), opts(&conveyorv1.TaskOptions{AtMostOnce: true})},
 		{"nil", nil, &conveyorv1.EnqueueRequest{Type: "t"}},
 	}
 	for _, tc := range cases {

@@ -175,7 +175,7 @@ func TestTaskInfoMirrorsWire(t *testing.T) {
 			Retention: &retention, Group: "grp", ExpiresIn: 4 * time.Second, ExpiresAt: day.Add(2 * time.Hour),
 			DependsOn:      dep,
 			ConcurrencyKey: "ck", RetryStrategy: conveyor.RetryStrategyExponential,
-			RetryBase: 5 * time.Second, RetryMax: 6 * time.Second,
+			RetryBase: 5 * time.Second, RetryMax: 6 * time.Second, AtMostOnce: true,
 		},
 		ExpiresAt:  day.Add(5 * time.Minute),
 		Dependents: []conveyor.TaskLink{{TaskID: "01J00000000000000000000003", State: conveyor.TaskStateBlocked}},
@@ -253,7 +253,7 @@ func fullTaskInfo() *conveyorv1.TaskInfo {
 			ProcessIn: durationpb.New(2 * time.Second), UniqueKey: "uk", UniqueTtl: durationpb.New(3 * time.Second),
 			Priority: 6, Retention: durationpb.New(48 * time.Hour), Group: "grp",
 			ExpiresIn: durationpb.New(4 * time.Second), ExpiresAt: ts(2 * time.Hour), DependsOn: dep(),
-			ConcurrencyKey: "ck",
+			ConcurrencyKey: "ck", AtMostOnce: true,
 			RetryPolicy: &conveyorv1.RetryPolicy{
 				Strategy: conveyorv1.RetryStrategy_RETRY_STRATEGY_EXPONENTIAL,
 				Base:     durationpb.New(5 * time.Second), Max: durationpb.New(6 * time.Second),

@@ -80,6 +80,16 @@
 // Worker waits for one to return before it reconnects. Capacity a returning
 // handler frees comes back with the session after.
 //
+// Each session's Hello lists the task types the Worker has handlers for,
+// and the server sends it tasks of those types only; a task no live worker
+// can take waits. It also names the Worker's release (WithReleaseID, or
+// else the environment variable CONVEYOR_RELEASE_ID), an opaque id such
+// as a build id: new work goes to the newest release the server has seen
+// that can take it, so a deploy shifts work to the new code as its
+// workers connect, and an operator can drain an old release
+// (AdminService.DrainRelease) to stop its workers taking new work. A
+// Worker with no release id is unversioned and ranks below every release.
+//
 // A task's Deadline option is a time on the server's clock. The Worker
 // takes it as the time left when the server dispatched the task, counted
 // from the receipt on its own clock, so a worker clock ahead of the
@@ -97,6 +107,22 @@
 // batch's results that together pass the 32 MiB a frame may carry are
 // sent while they fit; each member after that fails its attempt (RETRY)
 // and comes back alone.
+//
+// # At most once
+//
+// Delivery is at least once: a task may run again after a crash, a lost
+// connection or a lapsed lease, so handlers should be idempotent. A task
+// that must never run twice (a payment, an e-mail) is enqueued with
+// AtMostOnce. The Worker then asks the server before it runs it (a Start),
+// and runs the handler only once the server has durably committed the
+// start; if the server refuses (the lease lapsed, the task was canceled),
+// the handler does not run. Should the outcome of a started attempt be
+// lost, the server does not run the task again: it archives it with a last
+// error beginning "outcome unknown:", for an operator to decide. An
+// attempt that ends with an outcome is handled as for any task, so an
+// error is retried (return SkipRetry to archive it instead). A handler
+// sees Delivery.Options.AtMostOnce; it needs nothing else. Push endpoints
+// are never given such tasks.
 //
 // # Push endpoints
 //

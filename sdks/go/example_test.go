@@ -78,6 +78,22 @@ func Example_enqueueOptions() {
 	// retry: RETRY_STRATEGY_EXPONENTIAL
 }
 
+// A task that must never run twice: the worker asks the server before it
+// starts it, and a start whose outcome is lost is archived, not rerun.
+// SkipRetry keeps a failure from being retried either.
+func ExampleAtMostOnce() {
+	client, err := conveyor.NewClient("http://127.0.0.1:7420")
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := client.Enqueue(context.Background(), "payment:capture", []byte(`{"order":"A-1042"}`),
+		conveyor.AtMostOnce())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.ID, info.Options.AtMostOnce)
+}
+
 // The address must be a URL: http:// for HTTP/2 without TLS, https:// for
 // TLS. NewClient does not connect, so a bad address is the only error.
 func ExampleNewClient() {

@@ -39,6 +39,25 @@ func ExampleNewWorker() {
 	}
 }
 
+// A worker of a release: the server sends new work to the newest release
+// it has seen, so workers of the next deploy take over as they connect,
+// and an operator can drain this one. Without the option, the Worker takes
+// the id from CONVEYOR_RELEASE_ID.
+func ExampleWithReleaseID() {
+	w, err := conveyor.NewWorker("http://127.0.0.1:7420",
+		conveyor.WithReleaseID(os.Getenv("GIT_COMMIT")),
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w.HandleFunc("payment:capture", func(ctx context.Context, d *conveyor.Delivery) error {
+		// Enqueued with AtMostOnce, this runs only once the server has
+		// authorized its start (d.Options.AtMostOnce is then set).
+		return nil
+	})
+}
+
 // HandleJSON decodes each payload into a typed value; a payload that does
 // not decode is archived (SkipRetry) rather than retried.
 func ExampleHandleJSON() {

@@ -50,7 +50,12 @@ type execution struct {
 	// first, since the server drops the first Result after a lapse as the
 	// late answer of the lapsed attempt.
 	prev *execution
-	done chan struct{} // closed once settled
+	// startRequired is set for an at-most-once task: its handler runs
+	// only once the server authorizes the start (see start.go), whose
+	// StartDecision comes on decision.
+	startRequired bool
+	decision      chan *conveyorv1.StartDecision
+	done          chan struct{} // closed once settled
 	// after is closed once the previously dispatched execution has taken
 	// a slot or given up; turn is this execution's own, for the next one.
 	after, turn chan struct{}
@@ -84,6 +89,7 @@ func (s *session) dispatch(base context.Context, d *conveyorv1.Dispatch, now tim
 		del.AttemptID = d.GetAttemptId() // the same as the envelope's, when both are set
 	}
 	ex := s.newExecution(base, []*Delivery{del}, now, timeOrZero(d.GetDeadline()))
+	ex.startRequired = d.GetStartRequired()
 	if s.w.batchHandlerFor(del.Type) != nil {
 		// A batch member back on its own: a batch of one.
 		ex.batch = &DeliveryBatch{Tasks: []*Delivery{del}}
@@ -187,6 +193,9 @@ func (s *session) execute(ex *execution) {
 		return
 	}
 	defer func() { <-s.slots }()
+	if ex.startRequired && !s.awaitStart(ex) {
+		return
+	}
 	ctx, stop := ex.begin()
 	defer stop()
 	// Settle in a defer, so that even a handler that never returns
@@ -276,7 +285,13 @@ func (s *session) acquire(ex *execution) bool {
 	}
 	ex.started = true
 	s.started++
+	if ex.startRequired {
+		s.askStartLocked(ex) // now, so that a drain finds it asked or not asked (see start.go)
+	}
 	s.mu.Unlock()
+	if ex.startRequired {
+		s.signal()
+	}
 	return true
 }
 
@@ -361,6 +376,9 @@ func (s *session) settle(ex *execution, rs []*conveyorv1.Result) {
 	}
 	ex.finished = true
 	delete(s.live, ex)
+	if ex.startRequired && s.starting[ex.attempts[0]] == ex {
+		delete(s.starting, ex.attempts[0]) // a decision that comes now is ignored
+	}
 	for _, id := range ex.ids {
 		if s.tasks[id] == ex {
 			delete(s.tasks, id)

@@ -37,7 +37,8 @@ import (
 // dropped), or when a drain abandons the task (ErrWorkerShutdown). Read the
 // reason with context.Cause. A handler should return promptly once ctx is
 // done. A task may run more than once (delivery is at least once), so
-// handlers should be idempotent.
+// handlers should be idempotent; a task enqueued with AtMostOnce is the
+// exception, run only once the server has authorized its start.
 type Handler interface {
 	ProcessTask(ctx context.Context, d *Delivery) error
 }
@@ -54,10 +55,12 @@ var (
 	// cause with SkipRetry, or return an error that wraps ErrSkipRetry.
 	ErrSkipRetry = errors.New("conveyor: skip retry")
 	// ErrNoHandler is the error a Worker reports for a task whose type has
-	// no handler registered. The task is retried (RETRY, not SKIP_RETRY):
-	// on a queue that mixes types, or during a rolling deploy, another
-	// worker may well handle it, and a RETRY keeps the task (and its
-	// error) visible until its retries are spent, where a SKIP_RETRY would
+	// no handler registered. A server that routes by type sends a Worker
+	// only the types it registered (see Worker.Handle), so this comes from
+	// an older server, or from a push endpoint whose queue carries other
+	// types. The task is retried (RETRY, not SKIP_RETRY): another worker
+	// may well handle it, and a RETRY keeps the task (and its error)
+	// visible until its retries are spent, where a SKIP_RETRY would
 	// dead-letter it on the first worker that lacks the handler.
 	ErrNoHandler = errors.New("conveyor: no handler for this task type")
 	// ErrWorkerShutdown is the context cause of a handler abandoned by a

@@ -41,6 +41,9 @@ const (
 	// pass it. A session holding more is heartbeated in several frames;
 	// see heartbeatFrames.
 	maxHeartbeatIDs = 100_000
+	// maxLabelBytes bounds a Hello's strings, the release id among them
+	// (1,024 bytes): a longer one gets the Hello refused.
+	maxLabelBytes = 1024
 )
 
 // truncatedSuffix ends a message cut to fit its bound.

@@ -24,7 +24,10 @@ import (
 // rules (see Handler): nil is SUCCESS with the SetResult bytes, SkipRetry
 // is SKIP_RETRY, any other error or a panic is RETRY, and a type with no
 // handler is RETRY with ErrNoHandler's message. Register the handlers
-// first: PushHandler refuses a Worker that has none.
+// first: PushHandler refuses a Worker that has none. The server never
+// pushes an at-most-once task (see AtMostOnce); one that comes all the
+// same is answered RELEASED, unrun, its error saying push endpoints do
+// not run such tasks.
 //
 // The handler's context ends at PushRequest.deadline (also
 // Delivery.Deadline), when the server aborts the request, and when the
@@ -157,6 +160,9 @@ func tooLarge() *pushRefusal {
 // run runs the handler for req's task, received at received, with a
 // context that ends at req's deadline or with ctx, and answers its outcome.
 func (h *pushHandler) run(ctx context.Context, req *conveyorv1.PushRequest, received time.Time) *conveyorv1.PushResponse {
+	if req.GetTask().GetOptions().GetAtMostOnce() {
+		return h.refuseAtMostOnce(req)
+	}
 	d := newDelivery(req.GetTask())
 	if d.AttemptID == "" {
 		d.AttemptID = req.GetAttemptId()
@@ -183,6 +189,21 @@ func (h *pushHandler) run(ctx context.Context, req *conveyorv1.PushRequest, rece
 	}
 	boundResult(r)
 	return &conveyorv1.PushResponse{Outcome: r.GetOutcome(), ErrorMsg: r.GetErrorMsg(), Result: r.GetResult()}
+}
+
+// errPushAtMostOnce is the error of a pushed at-most-once task.
+const errPushAtMostOnce = "push endpoints do not run at-most-once tasks: " +
+	"the start of such a task must be authorized over a worker session"
+
+// refuseAtMostOnce gives back, unrun, an at-most-once task pushed to the
+// endpoint. The server sends none (a push has no way to ask before it
+// starts, and an answer lost on the way back would leave the task run or
+// not, unknown); should one come all the same, RELEASED returns it to the
+// queue with no retry counted, for a worker session to run.
+func (h *pushHandler) refuseAtMostOnce(req *conveyorv1.PushRequest) *conveyorv1.PushResponse {
+	h.w.log.Warn("released a pushed at-most-once task without running it", "task", req.GetTask().GetId(),
+		"type", req.GetTask().GetType())
+	return &conveyorv1.PushResponse{Outcome: conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED, ErrorMsg: errPushAtMostOnce}
 }
 
 // call runs the handler on a goroutine of its own, so that one that ends

@@ -223,3 +223,36 @@ func TestPushOnlyWorkerRun(t *testing.T) {
 		t.Fatalf("Run = %v, want an error saying the Worker serves push only", err)
 	}
 }
+
+// TestPushAtMostOnceReleased pins that a pushed at-most-once task (the
+// server sends none) is answered RELEASED without running, saying push
+// endpoints do not run such tasks, while an ordinary task of the same type
+// still runs.
+func TestPushAtMostOnceReleased(t *testing.T) {
+	t.Parallel()
+	ran := make(chan string, 2)
+	w := echoWorker(t, ran)
+	k := newPushKey(t)
+	e := newPushEndpoint(t, w, conveyor.WithPushSecrets(k.secret))
+	req := &conveyorv1.PushRequest{
+		Task: &conveyorv1.TaskEnvelope{Id: "once", Type: "echo", Payload: []byte("p"), AttemptId: "a-once",
+			Options: &conveyorv1.TaskOptions{AtMostOnce: true}},
+		Deadline: timestamppb.New(time.Now().Add(time.Hour)), AttemptId: "a-once",
+	}
+	c := &pushCall{id: "a-once", at: time.Now(), body: marshalPush(t, req), keys: []pushKey{k}}
+	r := e.send(t, c).response(t)
+	if r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_RELEASED || r.GetResult() != nil ||
+		!strings.Contains(r.GetErrorMsg(), "push endpoints do not run at-most-once tasks") {
+		t.Fatalf("response %v, want RELEASED saying push endpoints do not run at-most-once tasks", r)
+	}
+	if r := e.send(t, newPushCall(t, "echo", []byte("p"), k)).response(t); r.GetOutcome() != conveyorv1.TaskOutcome_TASK_OUTCOME_SUCCESS {
+		t.Fatalf("an ordinary task's response %v, want SUCCESS", r)
+	}
+	// The handler ran once: for the ordinary task, answered before this.
+	if got := len(ran); got != 1 {
+		t.Fatalf("the handler ran %d times, want once (not for the at-most-once task)", got)
+	}
+	if id := <-ran; id == "a-once" {
+		t.Fatal("the handler ran the at-most-once task")
+	}
+}

@@ -23,6 +23,7 @@ func TestBoundsAreTheServers(t *testing.T) {
 		{"maxFrameBytes", "MaxRequestBytes", maxFrameBytes, server.MaxRequestBytes},
 		{"maxHeartbeatIDs", "MaxHeartbeatIDs", maxHeartbeatIDs, server.MaxHeartbeatIDs},
 		{"batchMaxItems", "MaxBatchItems", batchMaxItems, server.MaxBatchItems},
+		{"maxLabelBytes", "MaxLabelBytes", maxLabelBytes, server.MaxLabelBytes},
 	} {
 		if b.mine != b.its {
 			t.Errorf("the SDK's %s is %d; the server's %s is %d", b.sdk, b.mine, b.server, b.its)

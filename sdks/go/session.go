@@ -17,19 +17,22 @@ import (
 // A session is one WorkerService.Session stream, from Hello to its end.
 // Four goroutines serve it:
 //
-//   - the reader (the caller of run) receives Dispatch, Cancel, Ping and
-//     BatchDispatch frames until the stream ends;
-//   - the writer is the stream's only sender: Results, Progress, Heartbeats
-//     and finally CloseRequest go through its outbox, in order;
+//   - the reader (the caller of run) receives Dispatch, Cancel, Ping,
+//     BatchDispatch and StartDecision frames until the stream ends;
+//   - the writer is the stream's only sender: Results, Starts, Progress,
+//     Heartbeats and finally CloseRequest go through its outbox, in order;
 //   - the heartbeat ticker asks the writer for a Heartbeat every
 //     Welcome.heartbeat_interval, listing every task the session holds
-//     (running, waiting for a concurrency slot, or parked by a drain), by
+//     (running, waiting for a concurrency slot or a StartDecision, or
+//     parked by a drain), by
 //     task id and by attempt id, in several frames if one would pass the
 //     server's bound on ids;
 //   - the controller runs the drain when the Worker stops.
 //
 // Each Dispatch becomes an execution with a goroutine of its own that waits
 // for a concurrency slot, runs the handler and queues exactly one Result.
+// An at-most-once task's execution first asks the server to authorize its
+// start, and runs only if it does (see start.go).
 // When the stream ends, every execution still held is canceled with cause
 // ErrSessionLost and its result is dropped: the server has released its
 // lease (and may already have given the task to another worker).
@@ -111,6 +114,7 @@ type session struct {
 	mu             sync.Mutex
 	tasks          map[string]*execution   // newest unreported execution per task id
 	live           map[*execution]struct{} // every unreported execution
+	starting       map[string]*execution   // executions awaiting a StartDecision, by attempt id
 	outbox         []*conveyorv1.WorkerMessage
 	heartbeatDue   bool
 	closeRequested bool
@@ -182,6 +186,7 @@ func (w *Worker) runSession(base context.Context, srv sessionServer) (establishe
 		done:              make(chan struct{}),
 		tasks:             map[string]*execution{},
 		live:              map[*execution]struct{}{},
+		starting:          map[string]*execution{},
 		slots:             make(chan struct{}, concurrency),
 	}
 	if s.leaseTTL <= 0 {
@@ -208,6 +213,11 @@ func (w *Worker) handshake(stream *connect.BidiStreamForClient[conveyorv1.Worker
 		SdkVersion:       Version,
 		MinServerVersion: w.cfg.minServerVersion,
 		BatchTypes:       w.batchTypes(),
+		Types:            w.handledTypes(),
+		ReleaseId:        w.cfg.releaseID,
+		// This worker asks before it runs an at-most-once task (see
+		// start.go), so the server may give it such tasks.
+		StartAuthorization: true,
 	}
 	err := stream.Send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Hello{Hello: hello}})
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -263,6 +273,8 @@ func (s *session) readLoop(base context.Context) error {
 			// A liveness probe: tolerated, never answered (§5.7).
 		case *conveyorv1.ServerMessage_BatchDispatch:
 			s.dispatchBatch(base, f.BatchDispatch, time.Now())
+		case *conveyorv1.ServerMessage_StartDecision:
+			s.startDecision(f.StartDecision)
 		default:
 			// A repeated Welcome, an empty frame or one this SDK does not
 			// know (a newer server): ignored.

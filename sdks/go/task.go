@@ -256,6 +256,25 @@ func RetryPolicy(strategy RetryStrategy, base, max time.Duration) TaskOption {
 	})
 }
 
+// AtMostOnce makes the task run at most once: never twice, even when a
+// worker crashes or loses its connection while running it. The server
+// gives it only to a worker that asks before it starts a task (every Go
+// Worker does; see Worker), and commits the start before it answers yes.
+// If the outcome of a started attempt is then lost (the worker crashed,
+// its stream broke, its lease lapsed, or it gave the task back), the task
+// is not run again: it is ARCHIVED with a last error beginning "outcome
+// unknown:", for an operator to inspect and run again (RunTask) or not.
+// Before its start is authorized the usual rules apply (a worker that
+// goes away first gives it back unpenalized). An attempt that ends with
+// an outcome is handled as for any task: an error is retried as MaxRetry
+// allows, so use SkipRetry for a failure that must not be retried either.
+// Push endpoints are never given such a task. Defaults to off (at least
+// once: a task may run again after a crash, so its handler must be
+// idempotent).
+func AtMostOnce() TaskOption {
+	return taskOptionFunc(func(t *Task) { t.options().AtMostOnce = true })
+}
+
 func toInt32(name string, n int, t *Task) (int32, bool) {
 	if n < math.MinInt32 || n > math.MaxInt32 {
 		t.fail(optionErrorf("%s(%d) is out of range", name, n))

@@ -163,6 +163,10 @@ type TaskOptions struct {
 	RetryStrategy RetryStrategy
 	RetryBase     time.Duration
 	RetryMax      time.Duration
+	// AtMostOnce: the task never runs twice (see the AtMostOnce option).
+	// A Worker runs such a task's handler only once the server has
+	// authorized its start (Delivery.Options tells the handler).
+	AtMostOnce bool
 }
 
 // TaskInfo is the externally visible view of a task, as the server reports
@@ -324,6 +328,7 @@ func taskOptions(o *conveyorv1.TaskOptions) TaskOptions {
 		RetryStrategy:  RetryStrategy(o.GetRetryPolicy().GetStrategy()),
 		RetryBase:      o.GetRetryPolicy().GetBase().AsDuration(),
 		RetryMax:       o.GetRetryPolicy().GetMax().AsDuration(),
+		AtMostOnce:     o.GetAtMostOnce(),
 	}
 	if r := o.GetRetention(); r != nil {
 		d := r.AsDuration()
@@ -348,6 +353,7 @@ func (o TaskOptions) proto() *conveyorv1.TaskOptions {
 		ExpiresAt:      timestampOrNil(o.ExpiresAt),
 		DependsOn:      dependenciesProto(o.DependsOn),
 		ConcurrencyKey: o.ConcurrencyKey,
+		AtMostOnce:     o.AtMostOnce,
 	}
 	if o.Retention != nil {
 		m.Retention = durationpb.New(*o.Retention)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -55,7 +57,15 @@ const (
 // reconnects). It heartbeats every task
 // it holds, reconnects with jittered backoff when the session breaks, and
 // stops gracefully (see Run). Delivery is at least once: a task may run
-// again after a crash, a lost connection or a lapsed lease.
+// again after a crash, a lost connection or a lapsed lease. A task
+// enqueued with AtMostOnce is the exception: the Worker asks the server
+// before it runs one, and runs it only once the server has committed the
+// start; should that attempt's outcome be lost, the server archives the
+// task rather than run it again.
+//
+// Each session's Hello tells the server the task types the Worker has
+// handlers for, so that it is sent only those, and its release
+// (WithReleaseID), so that new work goes to the newest release.
 type Worker struct {
 	cfg  workerConfig
 	log  *slog.Logger
@@ -138,6 +148,13 @@ func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	}
 	if len(cfg.queues) == 0 {
 		cfg.queues = map[string]int32{workerDefaultQueue: 1}
+	}
+	switch {
+	case cfg.releaseSet:
+		cfg.checkReleaseID("release id")
+	case addr != nil:
+		cfg.releaseID = os.Getenv(EnvReleaseID)
+		cfg.checkReleaseID(EnvReleaseID)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.queues)) {
 		if !validQueueName(name) {
@@ -222,9 +239,12 @@ func closedChan() chan struct{} {
 }
 
 // Handle registers h for tasks of taskType. It panics if taskType is empty,
-// h is nil, or taskType already has a handler (as http.ServeMux does).
-// Register handlers before Run; a task whose type has no handler is retried
-// (see ErrNoHandler).
+// not valid UTF-8 or over 1,024 bytes (no task can have such a type), if h
+// is nil, or if taskType already has a handler (as http.ServeMux does).
+// Register handlers before Run: every session's Hello lists the types that
+// have one, and the server sends the Worker tasks of those types only. (A
+// server older than that routing may send others: such a task is failed
+// with ErrNoHandler, to be retried.)
 func (w *Worker) Handle(taskType string, h Handler) {
 	if taskType == "" {
 		panic("conveyor: Handle with an empty task type")
@@ -239,6 +259,14 @@ func (w *Worker) Handle(taskType string, h Handler) {
 }
 
 func (w *Worker) checkNewTypeLocked(taskType string) {
+	// Every type is listed in the Hello, which could not be encoded (and
+	// the Worker would retry the session forever) with one that is not
+	// UTF-8. No task can have such a type, nor one longer than the
+	// server's bound.
+	if !utf8.ValidString(taskType) || len(taskType) > maxNameBytes {
+		panic(fmt.Sprintf("conveyor: task type %q is not valid UTF-8 or is over %d bytes: no task can have it",
+			truncateName(taskType), maxNameBytes))
+	}
 	_, dup := w.handlers[taskType]
 	_, dupBatch := w.batchHandlers[taskType]
 	if dup || dupBatch {
@@ -279,6 +307,19 @@ func (w *Worker) batchTypes() []string {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return slices.Sorted(maps.Keys(w.batchHandlers))
+}
+
+// handledTypes lists every type with a handler, plain or batch, sorted:
+// the Hello's types, so that the server sends this Worker only tasks it
+// has a handler for. The Worker has no catch-all handler (a type without
+// one is answered by ErrNoHandler), so the list is never "every type".
+func (w *Worker) handledTypes() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	types := slices.Collect(maps.Keys(w.handlers))
+	types = slices.AppendSeq(types, maps.Keys(w.batchHandlers))
+	slices.Sort(types)
+	return slices.Compact(types)
 }
 
 // HandleFunc registers fn for tasks of taskType; see Handle.

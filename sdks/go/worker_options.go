@@ -29,7 +29,11 @@ type workerConfig struct {
 	minServerVersion string
 	backoff          backoff
 	sessionHook      func(sessionID string)
-	errs             []error
+	// releaseID is Hello.release_id; releaseSet says WithReleaseID gave
+	// it (else CONVEYOR_RELEASE_ID does).
+	releaseID  string
+	releaseSet bool
+	errs       []error
 }
 
 func (c *workerConfig) errorf(format string, args ...any) {
@@ -156,4 +160,38 @@ func WithReconnectBackoff(base, max time.Duration) WorkerOption {
 // "ready <session_id>" with it. A nil hook does nothing. Defaults to none.
 func WithSessionHook(hook func(sessionID string)) WorkerOption {
 	return workerOptionFunc(func(c *workerConfig) { c.sessionHook = hook })
+}
+
+// EnvReleaseID is the environment variable a Worker takes its release id
+// from when WithReleaseID is not given.
+const EnvReleaseID = "CONVEYOR_RELEASE_ID"
+
+// WithReleaseID names the release (the deployed version of the code) the
+// Worker belongs to, sent in every Hello. It is opaque to the server, which
+// ranks releases by when it first saw each: new work goes to the newest
+// release that can take it, older ones get work only when no newer one
+// can, and an operator can drain a release (AdminService.DrainRelease) so
+// that its workers take no new work. A build id or an image digest fits. An
+// empty id means unversioned: such a Worker ranks below every release.
+// Defaults to the environment variable CONVEYOR_RELEASE_ID (EnvReleaseID),
+// read by NewWorker, or else unversioned; WithReleaseID, even with "",
+// overrides it.
+//
+// An id must be valid UTF-8 and at most 1,024 bytes (NewWorker checks it,
+// by the server's rule).
+func WithReleaseID(id string) WorkerOption {
+	return workerOptionFunc(func(c *workerConfig) {
+		c.releaseID, c.releaseSet = id, true
+	})
+}
+
+// checkReleaseID reports a release id the server would refuse; from
+// names where it came from.
+func (c *workerConfig) checkReleaseID(from string) {
+	switch id := c.releaseID; {
+	case !utf8.ValidString(id):
+		c.errorf("%s %q is not valid UTF-8", from, id)
+	case len(id) > maxLabelBytes:
+		c.errorf("%s is %d bytes; the limit is %d", from, len(id), maxLabelBytes)
+	}
 }

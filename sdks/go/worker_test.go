@@ -351,7 +351,6 @@ func TestWorkerOutcomes(t *testing.T) {
 		{"error retries", wtReq("out", "fail", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, "flaky upstream", nil},
 		{"skip retry archives", wtReq("out", "skip", "{}", opts()), conveyorv1.TaskState_TASK_STATE_ARCHIVED, 0, "bad input", nil},
 		{"panic retries", wtReq("out", "panic", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, "panic: boom", nil},
-		{"unknown type retries", wtReq("out", "nobody", "{}", opts()), conveyorv1.TaskState_TASK_STATE_RETRY, 1, `no handler for this task type "nobody"`, nil},
 		{"timeout retries", wtReq("out", "slow", "{}", &conveyorv1.TaskOptions{RetryPolicy: slow, Timeout: durationpb.New(150 * time.Millisecond)}),
 			conveyorv1.TaskState_TASK_STATE_RETRY, 1, "deadline exceeded", nil},
 		{"json decodes", wtReq("out", "json", `{"n":21}`, opts()), conveyorv1.TaskState_TASK_STATE_COMPLETED, 0, "",
@@ -420,6 +419,8 @@ func TestWorkerOptionErrors(t *testing.T) {
 		{"grpc-web", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithProtocol(conveyor.ProtocolGRPCWeb)}, "gRPC-Web"},
 		{"label not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithLabels(map[string]string{"host": "a\xff"})}, "not valid UTF-8"},
 		{"version not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithMinServerVersion("v1\xff")}, "not valid UTF-8"},
+		{"release not UTF-8", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithReleaseID("r\xff")}, "release id"},
+		{"release too long", "http://127.0.0.1:1", []conveyor.WorkerOption{conveyor.WithReleaseID(strings.Repeat("r", 1025))}, "release id is 1025 bytes; the limit is 1024"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

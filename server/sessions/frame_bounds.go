@@ -32,6 +32,7 @@ type frameCounts struct {
 	queues       int // Hello.queues
 	labels       int // Hello.labels
 	batchTypes   int // Hello.batch_types
+	types        int // Hello.types
 }
 
 // check returns the first bound c is over, in words that name it.
@@ -47,6 +48,8 @@ func (c frameCounts) check() error {
 		return fmt.Errorf("hello.labels has %d entries; the limit is %d", c.labels, wire.MaxHelloLabels)
 	case c.batchTypes > wire.MaxHelloBatchTypes:
 		return fmt.Errorf("hello.batch_types lists %d types; the limit is %d", c.batchTypes, wire.MaxHelloBatchTypes)
+	case c.types > wire.MaxHelloTypes:
+		return fmt.Errorf("hello.types lists %d types; the limit is %d", c.types, wire.MaxHelloTypes)
 	}
 	return nil
 }
@@ -130,6 +133,7 @@ var (
 	numQueues         = fieldNumber(&conveyorv1.Hello{}, "queues")
 	numLabels         = fieldNumber(&conveyorv1.Hello{}, "labels")
 	numBatchTypes     = fieldNumber(&conveyorv1.Hello{}, "batch_types")
+	numTypes          = fieldNumber(&conveyorv1.Hello{}, "types")
 	numActiveTaskIDs  = fieldNumber(&conveyorv1.Heartbeat{}, "active_task_ids")
 	numActiveAttempts = fieldNumber(&conveyorv1.Heartbeat{}, "active_attempt_ids")
 	numResults        = fieldNumber(&conveyorv1.BatchResult{}, "results")
@@ -155,6 +159,8 @@ func protoFrameCounts(b []byte) (frameCounts, error) {
 					c.labels++
 				case numBatchTypes:
 					c.batchTypes++
+				case numTypes:
+					c.types++
 				}
 			})
 		case numHeartbeat:
@@ -213,6 +219,7 @@ type jsonFrame struct {
 		Labels          jsonCount `json:"labels"`
 		BatchTypes      jsonCount `json:"batchTypes"`
 		BatchTypesProto jsonCount `json:"batch_types"`
+		Types           jsonCount `json:"types"`
 	} `json:"hello"`
 	Heartbeat *struct {
 		TaskIDs         jsonCount `json:"activeTaskIds"`
@@ -242,6 +249,7 @@ func jsonFrameCounts(b []byte) (frameCounts, error) {
 	if h := f.Hello; h != nil {
 		c.queues, c.labels = int(h.Queues), int(h.Labels)
 		c.batchTypes = int(h.BatchTypes + h.BatchTypesProto)
+		c.types = int(h.Types)
 	}
 	if h := f.Heartbeat; h != nil {
 		c.heartbeatIDs = int(h.TaskIDs + h.TaskIDsProto + h.AttemptIDs + h.AttemptIDsProto)

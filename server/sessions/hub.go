@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,11 @@ type Hub struct {
 	sessions map[string]*session
 	byQueue  map[string][]*session
 	closing  bool
+	// releases are the releases this node has seen sessions of (or
+	// listed), versioned counts its live sessions that name one
+	// (release.go).
+	releases  map[string]broker.Release
+	versioned atomic.Int64
 	// closed is closed with closing set: a stream still waiting for its
 	// Hello ends then too.
 	closed chan struct{}
@@ -58,7 +64,8 @@ type Hub struct {
 // from Start to Stop, for the other nodes' ListWorkers.
 func NewHub(b broker.Broker, cfg Config, r scheduler.Retrier, m Metrics, log *slog.Logger, now func() time.Time) *Hub {
 	h := &Hub{broker: b, cfg: cfg, log: log.With("component", "sessions"), now: now, retrier: r, metrics: m, boot: bootID(),
-		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{})}
+		sessions: map[string]*session{}, byQueue: map[string][]*session{}, closed: make(chan struct{}),
+		releases: map[string]broker.Release{}}
 	if reg, ok := b.(broker.SessionRegistry); ok {
 		h.registry = newRegistryWriter(reg, h, log.With("component", "session-registry"))
 	}
@@ -90,6 +97,9 @@ func (h *Hub) register(s *session) bool {
 	for _, q := range s.queues {
 		h.byQueue[q] = append(h.byQueue[q], s)
 	}
+	if s.rel.ID != "" {
+		h.versioned.Add(1)
+	}
 	h.wg.Add(1)
 	if h.registry != nil {
 		h.registry.opened(s.registryInfo())
@@ -116,6 +126,11 @@ func (h *Hub) unregister(s *session) {
 		}
 	}
 	h.mu.Unlock()
+	if s.rel.ID != "" {
+		// The older sessions it kept work from look again.
+		h.versioned.Add(-1)
+		h.wakeQueues(slices.Clone(s.queues))
+	}
 	s.end(errShuttingDown) // a no-op unless the session is still running
 	if h.registry != nil {
 		h.registry.closed(s.id)
@@ -260,11 +275,26 @@ func (h *Hub) List() []Info {
 	h.mu.RLock()
 	out := make([]Info, 0, len(h.sessions))
 	for _, s := range h.sessions {
-		out = append(out, s.info())
+		i := s.info()
+		i.Draining = s.rel.ID != "" && h.releases[s.rel.ID].Draining
+		out = append(out, i)
 	}
 	h.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Takes reports whether a live session serving queue, of a release not
+// drained, can take tasks of kind k (whatever its room).
+func (h *Hub) Takes(queue string, k broker.Kind) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, s := range h.byQueue[queue] {
+		if s.route.Takes(k.Type, k.AtMostOnce) && !h.releases[s.rel.ID].Draining {
+			return true
+		}
+	}
+	return false
 }
 
 // loads snapshots the live sessions' loads, for the registry.

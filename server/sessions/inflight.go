@@ -58,6 +58,7 @@ type member struct {
 	token     uint64
 	lapsed    bool
 	answered  bool
+	start     startState
 	lapsedAt  time.Time
 	// queue, typ and sentAt label the attempt's metrics.
 	queue, typ string

@@ -21,4 +21,6 @@ type Metrics interface {
 	// AttemptEnded counts what a worker's Result led to: the decision's
 	// kind, the task's state after it, and how long the attempt ran.
 	AttemptEnded(queue, typ string, kind broker.DecisionKind, to broker.State, ran time.Duration)
+	// StartDecided counts one StartDecision sent (authorized or refused).
+	StartDecided(authorized bool)
 }

@@ -39,7 +39,12 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 	if err := checkHello(hello, h.cfg.Version, h.cfg.MinSDKVersion); err != nil {
 		return err
 	}
+	release, err := h.seeRelease(ctx, hello.GetReleaseId())
+	if err != nil {
+		return wire.ConnectError(h.log, err)
+	}
 	s := newSession(ctx, h, ulid.Make().String(), hello, h.cfg.MaxSessionConcurrency)
+	s.rel = release
 	if !h.register(s) {
 		return errShuttingDown
 	}
@@ -55,7 +60,8 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 		return err
 	}
 	s.log.Info("worker session opened", "queues", hello.GetQueues(), "concurrency", hello.GetConcurrency(),
-		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels())
+		"sdk_version", hello.GetSdkVersion(), "labels", hello.GetLabels(), "types", hello.GetTypes(),
+		"release", hello.GetReleaseId(), "start_authorization", hello.GetStartAuthorization())
 	if s.window < s.concurrency {
 		s.log.Info("worker session throttled: it is sent at most max_session_concurrency tasks at once, fewer than it declared",
 			"concurrency", s.concurrency, "max_session_concurrency", s.window)
@@ -211,7 +217,7 @@ func cutStuckSend(s *session, sendDone <-chan struct{}) {
 // (The session's codec checked the counts on the encoded frame already;
 // they are checked again here on what it decoded, by the same rule.)
 func checkHelloBounds(h *conveyorv1.Hello) error {
-	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes())}
+	counts := frameCounts{queues: len(h.GetQueues()), labels: len(h.GetLabels()), batchTypes: len(h.GetBatchTypes()), types: len(h.GetTypes())}
 	if err := counts.check(); err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -233,6 +239,14 @@ func checkHelloBounds(h *conveyorv1.Hello) error {
 		if t == "" || len(t) > wire.MaxNameBytes {
 			return protocolError("hello.batch_types: each type must be 1..%d bytes", wire.MaxNameBytes)
 		}
+	}
+	for _, t := range h.GetTypes() {
+		if t == "" || len(t) > wire.MaxNameBytes {
+			return protocolError("hello.types: each type must be 1..%d bytes", wire.MaxNameBytes)
+		}
+	}
+	if len(h.GetReleaseId()) > wire.MaxLabelBytes {
+		return protocolError("hello.release_id is %d bytes; the limit is %d", len(h.GetReleaseId()), wire.MaxLabelBytes)
 	}
 	return nil
 }

@@ -55,6 +55,10 @@ type session struct {
 	concurrency int
 	window      int
 	batchTypes  []string
+	// route is what its leases may take (session_start.go); rel is its
+	// release, as first seen (release.go; zero: unversioned).
+	route       broker.Route
+	rel         broker.Release
 	hello       *conveyorv1.Hello
 	connectedAt time.Time
 
@@ -66,6 +70,7 @@ type session struct {
 	mu            sync.Mutex
 	flight        *inflight
 	cancels       []string // Cancel frames to send
+	decisions     []*conveyorv1.StartDecision
 	lastHeartbeat time.Time
 	ended         bool
 	reclaimTimer  *time.Timer
@@ -92,6 +97,8 @@ type Info struct {
 	// Heartbeat (zero: never).
 	ConnectedAt   time.Time
 	LastHeartbeat time.Time
+	// Draining is set when its release is drained: it is sent no new work.
+	Draining bool
 }
 
 func newSession(ctx context.Context, h *Hub, id string, hello *conveyorv1.Hello, maxWindow int) *session {
@@ -110,6 +117,7 @@ func newSession(ctx context.Context, h *Hub, id string, hello *conveyorv1.Hello,
 		s.queues = append(s.queues, q)
 	}
 	s.batchTypes = hello.GetBatchTypes()
+	s.route = routeOf(hello)
 	sort.Strings(s.queues)
 	for _, q := range s.queues {
 		s.weights = append(s.weights, int(hello.GetQueues()[q]))
@@ -192,7 +200,8 @@ func (s *session) registryInfo() broker.SessionInfo {
 	i := s.info()
 	return broker.SessionInfo{ID: i.ID, Queues: i.Hello.GetQueues(), Concurrency: i.Hello.GetConcurrency(),
 		InFlight: int32(i.InFlight), Labels: i.Hello.GetLabels(), SDKVersion: i.Hello.GetSdkVersion(),
-		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat}
+		BatchTypes: i.Hello.GetBatchTypes(), ConnectedAt: i.ConnectedAt, LastHeartbeat: i.LastHeartbeat,
+		Types: i.Hello.GetTypes(), ReleaseID: i.Hello.GetReleaseId(), StartAuthorization: i.Hello.GetStartAuthorization()}
 }
 
 // leaseLapsed records that the reaper took a task back. The worker is told
@@ -295,6 +304,8 @@ func (s *session) handle(msg *conveyorv1.WorkerMessage) error {
 		s.wake()
 	case *conveyorv1.WorkerMessage_Progress:
 		s.progress(f.Progress)
+	case *conveyorv1.WorkerMessage_Start:
+		return s.start(f.Start)
 	case *conveyorv1.WorkerMessage_Hello:
 		return protocolError("hello may only be the first frame of a session")
 	default:

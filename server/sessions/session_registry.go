@@ -127,6 +127,7 @@ func (w *registryWriter) run() {
 		case <-tick.C:
 			w.flush()
 			w.syncLoads()
+			w.hub.refreshReleases()
 		case <-w.stop:
 			w.flush()
 			return

@@ -114,12 +114,6 @@ func (s *session) freeLocked(unit int64, atLeastOne bool) int {
 	return max(min(n, budget), 0)
 }
 
-func (s *session) takeCancels() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.takeCancelsLocked()
-}
-
 func (s *session) takeCancelsLocked() []string {
 	c := s.cancels
 	s.cancels = nil
@@ -148,8 +142,17 @@ func sendCancels(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1
 func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) error {
 	s.gate.hold()
 	defer s.gate.release()
-	if err := sendCancels(stream, s.takeCancels()); err != nil {
+	s.mu.Lock()
+	cancels, decisions := s.takeCancelsLocked(), s.takeDecisionsLocked()
+	s.mu.Unlock()
+	if err := sendCancels(stream, cancels); err != nil {
 		return err
+	}
+	if err := sendDecisions(stream, decisions); err != nil {
+		return err
+	}
+	if s.hub.draining(s) {
+		return nil // its release was drained: it finishes what it holds
 	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had
@@ -206,14 +209,22 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		return 0, nil
 	}
 	now := s.hub.now()
-	leases, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
-		SessionID: s.id, Picks: picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
-	})
-	if err != nil {
-		if s.ctx.Err() != nil {
-			return 0, context.Cause(s.ctx)
+	var leases []broker.Lease
+	for _, c := range s.hub.leaseCalls(s, picks) {
+		ls, err := s.hub.broker.Lease(s.ctx, broker.LeaseParams{
+			SessionID: s.id, Picks: c.picks, Now: now, TTL: s.hub.cfg.LeaseTTL, LimitGrace: s.hub.cfg.LimitGrace,
+			Route: c.route,
+		})
+		if err != nil {
+			if len(leases) > 0 {
+				s.release(membersOf(leases)) // a failed call leaves nothing leased
+			}
+			if s.ctx.Err() != nil {
+				return 0, context.Cause(s.ctx)
+			}
+			return 0, wire.ConnectError(s.log, err)
 		}
-		return 0, wire.ConnectError(s.log, err)
+		leases = append(leases, ls...)
 	}
 	if len(leases) == 0 {
 		return 0, nil
@@ -225,11 +236,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	if s.ended {
 		// The session ended while the broker leased: hand them back.
 		s.mu.Unlock()
-		ms := make([]*member, len(leases))
-		for i, l := range leases {
-			ms[i] = &member{taskID: l.Task.ID, token: l.Token}
-		}
-		s.release(ms)
+		s.release(membersOf(leases))
 		return 0, context.Cause(s.ctx)
 	}
 	cancels := s.takeCancelsLocked()
@@ -237,9 +244,10 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		m, env := s.deliverLocked(l, now)
 		s.flight.add(&delivery{members: []*member{m}, bytes: envelopeBytes(env)})
 		msgs[i] = &conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Dispatch{Dispatch: &conveyorv1.Dispatch{
-			Task:      env,
-			Deadline:  timestamppb.New(lease.DispatchDeadline(now, l.Expiry, l.Task)),
-			AttemptId: env.AttemptId,
+			Task:          env,
+			Deadline:      timestamppb.New(lease.DispatchDeadline(now, l.Expiry, l.Task)),
+			AttemptId:     env.AttemptId,
+			StartRequired: l.Task.AtMostOnce,
 		}}}
 	}
 	s.mu.Unlock()
@@ -254,7 +262,17 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	// There may be more: look again (cheap, and it stops once a lease
 	// comes back empty or the window is full).
 	s.wake()
+	s.hub.filledUp(s)
 	return len(leases), nil
+}
+
+// membersOf names leases just granted, to hand them back.
+func membersOf(leases []broker.Lease) []*member {
+	ms := make([]*member, len(leases))
+	for i, l := range leases {
+		ms[i] = &member{taskID: l.Task.ID, token: l.Token}
+	}
+	return ms
 }
 
 // deliverLocked makes the member and the envelope of one leased task

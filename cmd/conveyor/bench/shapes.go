@@ -21,13 +21,33 @@ import (
 //     drains them as BatchDispatch (HandleBatch); MEM holds them
 //     AGGREGATING under a policy that does not fire during the run;
 //   - blocked (MEM): every task depends on one parent that does not run
-//     during the run, so they are all BLOCKED.
+//     during the run, so they are all BLOCKED;
+//   - typed (W3): the tasks are of typedKinds types in turn, worked by as
+//     many workers, each with a handler for one type only (routing by
+//     type), sharing --concurrency;
+//   - once (W3, W4): every task is at most once: each attempt asks the
+//     server to authorize its start before it runs.
 const (
 	ShapePlain   = ""
 	ShapeKeys    = "keys"
 	ShapeGroups  = "groups"
 	ShapeBlocked = "blocked"
+	ShapeTyped   = "typed"
+	ShapeOnce    = "once"
 )
+
+// typedKinds is how many types, and workers, the typed shape has.
+const typedKinds = 4
+
+// taskType is the type of task seq.
+func (r *runner) taskType(seq int) string {
+	if r.cfg.Shape == ShapeTyped {
+		return typedType(seq % typedKinds)
+	}
+	return benchType
+}
+
+func typedType(i int) string { return fmt.Sprintf("%s.t%d", benchType, i) }
 
 // maxGroupSize is the server's bound on a group policy's max_size.
 const maxGroupSize = 10_000
@@ -37,14 +57,14 @@ func checkShape(c *Config) error {
 		return fmt.Errorf("MEM holds groups below %d members; --group-size %d would fire them", maxGroupSize, c.GroupSize)
 	}
 	ok := map[string][]string{ShapePlain: {"W1", "W2", "W3", "W4", "MEM"}, ShapeKeys: {"W3"},
-		ShapeGroups: {"W3", "MEM"}, ShapeBlocked: {"MEM"}}[c.Shape]
+		ShapeGroups: {"W3", "MEM"}, ShapeBlocked: {"MEM"}, ShapeTyped: {"W3"}, ShapeOnce: {"W3", "W4"}}[c.Shape]
 	for _, w := range ok {
 		if w == c.Workload {
 			return nil
 		}
 	}
 	if ok == nil {
-		return fmt.Errorf("unknown shape %q: want keys, groups or blocked", c.Shape)
+		return fmt.Errorf("unknown shape %q: want keys, groups, blocked, typed or once", c.Shape)
 	}
 	return fmt.Errorf("shape %q applies to %v, not %s", c.Shape, ok, c.Workload)
 }
@@ -83,6 +103,8 @@ func (r *runner) shapeOptions(seq int) []conveyor.TaskOption {
 		opts = append(opts, conveyor.Group(fmt.Sprintf("g%d", seq/r.cfg.GroupSize)))
 	case ShapeBlocked:
 		opts = append(opts, conveyor.DependsOn(r.parent))
+	case ShapeOnce:
+		opts = append(opts, conveyor.AtMostOnce())
 	}
 	return opts
 }

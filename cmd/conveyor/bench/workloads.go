@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -55,7 +56,7 @@ func mono() int64 { return int64(time.Since(monoBase)) }
 // calls.
 func (r *runner) enqueueBulk(ctx context.Context, n int) error {
 	return r.enqueueMany(ctx, n, func(seq int) *conveyor.Task {
-		return conveyor.NewTask(benchType, payload(seq, 0), r.shapeOptions(seq)...)
+		return conveyor.NewTask(r.taskType(seq), payload(seq, 0), r.shapeOptions(seq)...)
 	})
 }
 
@@ -182,7 +183,7 @@ func (r *runner) w2(ctx context.Context) (measured, error) {
 				if seq >= r.cfg.N || ctx.Err() != nil {
 					return
 				}
-				if _, err := client.Enqueue(ctx, benchType, payload(seq, mono()), conveyor.Queue(benchQueue)); err != nil {
+				if _, err := client.Enqueue(ctx, benchType, payload(seq, mono()), r.shapeOptions(seq)...); err != nil {
 					errs <- err
 					return
 				}
@@ -214,7 +215,38 @@ func (r *runner) startWorkerAt(ctx context.Context, addr, label string, onStart 
 	if r.cfg.Push {
 		return r.startPushWorkerAt(ctx, addr, onStart)
 	}
-	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(r.cfg.Concurrency),
+	if r.cfg.Shape == ShapeTyped {
+		return r.startTypedWorkersAt(ctx, addr, label, onStart)
+	}
+	return r.startSDKWorkerAt(ctx, addr, label, benchType, r.cfg.Concurrency, onStart)
+}
+
+// startTypedWorkersAt starts the typed shape's workers: one per type,
+// each with a handler for its type only, sharing cfg.Concurrency.
+func (r *runner) startTypedWorkersAt(ctx context.Context, addr, label string, onStart func(seq int)) (stop func() error, err error) {
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
+	}
+	for i := range typedKinds {
+		s, err := r.startSDKWorkerAt(ctx, addr, label, typedType(i), max(1, r.cfg.Concurrency/typedKinds), onStart)
+		if err != nil {
+			_ = stopAll()
+			return nil, err
+		}
+		stops = append(stops, s)
+	}
+	return stopAll, nil
+}
+
+// startSDKWorkerAt starts one SDK worker of concurrency on addr with a
+// handler for typ.
+func (r *runner) startSDKWorkerAt(ctx context.Context, addr, label, typ string, concurrency int, onStart func(seq int)) (stop func() error, err error) {
+	opts := []conveyor.WorkerOption{conveyor.WithQueue(benchQueue, 1), conveyor.WithConcurrency(concurrency),
 		conveyor.WithLabels(map[string]string{runLabelKey: label})}
 	if r.cfg.Token != "" {
 		opts = append(opts, conveyor.WithToken(r.cfg.Token))
@@ -224,14 +256,14 @@ func (r *runner) startWorkerAt(ctx context.Context, addr, label string, onStart 
 		return nil, err
 	}
 	if r.cfg.Shape == ShapeGroups {
-		w.HandleBatch(benchType, conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
+		w.HandleBatch(typ, conveyor.BatchHandlerFunc(func(_ context.Context, b *conveyor.DeliveryBatch) error {
 			for _, d := range b.Tasks {
 				onStart(payloadSeq(d.Payload))
 			}
 			return nil
 		}))
 	} else {
-		w.HandleFunc(benchType, func(_ context.Context, d *conveyor.Delivery) error {
+		w.HandleFunc(typ, func(_ context.Context, d *conveyor.Delivery) error {
 			onStart(payloadSeq(d.Payload))
 			return nil
 		})
@@ -383,7 +415,7 @@ func (r *runner) w4(ctx context.Context) (measured, error) {
 			defer wg.Done()
 			for seq := range jobs {
 				s := mono()
-				info, err := client.Enqueue(ctx, benchType, payload(seq, s), conveyor.Queue(benchQueue))
+				info, err := client.Enqueue(ctx, benchType, payload(seq, s), r.shapeOptions(seq)...)
 				atomic.StoreInt64(&returned[seq], mono())
 				if err == nil {
 					r.taskID.CompareAndSwap(nil, &info.ID)

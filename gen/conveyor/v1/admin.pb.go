@@ -118,7 +118,11 @@ type QueueInfo struct {
 	Config *QueueConfig `protobuf:"bytes,14,opt,name=config,proto3" json:"config,omitempty"`
 	// enqueued counts tasks ever enqueued into the queue (it persists); its
 	// rate over time is the queue's enqueue rate.
-	Enqueued      int64 `protobuf:"varint,15,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Enqueued int64 `protobuf:"varint,15,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	// unserved_types are the types of this queue's ready tasks that no live
+	// worker can take (no session serving the queue declares them, or they
+	// are at-most-once and none asks before it starts): they wait, PENDING.
+	UnservedTypes []string `protobuf:"bytes,16,rep,name=unserved_types,json=unservedTypes,proto3" json:"unserved_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +260,13 @@ func (x *QueueInfo) GetEnqueued() int64 {
 		return x.Enqueued
 	}
 	return 0
+}
+
+func (x *QueueInfo) GetUnservedTypes() []string {
+	if x != nil {
+		return x.UnservedTypes
+	}
+	return nil
 }
 
 // QueueConfig holds a queue's dispatch limits and group policy.
@@ -2806,9 +2817,19 @@ type WorkerInfo struct {
 	BatchTypes []string `protobuf:"bytes,10,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
 	// node_id is the id of the server node the session is on (nodes sharing
 	// a database; empty for the embedded engine).
-	NodeId        string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeId string `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// types are the task types the worker has handlers for (empty: every type).
+	Types []string `protobuf:"bytes,12,rep,name=types,proto3" json:"types,omitempty"`
+	// release_id is the worker's release (empty: unversioned).
+	ReleaseId string `protobuf:"bytes,13,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
+	// draining is set when the worker's release was drained: it receives no
+	// new work.
+	Draining bool `protobuf:"varint,14,opt,name=draining,proto3" json:"draining,omitempty"`
+	// start_authorization is set when the worker asks before it starts an
+	// at-most-once task (only such a worker is given one).
+	StartAuthorization bool `protobuf:"varint,15,opt,name=start_authorization,json=startAuthorization,proto3" json:"start_authorization,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WorkerInfo) Reset() {
@@ -2916,6 +2937,34 @@ func (x *WorkerInfo) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *WorkerInfo) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetReleaseId() string {
+	if x != nil {
+		return x.ReleaseId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *WorkerInfo) GetStartAuthorization() bool {
+	if x != nil {
+		return x.StartAuthorization
+	}
+	return false
 }
 
 // ListWorkersResponse lists the live sessions (of every node, when several
@@ -3113,11 +3162,252 @@ func (x *GetBrokerInfoResponse) GetDeadTuples() int64 {
 	return 0
 }
 
+// DrainReleaseRequest names a release to drain.
+type DrainReleaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// release_id is the release; it must have been seen.
+	ReleaseId     string `protobuf:"bytes,1,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainReleaseRequest) Reset() {
+	*x = DrainReleaseRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainReleaseRequest) ProtoMessage() {}
+
+func (x *DrainReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainReleaseRequest.ProtoReflect.Descriptor instead.
+func (*DrainReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DrainReleaseRequest) GetReleaseId() string {
+	if x != nil {
+		return x.ReleaseId
+	}
+	return ""
+}
+
+// DrainReleaseResponse is empty: once it returns, the release's sessions
+// receive no new work.
+type DrainReleaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainReleaseResponse) Reset() {
+	*x = DrainReleaseResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainReleaseResponse) ProtoMessage() {}
+
+func (x *DrainReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainReleaseResponse.ProtoReflect.Descriptor instead.
+func (*DrainReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{50}
+}
+
+// ListReleasesRequest lists the releases seen.
+type ListReleasesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReleasesRequest) Reset() {
+	*x = ListReleasesRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReleasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReleasesRequest) ProtoMessage() {}
+
+func (x *ListReleasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReleasesRequest.ProtoReflect.Descriptor instead.
+func (*ListReleasesRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{51}
+}
+
+// ReleaseInfo describes one release.
+type ReleaseInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// release_id is the release's id.
+	ReleaseId string `protobuf:"bytes,1,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
+	// first_seen_at is when a session of it first registered; releases rank
+	// by it, the newest first.
+	FirstSeenAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=first_seen_at,json=firstSeenAt,proto3" json:"first_seen_at,omitempty"`
+	// draining is set once DrainRelease named it.
+	Draining bool `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
+	// sessions counts its live sessions.
+	Sessions      int32 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseInfo) Reset() {
+	*x = ReleaseInfo{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseInfo) ProtoMessage() {}
+
+func (x *ReleaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseInfo.ProtoReflect.Descriptor instead.
+func (*ReleaseInfo) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ReleaseInfo) GetReleaseId() string {
+	if x != nil {
+		return x.ReleaseId
+	}
+	return ""
+}
+
+func (x *ReleaseInfo) GetFirstSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeenAt
+	}
+	return nil
+}
+
+func (x *ReleaseInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *ReleaseInfo) GetSessions() int32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+// ListReleasesResponse lists the releases, the newest first.
+type ListReleasesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// releases are the releases seen, the newest first.
+	Releases      []*ReleaseInfo `protobuf:"bytes,1,rep,name=releases,proto3" json:"releases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReleasesResponse) Reset() {
+	*x = ListReleasesResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReleasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReleasesResponse) ProtoMessage() {}
+
+func (x *ListReleasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReleasesResponse.ProtoReflect.Descriptor instead.
+func (*ListReleasesResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListReleasesResponse) GetReleases() []*ReleaseInfo {
+	if x != nil {
+		return x.Releases
+	}
+	return nil
+}
+
 var File_conveyor_v1_admin_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
+	"\x17conveyor/v1/admin.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x03\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1c\n" +
@@ -3134,7 +3424,8 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x03R\tprocessed\x12\x16\n" +
 	"\x06failed\x18\r \x01(\x03R\x06failed\x120\n" +
 	"\x06config\x18\x0e \x01(\v2\x18.conveyor.v1.QueueConfigR\x06config\x12\x1a\n" +
-	"\benqueued\x18\x0f \x01(\x03R\benqueued\"\xb3\x02\n" +
+	"\benqueued\x18\x0f \x01(\x03R\benqueued\x12%\n" +
+	"\x0eunserved_types\x18\x10 \x03(\tR\runservedTypes\"\xb3\x02\n" +
 	"\vQueueConfig\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12+\n" +
 	"\x11concurrency_limit\x18\x02 \x01(\x05R\x10concurrencyLimit\x12\x1d\n" +
@@ -3288,7 +3579,7 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x121\n" +
 	"\x06uptime\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12%\n" +
 	"\x0estorage_engine\x18\x04 \x01(\tR\rstorageEngine\"\x14\n" +
-	"\x12ListWorkersRequest\"\xd7\x04\n" +
+	"\x12ListWorkersRequest\"\xd9\x05\n" +
 	"\n" +
 	"WorkerInfo\x12\x1d\n" +
 	"\n" +
@@ -3305,7 +3596,12 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\vbatch_types\x18\n" +
 	" \x03(\tR\n" +
 	"batchTypes\x12\x17\n" +
-	"\anode_id\x18\v \x01(\tR\x06nodeId\x1a9\n" +
+	"\anode_id\x18\v \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05types\x18\f \x03(\tR\x05types\x12\x1d\n" +
+	"\n" +
+	"release_id\x18\r \x01(\tR\treleaseId\x12\x1a\n" +
+	"\bdraining\x18\x0e \x01(\bR\bdraining\x12/\n" +
+	"\x13start_authorization\x18\x0f \x01(\bR\x12startAuthorization\x1a9\n" +
 	"\vQueuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +
@@ -3330,7 +3626,20 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"deadTuples\x1a=\n" +
 	"\x0fTaskCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"4\n" +
+	"\x13DrainReleaseRequest\x12\x1d\n" +
+	"\n" +
+	"release_id\x18\x01 \x01(\tR\treleaseId\"\x16\n" +
+	"\x14DrainReleaseResponse\"\x15\n" +
+	"\x13ListReleasesRequest\"\xa4\x01\n" +
+	"\vReleaseInfo\x12\x1d\n" +
+	"\n" +
+	"release_id\x18\x01 \x01(\tR\treleaseId\x12>\n" +
+	"\rfirst_seen_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstSeenAt\x12\x1a\n" +
+	"\bdraining\x18\x03 \x01(\bR\bdraining\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\x05R\bsessions\"L\n" +
+	"\x14ListReleasesResponse\x124\n" +
+	"\breleases\x18\x01 \x03(\v2\x18.conveyor.v1.ReleaseInfoR\breleases*\x87\x01\n" +
 	"\n" +
 	"TaskAction\x12\x1b\n" +
 	"\x17TASK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -3354,7 +3663,7 @@ func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_conveyor_v1_admin_proto_goTypes = []any{
 	(TaskAction)(0),                  // 0: conveyor.v1.TaskAction
 	(*QueueInfo)(nil),                // 1: conveyor.v1.QueueInfo
@@ -3406,60 +3715,67 @@ var file_conveyor_v1_admin_proto_goTypes = []any{
 	(*ListWorkersResponse)(nil),      // 47: conveyor.v1.ListWorkersResponse
 	(*GetBrokerInfoRequest)(nil),     // 48: conveyor.v1.GetBrokerInfoRequest
 	(*GetBrokerInfoResponse)(nil),    // 49: conveyor.v1.GetBrokerInfoResponse
-	nil,                              // 50: conveyor.v1.CronEntry.MetadataEntry
-	nil,                              // 51: conveyor.v1.WorkerInfo.QueuesEntry
-	nil,                              // 52: conveyor.v1.WorkerInfo.LabelsEntry
-	nil,                              // 53: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	(*durationpb.Duration)(nil),      // 54: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 55: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),    // 56: google.protobuf.Timestamp
-	(TaskState)(0),                   // 57: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 58: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 59: conveyor.v1.TaskOptions
+	(*DrainReleaseRequest)(nil),      // 50: conveyor.v1.DrainReleaseRequest
+	(*DrainReleaseResponse)(nil),     // 51: conveyor.v1.DrainReleaseResponse
+	(*ListReleasesRequest)(nil),      // 52: conveyor.v1.ListReleasesRequest
+	(*ReleaseInfo)(nil),              // 53: conveyor.v1.ReleaseInfo
+	(*ListReleasesResponse)(nil),     // 54: conveyor.v1.ListReleasesResponse
+	nil,                              // 55: conveyor.v1.CronEntry.MetadataEntry
+	nil,                              // 56: conveyor.v1.WorkerInfo.QueuesEntry
+	nil,                              // 57: conveyor.v1.WorkerInfo.LabelsEntry
+	nil,                              // 58: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	(*durationpb.Duration)(nil),      // 59: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 60: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
+	(TaskState)(0),                   // 62: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 63: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 64: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
 	4,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
 	5,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
 	3,  // 3: conveyor.v1.QueueConfig.push:type_name -> conveyor.v1.PushEndpoint
-	54, // 4: conveyor.v1.PushEndpoint.timeout:type_name -> google.protobuf.Duration
-	54, // 5: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
-	54, // 6: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
+	59, // 4: conveyor.v1.PushEndpoint.timeout:type_name -> google.protobuf.Duration
+	59, // 5: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
+	59, // 6: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
 	2,  // 7: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
-	55, // 8: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
-	56, // 9: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	56, // 10: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
-	56, // 11: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	60, // 8: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
+	61, // 9: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	61, // 10: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	61, // 11: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
 	9,  // 12: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
 	1,  // 13: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	57, // 14: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	58, // 15: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	62, // 14: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	63, // 15: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
 	28, // 16: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
 	0,  // 17: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
-	57, // 18: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
-	59, // 19: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	56, // 20: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	56, // 21: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	50, // 22: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	62, // 18: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	64, // 19: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	61, // 20: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	61, // 21: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	55, // 22: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
 	32, // 23: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
 	32, // 24: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
 	32, // 25: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	55, // 26: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
-	56, // 27: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	56, // 28: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
+	60, // 26: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
+	61, // 27: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	61, // 28: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
 	43, // 29: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	54, // 30: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	51, // 31: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	52, // 32: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	56, // 33: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	56, // 34: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	59, // 30: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	56, // 31: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	57, // 32: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	61, // 33: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	61, // 34: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
 	46, // 35: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	53, // 36: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	58, // 36: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	61, // 37: conveyor.v1.ReleaseInfo.first_seen_at:type_name -> google.protobuf.Timestamp
+	53, // 38: conveyor.v1.ListReleasesResponse.releases:type_name -> conveyor.v1.ReleaseInfo
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }
@@ -3474,7 +3790,7 @@ func file_conveyor_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

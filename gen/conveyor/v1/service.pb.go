@@ -31,7 +31,7 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\"\x00\x12B\n" +
 	"\aGetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x03\x90\x02\x012X\n" +
 	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\x95\x11\n" +
+	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xc9\x12\n" +
 	"\fAdminService\x12R\n" +
 	"\n" +
 	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
@@ -67,7 +67,9 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"ResumeCron\x12\x1e.conveyor.v1.ResumeCronRequest\x1a\x16.conveyor.v1.CronEntry\"\x00\x12^\n" +
 	"\x0eGetClusterInfo\x12\".conveyor.v1.GetClusterInfoRequest\x1a#.conveyor.v1.GetClusterInfoResponse\"\x03\x90\x02\x01\x12U\n" +
-	"\vListWorkers\x12\x1f.conveyor.v1.ListWorkersRequest\x1a .conveyor.v1.ListWorkersResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\vListWorkers\x12\x1f.conveyor.v1.ListWorkersRequest\x1a .conveyor.v1.ListWorkersResponse\"\x03\x90\x02\x01\x12X\n" +
+	"\fDrainRelease\x12 .conveyor.v1.DrainReleaseRequest\x1a!.conveyor.v1.DrainReleaseResponse\"\x03\x90\x02\x02\x12X\n" +
+	"\fListReleases\x12 .conveyor.v1.ListReleasesRequest\x1a!.conveyor.v1.ListReleasesResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\rGetBrokerInfo\x12!.conveyor.v1.GetBrokerInfoRequest\x1a\".conveyor.v1.GetBrokerInfoResponse\"\x03\x90\x02\x01B\xa9\x01\n" +
 	"\x0fcom.conveyor.v1B\fServiceProtoP\x01Z;github.com/conveyor-dev/conveyor/gen/conveyor/v1;conveyorv1\xa2\x02\x03CXX\xaa\x02\vConveyor.V1\xca\x02\vConveyor\\V1\xe2\x02\x17Conveyor\\V1\\GPBMetadata\xea\x02\fConveyor::V1b\x06proto3"
 
@@ -103,27 +105,31 @@ var file_conveyor_v1_service_proto_goTypes = []any{
 	(*ResumeCronRequest)(nil),        // 28: conveyor.v1.ResumeCronRequest
 	(*GetClusterInfoRequest)(nil),    // 29: conveyor.v1.GetClusterInfoRequest
 	(*ListWorkersRequest)(nil),       // 30: conveyor.v1.ListWorkersRequest
-	(*GetBrokerInfoRequest)(nil),     // 31: conveyor.v1.GetBrokerInfoRequest
-	(*EnqueueResponse)(nil),          // 32: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 33: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxResponse)(nil),        // 34: conveyor.v1.EnqueueTxResponse
-	(*TaskInfo)(nil),                 // 35: conveyor.v1.TaskInfo
-	(*ServerMessage)(nil),            // 36: conveyor.v1.ServerMessage
-	(*ListQueuesResponse)(nil),       // 37: conveyor.v1.ListQueuesResponse
-	(*QueueInfo)(nil),                // 38: conveyor.v1.QueueInfo
-	(*DeleteQueueResponse)(nil),      // 39: conveyor.v1.DeleteQueueResponse
-	(*QueueConfig)(nil),              // 40: conveyor.v1.QueueConfig
-	(*ListGroupsResponse)(nil),       // 41: conveyor.v1.ListGroupsResponse
-	(*ListTasksResponse)(nil),        // 42: conveyor.v1.ListTasksResponse
-	(*DeleteTaskResponse)(nil),       // 43: conveyor.v1.DeleteTaskResponse
-	(*BatchTasksResponse)(nil),       // 44: conveyor.v1.BatchTasksResponse
-	(*BulkTasksProgress)(nil),        // 45: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 46: conveyor.v1.CronEntry
-	(*ListCronsResponse)(nil),        // 47: conveyor.v1.ListCronsResponse
-	(*DeleteCronResponse)(nil),       // 48: conveyor.v1.DeleteCronResponse
-	(*GetClusterInfoResponse)(nil),   // 49: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersResponse)(nil),      // 50: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoResponse)(nil),    // 51: conveyor.v1.GetBrokerInfoResponse
+	(*DrainReleaseRequest)(nil),      // 31: conveyor.v1.DrainReleaseRequest
+	(*ListReleasesRequest)(nil),      // 32: conveyor.v1.ListReleasesRequest
+	(*GetBrokerInfoRequest)(nil),     // 33: conveyor.v1.GetBrokerInfoRequest
+	(*EnqueueResponse)(nil),          // 34: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 35: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxResponse)(nil),        // 36: conveyor.v1.EnqueueTxResponse
+	(*TaskInfo)(nil),                 // 37: conveyor.v1.TaskInfo
+	(*ServerMessage)(nil),            // 38: conveyor.v1.ServerMessage
+	(*ListQueuesResponse)(nil),       // 39: conveyor.v1.ListQueuesResponse
+	(*QueueInfo)(nil),                // 40: conveyor.v1.QueueInfo
+	(*DeleteQueueResponse)(nil),      // 41: conveyor.v1.DeleteQueueResponse
+	(*QueueConfig)(nil),              // 42: conveyor.v1.QueueConfig
+	(*ListGroupsResponse)(nil),       // 43: conveyor.v1.ListGroupsResponse
+	(*ListTasksResponse)(nil),        // 44: conveyor.v1.ListTasksResponse
+	(*DeleteTaskResponse)(nil),       // 45: conveyor.v1.DeleteTaskResponse
+	(*BatchTasksResponse)(nil),       // 46: conveyor.v1.BatchTasksResponse
+	(*BulkTasksProgress)(nil),        // 47: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 48: conveyor.v1.CronEntry
+	(*ListCronsResponse)(nil),        // 49: conveyor.v1.ListCronsResponse
+	(*DeleteCronResponse)(nil),       // 50: conveyor.v1.DeleteCronResponse
+	(*GetClusterInfoResponse)(nil),   // 51: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersResponse)(nil),      // 52: conveyor.v1.ListWorkersResponse
+	(*DrainReleaseResponse)(nil),     // 53: conveyor.v1.DrainReleaseResponse
+	(*ListReleasesResponse)(nil),     // 54: conveyor.v1.ListReleasesResponse
+	(*GetBrokerInfoResponse)(nil),    // 55: conveyor.v1.GetBrokerInfoResponse
 }
 var file_conveyor_v1_service_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.TaskService.Enqueue:input_type -> conveyor.v1.EnqueueRequest
@@ -157,41 +163,45 @@ var file_conveyor_v1_service_proto_depIdxs = []int32{
 	28, // 28: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
 	29, // 29: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
 	30, // 30: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	31, // 31: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	32, // 32: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
-	33, // 33: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
-	34, // 34: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
-	35, // 35: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
-	36, // 36: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	37, // 37: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	38, // 38: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	38, // 39: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	39, // 40: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
-	40, // 41: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
-	40, // 42: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
-	41, // 43: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
-	42, // 44: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	35, // 45: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	43, // 46: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	35, // 47: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	35, // 48: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	44, // 49: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	44, // 50: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	44, // 51: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	44, // 52: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	45, // 53: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
-	46, // 54: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	46, // 55: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	47, // 56: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	46, // 57: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	48, // 58: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	46, // 59: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	46, // 60: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	49, // 61: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	50, // 62: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	51, // 63: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	32, // [32:64] is the sub-list for method output_type
-	0,  // [0:32] is the sub-list for method input_type
+	31, // 31: conveyor.v1.AdminService.DrainRelease:input_type -> conveyor.v1.DrainReleaseRequest
+	32, // 32: conveyor.v1.AdminService.ListReleases:input_type -> conveyor.v1.ListReleasesRequest
+	33, // 33: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
+	34, // 34: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
+	35, // 35: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
+	36, // 36: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
+	37, // 37: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
+	38, // 38: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
+	39, // 39: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
+	40, // 40: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
+	40, // 41: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
+	41, // 42: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
+	42, // 43: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
+	42, // 44: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
+	43, // 45: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
+	44, // 46: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
+	37, // 47: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
+	45, // 48: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
+	37, // 49: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
+	37, // 50: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
+	46, // 51: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
+	46, // 52: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
+	46, // 53: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
+	46, // 54: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
+	47, // 55: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
+	48, // 56: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
+	48, // 57: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
+	49, // 58: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
+	48, // 59: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
+	50, // 60: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
+	48, // 61: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
+	48, // 62: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
+	51, // 63: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
+	52, // 64: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
+	53, // 65: conveyor.v1.AdminService.DrainRelease:output_type -> conveyor.v1.DrainReleaseResponse
+	54, // 66: conveyor.v1.AdminService.ListReleases:output_type -> conveyor.v1.ListReleasesResponse
+	55, // 67: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
+	34, // [34:68] is the sub-list for method output_type
+	0,  // [0:34] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

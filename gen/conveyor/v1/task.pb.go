@@ -512,7 +512,12 @@ type TaskOptions struct {
 	// exclusive with group.
 	ConcurrencyKey string `protobuf:"bytes,14,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
 	// retry_policy overrides the server's default retry backoff.
-	RetryPolicy   *RetryPolicy `protobuf:"bytes,15,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	RetryPolicy *RetryPolicy `protobuf:"bytes,15,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	// at_most_once: the task is never run twice. It goes only to a worker
+	// that asks before it starts it (start authorization); a task whose
+	// start was authorized and whose outcome never came back is ARCHIVED
+	// ("outcome unknown: ...") instead of being run again.
+	AtMostOnce    bool `protobuf:"varint,16,opt,name=at_most_once,json=atMostOnce,proto3" json:"at_most_once,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -650,6 +655,13 @@ func (x *TaskOptions) GetRetryPolicy() *RetryPolicy {
 		return x.RetryPolicy
 	}
 	return nil
+}
+
+func (x *TaskOptions) GetAtMostOnce() bool {
+	if x != nil {
+		return x.AtMostOnce
+	}
+	return false
 }
 
 // TaskInfo is the externally visible view of a task.
@@ -1412,7 +1424,7 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"\vRetryPolicy\x126\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x1a.conveyor.v1.RetryStrategyR\bstrategy\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
-	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03max\"\xe7\x05\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03max\"\x89\x06\n" +
 	"\vTaskOptions\x12\x1b\n" +
 	"\tmax_retry\x18\x01 \x01(\x05R\bmaxRetry\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
@@ -1436,7 +1448,9 @@ const file_conveyor_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\r \x03(\v2\x1b.conveyor.v1.TaskDependencyR\tdependsOn\x12'\n" +
 	"\x0fconcurrency_key\x18\x0e \x01(\tR\x0econcurrencyKey\x12;\n" +
-	"\fretry_policy\x18\x0f \x01(\v2\x18.conveyor.v1.RetryPolicyR\vretryPolicy\"\x97\t\n" +
+	"\fretry_policy\x18\x0f \x01(\v2\x18.conveyor.v1.RetryPolicyR\vretryPolicy\x12 \n" +
+	"\fat_most_once\x18\x10 \x01(\bR\n" +
+	"atMostOnce\"\x97\t\n" +
 	"\bTaskInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +

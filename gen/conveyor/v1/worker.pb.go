@@ -97,6 +97,7 @@ type WorkerMessage struct {
 	//	*WorkerMessage_Heartbeat
 	//	*WorkerMessage_BatchResult
 	//	*WorkerMessage_Progress
+	//	*WorkerMessage_Start
 	Frame         isWorkerMessage_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -193,6 +194,15 @@ func (x *WorkerMessage) GetProgress() *Progress {
 	return nil
 }
 
+func (x *WorkerMessage) GetStart() *Start {
+	if x != nil {
+		if x, ok := x.Frame.(*WorkerMessage_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
 type isWorkerMessage_Frame interface {
 	isWorkerMessage_Frame()
 }
@@ -227,6 +237,11 @@ type WorkerMessage_Progress struct {
 	Progress *Progress `protobuf:"bytes,6,opt,name=progress,proto3,oneof"`
 }
 
+type WorkerMessage_Start struct {
+	// start asks the server to authorize running an at-most-once task.
+	Start *Start `protobuf:"bytes,7,opt,name=start,proto3,oneof"`
+}
+
 func (*WorkerMessage_Hello) isWorkerMessage_Frame() {}
 
 func (*WorkerMessage_Credit) isWorkerMessage_Frame() {}
@@ -238,6 +253,8 @@ func (*WorkerMessage_Heartbeat) isWorkerMessage_Frame() {}
 func (*WorkerMessage_BatchResult) isWorkerMessage_Frame() {}
 
 func (*WorkerMessage_Progress) isWorkerMessage_Frame() {}
+
+func (*WorkerMessage_Start) isWorkerMessage_Frame() {}
 
 // ServerMessage is one frame from server to worker.
 type ServerMessage struct {
@@ -251,6 +268,7 @@ type ServerMessage struct {
 	//	*ServerMessage_Cancel
 	//	*ServerMessage_Ping
 	//	*ServerMessage_BatchDispatch
+	//	*ServerMessage_StartDecision
 	Frame         isServerMessage_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -338,6 +356,15 @@ func (x *ServerMessage) GetBatchDispatch() *BatchDispatch {
 	return nil
 }
 
+func (x *ServerMessage) GetStartDecision() *StartDecision {
+	if x != nil {
+		if x, ok := x.Frame.(*ServerMessage_StartDecision); ok {
+			return x.StartDecision
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Frame interface {
 	isServerMessage_Frame()
 }
@@ -367,6 +394,11 @@ type ServerMessage_BatchDispatch struct {
 	BatchDispatch *BatchDispatch `protobuf:"bytes,5,opt,name=batch_dispatch,json=batchDispatch,proto3,oneof"`
 }
 
+type ServerMessage_StartDecision struct {
+	// start_decision answers a Start.
+	StartDecision *StartDecision `protobuf:"bytes,6,opt,name=start_decision,json=startDecision,proto3,oneof"`
+}
+
 func (*ServerMessage_Welcome) isServerMessage_Frame() {}
 
 func (*ServerMessage_Dispatch) isServerMessage_Frame() {}
@@ -376,6 +408,8 @@ func (*ServerMessage_Cancel) isServerMessage_Frame() {}
 func (*ServerMessage_Ping) isServerMessage_Frame() {}
 
 func (*ServerMessage_BatchDispatch) isServerMessage_Frame() {}
+
+func (*ServerMessage_StartDecision) isServerMessage_Frame() {}
 
 // Hello opens a session and declares what the worker serves.
 type Hello struct {
@@ -391,9 +425,19 @@ type Hello struct {
 	// min_server_version is the oldest server version this worker accepts.
 	MinServerVersion string `protobuf:"bytes,5,opt,name=min_server_version,json=minServerVersion,proto3" json:"min_server_version,omitempty"`
 	// batch_types are task types this worker handles as batches.
-	BatchTypes    []string `protobuf:"bytes,6,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BatchTypes []string `protobuf:"bytes,6,rep,name=batch_types,json=batchTypes,proto3" json:"batch_types,omitempty"`
+	// types are the task types this worker has handlers for; empty: every
+	// type. The server dispatches a task only to a session that can run it.
+	Types []string `protobuf:"bytes,7,rep,name=types,proto3" json:"types,omitempty"`
+	// release_id names the worker's release (opaque; empty: unversioned).
+	// New work goes to the newest release, by when each was first seen.
+	ReleaseId string `protobuf:"bytes,8,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
+	// start_authorization says the worker asks (Start) before it runs a
+	// task whose Dispatch has start_required; only such a session is given
+	// at-most-once tasks.
+	StartAuthorization bool `protobuf:"varint,9,opt,name=start_authorization,json=startAuthorization,proto3" json:"start_authorization,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -466,6 +510,27 @@ func (x *Hello) GetBatchTypes() []string {
 		return x.BatchTypes
 	}
 	return nil
+}
+
+func (x *Hello) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *Hello) GetReleaseId() string {
+	if x != nil {
+		return x.ReleaseId
+	}
+	return ""
+}
+
+func (x *Hello) GetStartAuthorization() bool {
+	if x != nil {
+		return x.StartAuthorization
+	}
+	return false
 }
 
 // Welcome establishes a session.
@@ -697,7 +762,10 @@ type Dispatch struct {
 	// deadline is min(lease expiry, task deadline, now + task timeout).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// attempt_id names this delivery; the same as task.attempt_id.
-	AttemptId     string `protobuf:"bytes,3,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	AttemptId string `protobuf:"bytes,3,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// start_required is set for an at-most-once task: the worker must send
+	// Start and wait for an authorized StartDecision before it runs it.
+	StartRequired bool `protobuf:"varint,4,opt,name=start_required,json=startRequired,proto3" json:"start_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,6 +819,13 @@ func (x *Dispatch) GetAttemptId() string {
 		return x.AttemptId
 	}
 	return ""
+}
+
+func (x *Dispatch) GetStartRequired() bool {
+	if x != nil {
+		return x.StartRequired
+	}
+	return false
 }
 
 // BatchDispatch pushes the members of a fired aggregation group, sharing one lease.
@@ -1096,6 +1171,117 @@ func (x *Cancel) GetTaskId() string {
 	return ""
 }
 
+// Start asks the server to authorize the start of an at-most-once
+// delivery; the server commits the start durably before it answers.
+type Start struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempt_id names the delivery (Dispatch.attempt_id).
+	AttemptId     string `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Start) Reset() {
+	*x = Start{}
+	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Start) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Start) ProtoMessage() {}
+
+func (x *Start) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Start.ProtoReflect.Descriptor instead.
+func (*Start) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Start) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+// StartDecision answers a Start.
+type StartDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempt_id echoes the Start's.
+	AttemptId string `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// authorized: the start is committed and the worker may run the task.
+	Authorized bool `protobuf:"varint,2,opt,name=authorized,proto3" json:"authorized,omitempty"`
+	// reason says why a start was refused (empty when authorized).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartDecision) Reset() {
+	*x = StartDecision{}
+	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartDecision) ProtoMessage() {}
+
+func (x *StartDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartDecision.ProtoReflect.Descriptor instead.
+func (*StartDecision) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *StartDecision) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *StartDecision) GetAuthorized() bool {
+	if x != nil {
+		return x.Authorized
+	}
+	return false
+}
+
+func (x *StartDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Ping is a reserved liveness probe; workers must tolerate it and not reply.
 type Ping struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1105,7 +1291,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1303,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_proto_msgTypes[12]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1316,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 // Progress records how far along a running task is (advisory).
@@ -1148,7 +1334,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1346,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_proto_msgTypes[13]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1359,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Progress) GetTaskId() string {
@@ -1214,7 +1400,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1412,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_proto_msgTypes[14]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1425,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PushRequest) GetTask() *TaskEnvelope {
@@ -1279,7 +1465,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1477,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_worker_proto_msgTypes[15]
+	mi := &file_conveyor_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1490,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_conveyor_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PushResponse) GetOutcome() TaskOutcome {
@@ -1332,22 +1518,24 @@ var File_conveyor_v1_worker_proto protoreflect.FileDescriptor
 
 const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18conveyor/v1/worker.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x02\n" +
+	"\x18conveyor/v1/worker.proto\x12\vconveyor.v1\x1a\x16conveyor/v1/task.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x02\n" +
 	"\rWorkerMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.conveyor.v1.HelloH\x00R\x05hello\x12-\n" +
 	"\x06credit\x18\x02 \x01(\v2\x13.conveyor.v1.CreditH\x00R\x06credit\x12-\n" +
 	"\x06result\x18\x03 \x01(\v2\x13.conveyor.v1.ResultH\x00R\x06result\x126\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.conveyor.v1.HeartbeatH\x00R\theartbeat\x12=\n" +
 	"\fbatch_result\x18\x05 \x01(\v2\x18.conveyor.v1.BatchResultH\x00R\vbatchResult\x123\n" +
-	"\bprogress\x18\x06 \x01(\v2\x15.conveyor.v1.ProgressH\x00R\bprogressB\a\n" +
-	"\x05frame\"\x9c\x02\n" +
+	"\bprogress\x18\x06 \x01(\v2\x15.conveyor.v1.ProgressH\x00R\bprogress\x12*\n" +
+	"\x05start\x18\a \x01(\v2\x12.conveyor.v1.StartH\x00R\x05startB\a\n" +
+	"\x05frame\"\xe1\x02\n" +
 	"\rServerMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.conveyor.v1.WelcomeH\x00R\awelcome\x123\n" +
 	"\bdispatch\x18\x02 \x01(\v2\x15.conveyor.v1.DispatchH\x00R\bdispatch\x12-\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x13.conveyor.v1.CancelH\x00R\x06cancel\x12'\n" +
 	"\x04ping\x18\x04 \x01(\v2\x11.conveyor.v1.PingH\x00R\x04ping\x12C\n" +
-	"\x0ebatch_dispatch\x18\x05 \x01(\v2\x1a.conveyor.v1.BatchDispatchH\x00R\rbatchDispatchB\a\n" +
-	"\x05frame\"\xff\x02\n" +
+	"\x0ebatch_dispatch\x18\x05 \x01(\v2\x1a.conveyor.v1.BatchDispatchH\x00R\rbatchDispatch\x12C\n" +
+	"\x0estart_decision\x18\x06 \x01(\v2\x1a.conveyor.v1.StartDecisionH\x00R\rstartDecisionB\a\n" +
+	"\x05frame\"\xe5\x03\n" +
 	"\x05Hello\x126\n" +
 	"\x06queues\x18\x01 \x03(\v2\x1e.conveyor.v1.Hello.QueuesEntryR\x06queues\x12 \n" +
 	"\vconcurrency\x18\x02 \x01(\x05R\vconcurrency\x126\n" +
@@ -1356,7 +1544,11 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"sdkVersion\x12,\n" +
 	"\x12min_server_version\x18\x05 \x01(\tR\x10minServerVersion\x12\x1f\n" +
 	"\vbatch_types\x18\x06 \x03(\tR\n" +
-	"batchTypes\x1a9\n" +
+	"batchTypes\x12\x14\n" +
+	"\x05types\x18\a \x03(\tR\x05types\x12\x1d\n" +
+	"\n" +
+	"release_id\x18\b \x01(\tR\treleaseId\x12/\n" +
+	"\x13start_authorization\x18\t \x01(\bR\x12startAuthorization\x1a9\n" +
 	"\vQueuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +
@@ -1386,12 +1578,13 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"attempt_id\x18\v \x01(\tR\tattemptId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x01\n" +
 	"\bDispatch\x12-\n" +
 	"\x04task\x18\x01 \x01(\v2\x19.conveyor.v1.TaskEnvelopeR\x04task\x126\n" +
 	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1d\n" +
 	"\n" +
-	"attempt_id\x18\x03 \x01(\tR\tattemptId\"\x8e\x01\n" +
+	"attempt_id\x18\x03 \x01(\tR\tattemptId\x12%\n" +
+	"\x0estart_required\x18\x04 \x01(\bR\rstartRequired\"\x8e\x01\n" +
 	"\rBatchDispatch\x12/\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x19.conveyor.v1.TaskEnvelopeR\x05tasks\x126\n" +
 	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x14\n" +
@@ -1411,7 +1604,17 @@ const file_conveyor_v1_worker_proto_rawDesc = "" +
 	"\x06Credit\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x06\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"&\n" +
+	"\x05Start\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\"f\n" +
+	"\rStartDecision\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x1e\n" +
+	"\n" +
+	"authorized\x18\x02 \x01(\bR\n" +
+	"authorized\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x06\n" +
 	"\x04Ping\"W\n" +
 	"\bProgress\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1447,7 +1650,7 @@ func file_conveyor_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_conveyor_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_conveyor_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_conveyor_v1_worker_proto_goTypes = []any{
 	(TaskOutcome)(0),              // 0: conveyor.v1.TaskOutcome
 	(*WorkerMessage)(nil),         // 1: conveyor.v1.WorkerMessage
@@ -1462,16 +1665,18 @@ var file_conveyor_v1_worker_proto_goTypes = []any{
 	(*Heartbeat)(nil),             // 10: conveyor.v1.Heartbeat
 	(*Credit)(nil),                // 11: conveyor.v1.Credit
 	(*Cancel)(nil),                // 12: conveyor.v1.Cancel
-	(*Ping)(nil),                  // 13: conveyor.v1.Ping
-	(*Progress)(nil),              // 14: conveyor.v1.Progress
-	(*PushRequest)(nil),           // 15: conveyor.v1.PushRequest
-	(*PushResponse)(nil),          // 16: conveyor.v1.PushResponse
-	nil,                           // 17: conveyor.v1.Hello.QueuesEntry
-	nil,                           // 18: conveyor.v1.Hello.LabelsEntry
-	nil,                           // 19: conveyor.v1.TaskEnvelope.MetadataEntry
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*TaskOptions)(nil),           // 21: conveyor.v1.TaskOptions
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*Start)(nil),                 // 13: conveyor.v1.Start
+	(*StartDecision)(nil),         // 14: conveyor.v1.StartDecision
+	(*Ping)(nil),                  // 15: conveyor.v1.Ping
+	(*Progress)(nil),              // 16: conveyor.v1.Progress
+	(*PushRequest)(nil),           // 17: conveyor.v1.PushRequest
+	(*PushResponse)(nil),          // 18: conveyor.v1.PushResponse
+	nil,                           // 19: conveyor.v1.Hello.QueuesEntry
+	nil,                           // 20: conveyor.v1.Hello.LabelsEntry
+	nil,                           // 21: conveyor.v1.TaskEnvelope.MetadataEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*TaskOptions)(nil),           // 23: conveyor.v1.TaskOptions
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_conveyor_v1_worker_proto_depIdxs = []int32{
 	3,  // 0: conveyor.v1.WorkerMessage.hello:type_name -> conveyor.v1.Hello
@@ -1479,32 +1684,34 @@ var file_conveyor_v1_worker_proto_depIdxs = []int32{
 	8,  // 2: conveyor.v1.WorkerMessage.result:type_name -> conveyor.v1.Result
 	10, // 3: conveyor.v1.WorkerMessage.heartbeat:type_name -> conveyor.v1.Heartbeat
 	9,  // 4: conveyor.v1.WorkerMessage.batch_result:type_name -> conveyor.v1.BatchResult
-	14, // 5: conveyor.v1.WorkerMessage.progress:type_name -> conveyor.v1.Progress
-	4,  // 6: conveyor.v1.ServerMessage.welcome:type_name -> conveyor.v1.Welcome
-	6,  // 7: conveyor.v1.ServerMessage.dispatch:type_name -> conveyor.v1.Dispatch
-	12, // 8: conveyor.v1.ServerMessage.cancel:type_name -> conveyor.v1.Cancel
-	13, // 9: conveyor.v1.ServerMessage.ping:type_name -> conveyor.v1.Ping
-	7,  // 10: conveyor.v1.ServerMessage.batch_dispatch:type_name -> conveyor.v1.BatchDispatch
-	17, // 11: conveyor.v1.Hello.queues:type_name -> conveyor.v1.Hello.QueuesEntry
-	18, // 12: conveyor.v1.Hello.labels:type_name -> conveyor.v1.Hello.LabelsEntry
-	20, // 13: conveyor.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
-	20, // 14: conveyor.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	19, // 15: conveyor.v1.TaskEnvelope.metadata:type_name -> conveyor.v1.TaskEnvelope.MetadataEntry
-	21, // 16: conveyor.v1.TaskEnvelope.options:type_name -> conveyor.v1.TaskOptions
-	5,  // 17: conveyor.v1.Dispatch.task:type_name -> conveyor.v1.TaskEnvelope
-	22, // 18: conveyor.v1.Dispatch.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 19: conveyor.v1.BatchDispatch.tasks:type_name -> conveyor.v1.TaskEnvelope
-	22, // 20: conveyor.v1.BatchDispatch.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 21: conveyor.v1.Result.outcome:type_name -> conveyor.v1.TaskOutcome
-	8,  // 22: conveyor.v1.BatchResult.results:type_name -> conveyor.v1.Result
-	5,  // 23: conveyor.v1.PushRequest.task:type_name -> conveyor.v1.TaskEnvelope
-	22, // 24: conveyor.v1.PushRequest.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 25: conveyor.v1.PushResponse.outcome:type_name -> conveyor.v1.TaskOutcome
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	16, // 5: conveyor.v1.WorkerMessage.progress:type_name -> conveyor.v1.Progress
+	13, // 6: conveyor.v1.WorkerMessage.start:type_name -> conveyor.v1.Start
+	4,  // 7: conveyor.v1.ServerMessage.welcome:type_name -> conveyor.v1.Welcome
+	6,  // 8: conveyor.v1.ServerMessage.dispatch:type_name -> conveyor.v1.Dispatch
+	12, // 9: conveyor.v1.ServerMessage.cancel:type_name -> conveyor.v1.Cancel
+	15, // 10: conveyor.v1.ServerMessage.ping:type_name -> conveyor.v1.Ping
+	7,  // 11: conveyor.v1.ServerMessage.batch_dispatch:type_name -> conveyor.v1.BatchDispatch
+	14, // 12: conveyor.v1.ServerMessage.start_decision:type_name -> conveyor.v1.StartDecision
+	19, // 13: conveyor.v1.Hello.queues:type_name -> conveyor.v1.Hello.QueuesEntry
+	20, // 14: conveyor.v1.Hello.labels:type_name -> conveyor.v1.Hello.LabelsEntry
+	22, // 15: conveyor.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
+	22, // 16: conveyor.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 17: conveyor.v1.TaskEnvelope.metadata:type_name -> conveyor.v1.TaskEnvelope.MetadataEntry
+	23, // 18: conveyor.v1.TaskEnvelope.options:type_name -> conveyor.v1.TaskOptions
+	5,  // 19: conveyor.v1.Dispatch.task:type_name -> conveyor.v1.TaskEnvelope
+	24, // 20: conveyor.v1.Dispatch.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 21: conveyor.v1.BatchDispatch.tasks:type_name -> conveyor.v1.TaskEnvelope
+	24, // 22: conveyor.v1.BatchDispatch.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 23: conveyor.v1.Result.outcome:type_name -> conveyor.v1.TaskOutcome
+	8,  // 24: conveyor.v1.BatchResult.results:type_name -> conveyor.v1.Result
+	5,  // 25: conveyor.v1.PushRequest.task:type_name -> conveyor.v1.TaskEnvelope
+	24, // 26: conveyor.v1.PushRequest.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 27: conveyor.v1.PushResponse.outcome:type_name -> conveyor.v1.TaskOutcome
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_worker_proto_init() }
@@ -1520,6 +1727,7 @@ func file_conveyor_v1_worker_proto_init() {
 		(*WorkerMessage_Heartbeat)(nil),
 		(*WorkerMessage_BatchResult)(nil),
 		(*WorkerMessage_Progress)(nil),
+		(*WorkerMessage_Start)(nil),
 	}
 	file_conveyor_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),
@@ -1527,6 +1735,7 @@ func file_conveyor_v1_worker_proto_init() {
 		(*ServerMessage_Cancel)(nil),
 		(*ServerMessage_Ping)(nil),
 		(*ServerMessage_BatchDispatch)(nil),
+		(*ServerMessage_StartDecision)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1534,7 +1743,7 @@ func file_conveyor_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_worker_proto_rawDesc), len(file_conveyor_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,7 +1,11 @@
 // The conformance task types (CONTRACT.md "SDK conformance worker"), shared
 // by the session worker (worker.mjs) and the push worker (pushworker.mjs)
 // so that both serve exactly the same handlers.
+import { open } from "node:fs/promises";
 import { SkipRetry } from "../dist/index.js";
+
+/** ONCE_LOG_ENV names the file conformance.once appends to. */
+export const ONCE_LOG_ENV = "CONVEYOR_ONCE_LOG";
 
 function jsonOf(task) {
   return JSON.parse(new TextDecoder().decode(task.payload));
@@ -33,8 +37,30 @@ export function batchTypesFromEnv() {
     .filter((s) => s !== "");
 }
 
-/** registerConformanceHandlers registers the conformance.* handlers on worker. */
-export function registerConformanceHandlers(worker, batchTypes = []) {
+/**
+ * appendOnce appends one line, the task's id, to the file at path, and
+ * resolves once the line is on disk: a test that enqueues at-most-once
+ * tasks counts each id's lines to tell how many times each ran, whatever
+ * became of the worker after. One write of one whole line to a file
+ * opened for appending lands at its end whole, beside other workers
+ * appending to the same file.
+ */
+async function appendOnce(path, task) {
+  if (!path) throw new SkipRetry(`${ONCE_LOG_ENV} is not set: conformance.once has no file to append to`);
+  const f = await open(path, "a");
+  try {
+    await f.write(`${task.id}\n`);
+    await f.sync();
+  } finally {
+    await f.close();
+  }
+}
+
+/**
+ * registerConformanceHandlers registers the conformance.* handlers on
+ * worker; conformance.once appends to onceLog (default CONVEYOR_ONCE_LOG).
+ */
+export function registerConformanceHandlers(worker, batchTypes = [], onceLog = process.env[ONCE_LOG_ENV] ?? "") {
   worker.handle("conformance.echo", ({ task }) => task.payload);
   worker.handle("conformance.fail", ({ task }) => {
     throw new Error(jsonOf(task).message);
@@ -51,6 +77,7 @@ export function registerConformanceHandlers(worker, batchTypes = []) {
   worker.handle("conformance.progress", ({ progress }) => {
     progress(50, "half");
   });
+  worker.handle("conformance.once", ({ task }) => appendOnce(onceLog, task));
   // A member redelivered alone (after RETRY or RELEASED) comes as a plain
   // Dispatch; it gets the same answer as in a batch.
   worker.handle("conformance.batch", ({ task }) => task.payload);

@@ -6,6 +6,7 @@
 //   CONVEYOR_PUSH_DEV=1    accept unsigned requests when no secret is set
 //   CONVEYOR_BATCH_TYPES   types that get a batch handler (as worker.mjs)
 //   CONVEYOR_DRAIN_MS      how long SIGTERM lets running requests finish (default 5000)
+//   CONVEYOR_ONCE_LOG      the file conformance.once appends each task's id to (as worker.mjs)
 // It prints exactly `listening http://<host:port>` on stdout once bound,
 // and nothing else; exits 0 on SIGTERM once the server is closed; exits 2
 // with the error on stderr when it cannot start (no secret and no

@@ -2,7 +2,10 @@
 // worker"): configured from the environment only, it handles the
 // conformance.* task types, prints `ready <session_id>` on each Welcome
 // and nothing else on stdout, drains on SIGTERM and exits 0, and exits 3
-// with the error on stderr on a fatal session error.
+// with the error on stderr on a fatal session error. Its Hello lists the
+// types it has handlers for and the release CONVEYOR_RELEASE_ID names,
+// and it asks before it starts an at-most-once task; conformance.once
+// appends each task's id to CONVEYOR_ONCE_LOG.
 import { readFileSync } from "node:fs";
 import { Worker } from "../dist/index.js";
 import { batchTypesFromEnv, registerConformanceHandlers } from "./handlers.mjs";
@@ -29,6 +32,7 @@ function main() {
     queues: queues(env("CONVEYOR_QUEUES", "default=1")),
     concurrency: Number(env("CONVEYOR_CONCURRENCY", "4")),
     drainTimeoutMs: Number(env("CONVEYOR_DRAIN_MS", "5000")),
+    releaseId: env("CONVEYOR_RELEASE_ID", ""),
     onSession: (id) => process.stdout.write(`ready ${id}\n`),
   };
   const protocol = env("CONVEYOR_PROTOCOL", undefined);

@@ -49,7 +49,7 @@ interface ProgressState {
 /**
  * Execution is one delivery a session holds: a Dispatch (one task) or a
  * BatchDispatch (its members), from its arrival to its Result. It holds a
- * concurrency slot only while started.
+ * concurrency slot only while it asks to start or runs.
  */
 export class Execution {
   readonly tasks: TaskEnvelope[];
@@ -60,6 +60,16 @@ export class Execution {
   readonly controller = new AbortController();
   /** bound is the earliest member's own bound (ms since the epoch). */
   readonly bound: number | undefined;
+  /**
+   * startRequired: an at-most-once delivery (Dispatch.start_required),
+   * whose handler may run only after the server authorized its start.
+   */
+  startRequired = false;
+  /** slot is set while the delivery holds one of its session's slots (asking to start, or running). */
+  slot = false;
+  /** asking is set from its Start until the StartDecision answering it. */
+  asking = false;
+  /** started is set once its handler was called. */
   started = false;
   settled = false;
   boundTimer: NodeJS.Timeout | undefined;

@@ -29,8 +29,9 @@ export function checkPercent(percent: number): void {
  * with the returned bytes, SkipRetry is SKIP_RETRY, any other throw is
  * RETRY with its message (see Execution.resultsFor). A single delivery of
  * a type with a batch handler and no plain one runs as a batch of one; a
- * type with no handler fails RETRY, as the Go SDK's ErrNoHandler does: a
- * worker that has the handler may take the retry. It never rejects.
+ * type with no handler (a push request, or a server older than routing by
+ * type) fails RETRY, as the Go SDK's ErrNoHandler does: a worker that has
+ * the handler may take the retry. It never rejects.
  */
 export async function invoke(handlers: HandlerSet, ex: Execution, log: Log, progress: ProgressSink): Promise<Result[]> {
   const first = ex.tasks[0];

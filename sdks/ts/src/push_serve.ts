@@ -136,6 +136,14 @@ export class PushCore {
   private async run(req: PushRequest, call: PushCall): Promise<PushReply> {
     const task = req.task;
     if (!task) return refuse({ status: 400, message: "the PushRequest has no task" });
+    if (task.options?.atMostOnce) {
+      // The server pushes none: a push cannot ask before it starts, and
+      // an answer lost on the way back would leave the task run or not,
+      // unknown. Should one come all the same, it goes back unrun (no
+      // retry counted) for a worker session to run.
+      this.log.warn("released a pushed at-most-once task without running it", { task: task.id, type: task.type });
+      return answer({ outcome: TaskOutcome.RELEASED, errorMsg: PUSH_AT_MOST_ONCE, result: new Uint8Array(0) });
+    }
     const received = Date.now();
     const bound = localDeadline(req, call, received, this.toleranceMs);
     const ex = new Execution([task], [req.attemptId || task.attemptId], false, "", bound);
@@ -157,6 +165,10 @@ export class PushCore {
     }
   }
 }
+
+/** PUSH_AT_MOST_ONCE is the error of a pushed at-most-once task, answered RELEASED. */
+const PUSH_AT_MOST_ONCE =
+  "push endpoints do not run at-most-once tasks: the start of such a task must be authorized over a worker session";
 
 function tooLarge(what: string): Refusal {
   return { status: 413, message: `the body is ${what} than the ${MAX_PUSH_BODY_BYTES} bytes a push request may carry` };

@@ -1,10 +1,11 @@
 import { create } from "@bufbuild/protobuf";
-import type { BatchDispatch, Dispatch, ServerMessage, Welcome } from "./gen/conveyor/v1/worker_pb.js";
+import type { BatchDispatch, Dispatch, ServerMessage, StartDecision, Welcome } from "./gen/conveyor/v1/worker_pb.js";
 import {
   HeartbeatSchema,
   ProgressSchema,
   ResultSchema,
   BatchResultSchema,
+  StartSchema,
   TaskOutcome,
   WorkerMessageSchema,
   type Heartbeat,
@@ -48,15 +49,27 @@ export interface SessionHost extends HandlerSet {
  * one of the session's slots (as many as its Hello declared), runs its
  * handler and queues exactly one Result. Heartbeats, every
  * Welcome.heartbeat_interval, list every delivery held (running, waiting
- * for a slot, or parked by a drain) by task id and attempt id. When the
- * stream ends, every execution still held is aborted with SessionLostError
- * and its result dropped: the server has released its lease.
+ * for a slot, asking to start, or parked by a drain) by task id and
+ * attempt id. When the stream ends, every execution still held is aborted
+ * with SessionLostError and its result dropped: the server has released
+ * its lease.
+ *
+ * An at-most-once delivery (Dispatch.start_required) takes its slot like
+ * any other, but then sends Start and waits for the StartDecision before
+ * its handler runs: authorized, it runs as usual; refused, it is dropped
+ * with no Result. Until the decision it is unstarted for every other
+ * purpose: a Cancel, its own bound or the end of a drain's timeout
+ * answers it RELEASED, a lost stream drops it, and one a drain parks
+ * never asks at all.
  */
 export class Session {
   readonly id: string;
   private readonly live = new Set<Execution>();
   private readonly byTask = new Map<string, Execution>();
   private readonly waiting: Execution[] = [];
+  /** asking holds the deliveries that sent Start and wait for its answer, by attempt id. */
+  private readonly asking = new Map<string, Execution>();
+  /** running counts the slots held: deliveries asking to start or running. */
   private running = 0;
   private draining = false;
   private ended = false;
@@ -91,6 +104,9 @@ export class Session {
       case "cancel":
         this.cancel(f.value.taskId);
         break;
+      case "startDecision":
+        this.decide(f.value);
+        break;
       case "ping":
         // A liveness probe: tolerated, never answered (§5.7).
         break;
@@ -101,7 +117,9 @@ export class Session {
 
   private dispatch(d: Dispatch): void {
     if (!d.task) return;
-    this.accept(new Execution([d.task], [d.attemptId || d.task.attemptId], false, ""));
+    const ex = new Execution([d.task], [d.attemptId || d.task.attemptId], false, "");
+    ex.startRequired = d.startRequired;
+    this.accept(ex);
   }
 
   private dispatchBatch(b: BatchDispatch): void {
@@ -157,7 +175,7 @@ export class Session {
       return;
     }
     this.unwait(ex);
-    this.settle(ex, ex.all(TaskOutcome.RELEASED, "canceled before it started"));
+    this.settle(ex, ex.all(TaskOutcome.RELEASED, ex.asking ? "canceled before its start was authorized" : "canceled before it started"));
   }
 
   private unwait(ex: Execution): void {
@@ -165,10 +183,58 @@ export class Session {
     if (i >= 0) this.waiting.splice(i, 1);
   }
 
-  /** start runs ex's handler (invoke, shared with push requests) in a slot and settles it with its results. */
+  /**
+   * start gives ex a slot and runs it there, or, for an at-most-once
+   * delivery, asks the server first: the slot is held while it waits, so
+   * that an authorized start runs at once.
+   */
   private start(ex: Execution): void {
-    ex.started = true;
+    ex.slot = true;
     this.running++;
+    if (ex.startRequired) this.ask(ex);
+    else this.run(ex);
+  }
+
+  /** ask sends Start for ex's attempt; decide acts on the answer. */
+  private ask(ex: Execution): void {
+    const attempt = ex.attempts[0] ?? "";
+    ex.asking = true;
+    this.asking.set(attempt, ex);
+    this.send({ case: "start", value: create(StartSchema, { attemptId: attempt }) });
+  }
+
+  /**
+   * decide acts on a StartDecision: authorized, the handler runs (even in
+   * a drain: the server has committed the start, and a task it authorized
+   * that ends with no Result is archived, not run again); refused, the
+   * delivery is dropped with no Result and no longer listed in heartbeats.
+   * A decision for an attempt this session is not asking about (answered
+   * already, canceled, or never held) is ignored.
+   */
+  private decide(d: StartDecision): void {
+    const ex = this.asking.get(d.attemptId);
+    if (!ex) {
+      this.host.logger.debug("start decision for an attempt this worker is not asking about: ignored", {
+        attempt: d.attemptId, authorized: d.authorized,
+      });
+      return;
+    }
+    this.asking.delete(d.attemptId);
+    ex.asking = false;
+    const task = ex.tasks[0];
+    if (!d.authorized) {
+      this.host.logger.warn("start refused: the task is not run", {
+        task: task?.id, type: task?.type, attempt: d.attemptId, reason: d.reason,
+      });
+      this.settle(ex, []);
+      return;
+    }
+    this.run(ex);
+  }
+
+  /** run calls ex's handler (invoke, shared with push requests) in its slot and settles it with its results. */
+  private run(ex: Execution): void {
+    ex.started = true;
     invoke(this.host, ex, this.host.logger, (percent, message) => this.progress(ex, percent, message)).then(
       (rs) => this.settle(ex, rs),
       (err: unknown) => this.settle(ex, ex.resultsFor(false, err)),
@@ -181,6 +247,10 @@ export class Session {
     ex.settled = true;
     ex.clearTimers();
     this.live.delete(ex);
+    if (ex.asking) {
+      ex.asking = false;
+      this.asking.delete(ex.attempts[0] ?? "");
+    }
     for (const t of ex.tasks) if (this.byTask.get(t.id) === ex) this.byTask.delete(t.id);
     if (this.ended) {
       if (ex.started) this.host.orphanReturned();
@@ -192,7 +262,8 @@ export class Session {
     } else if (rs[0]) {
       this.send({ case: "result", value: create(ResultSchema, rs[0]) });
     }
-    if (!ex.started) return;
+    if (!ex.slot) return;
+    ex.slot = false;
     this.running--;
     if (!this.draining) {
       const next = this.waiting.shift();
@@ -269,7 +340,9 @@ export class Session {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     this.waiting.length = 0;
-    const orphans = this.running;
+    this.asking.clear();
+    let orphans = 0;
+    for (const ex of this.live) if (ex.started) orphans++;
     if (orphans > 0) this.host.orphaned(orphans);
     for (const ex of this.live) {
       ex.clearTimers();
@@ -282,10 +355,13 @@ export class Session {
 
   /**
    * drain stops new starts (a late or waiting dispatch stays listed in
-   * heartbeats but is not started), gives the running handlers
-   * drainTimeoutMs to finish, aborts the rest with WorkerShutdownError
-   * (reported RELEASED), waits, bounded, for them to return, then closes
-   * the request side and waits, bounded, for the server to end the stream.
+   * heartbeats but is not started, nor asked about if at-most-once),
+   * gives the running handlers and the pending start decisions
+   * drainTimeoutMs to finish, aborts the handlers still running with
+   * WorkerShutdownError and answers the deliveries still asking (both
+   * reported RELEASED; a decision for those that comes later is ignored),
+   * waits, bounded, for the handlers to return, then closes the request
+   * side and waits, bounded, for the server to end the stream.
    * streamEnded resolves when the stream has ended.
    */
   async drain(streamEnded: Promise<void>): Promise<void> {
@@ -294,8 +370,10 @@ export class Session {
     this.host.logger.info("worker draining", { session: this.id, running: this.running });
     if (!(await this.untilIdle(this.host.drainTimeoutMs, streamEnded))) {
       let n = 0;
-      for (const ex of this.live) {
-        if (ex.started && !ex.settled) {
+      for (const ex of [...this.live]) {
+        if (ex.asking) {
+          this.settle(ex, ex.all(TaskOutcome.RELEASED, "released by a worker shutting down before its start was authorized"));
+        } else if (ex.started && !ex.settled) {
           ex.abort(new WorkerShutdownError());
           n++;
         }

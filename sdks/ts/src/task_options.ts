@@ -113,6 +113,19 @@ export interface EnqueueOptions {
   concurrencyKey?: string;
   /** Overrides the server's retry backoff. */
   retryPolicy?: RetryPolicyOptions;
+  /**
+   * Makes the task at most once: it is never run a second time after a run
+   * whose outcome is unknown. It goes only to a worker that asks the server
+   * before it starts it (start authorization; this SDK's Worker does, push
+   * endpoints never get one), and once a start was authorized, an attempt
+   * that ends with no outcome (the worker dies, the stream or the lease is
+   * lost) leaves the task ARCHIVED with a last error beginning "outcome
+   * unknown:", for an operator to rerun or not, instead of released or
+   * retried. An outcome the handler did report stands as for any task: a
+   * thrown error is retried (each attempt asks to start again). Exclusive
+   * with group. Default false.
+   */
+  atMostOnce?: boolean;
 }
 
 /** EnqueueItem is one task of enqueueBatch or enqueueTx. */
@@ -209,6 +222,7 @@ function checkExclusive(o: EnqueueOptions): void {
     invalid("group is mutually exclusive with processAt and processInMs");
   }
   if (o.group && o.concurrencyKey) invalid("group and concurrencyKey are mutually exclusive");
+  if (o.group && o.atMostOnce) invalid("group and atMostOnce are mutually exclusive");
   if (o.uniqueTtlMs && !o.uniqueKey) invalid("uniqueTtlMs requires uniqueKey");
 }
 
@@ -306,6 +320,13 @@ function taskOptions(o: EnqueueOptions): TaskOptions | undefined {
   if (o.retryPolicy !== undefined) {
     out.retryPolicy = retryPolicy(o.retryPolicy);
     mark();
+  }
+  if (o.atMostOnce !== undefined) {
+    if (typeof o.atMostOnce !== "boolean") invalid(`atMostOnce must be a boolean, got ${typeof o.atMostOnce}`);
+    if (o.atMostOnce) {
+      out.atMostOnce = true;
+      mark();
+    }
   }
   return set ? out : undefined;
 }

@@ -17,6 +17,8 @@ export const DEFAULT_WORKER_CONCURRENCY = 10;
 export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 /** DEFAULT_PROGRESS_INTERVAL_MS is the shortest gap between two progress frames of one task. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 1_000;
+/** RELEASE_ID_ENV is the environment variable WorkerOptions.releaseId defaults to. */
+export const RELEASE_ID_ENV = "CONVEYOR_RELEASE_ID";
 /** HANDSHAKE_TIMEOUT_MS bounds the wait for Welcome after Hello. */
 const HANDSHAKE_TIMEOUT_MS = 30_000;
 
@@ -38,6 +40,15 @@ export interface WorkerOptions extends Omit<ConnectionOptions, "url"> {
   labels?: Record<string, string>;
   /** The oldest server version (semver) this worker accepts; the server refuses the session if older. */
   minServerVersion?: string;
+  /**
+   * The worker's release (Hello.release_id), an opaque id such as a build
+   * or commit. The server gives new work to the newest release it has
+   * seen and can drain an old one (DrainRelease). Default: the
+   * environment's CONVEYOR_RELEASE_ID, else none (unversioned, ranked
+   * below every release); an empty string here means none, whatever the
+   * environment says.
+   */
+  releaseId?: string;
   /**
    * How long a stopping worker lets running handlers finish before it
    * aborts their signals and reports them RELEASED. Default 30000.
@@ -90,6 +101,7 @@ export class Worker implements SessionHost {
   private readonly client: Client<typeof WorkerService> | undefined;
   private readonly queues: Record<string, number>;
   private readonly concurrency: number;
+  private readonly releaseId: string;
   private readonly handlers = new Map<string, Handler>();
   private readonly batchHandlers = new Map<string, BatchHandler>();
   private running: Promise<void> | undefined;
@@ -106,13 +118,18 @@ export class Worker implements SessionHost {
     this.drainTimeoutMs = nonNegative("drainTimeoutMs", opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     this.progressIntervalMs = nonNegative("progressIntervalMs", opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     this.logger = toLog(opts.logger);
+    this.releaseId = opts.releaseId ?? process.env[RELEASE_ID_ENV] ?? "";
     // One transport for every session: its HTTP/2 connection is reused,
     // and redialed when a session finds it gone (keepalive pings find a
     // dead one). Made now so a bad URL or protocol throws here, not in run().
     this.client = opts.url === undefined ? undefined : createClient(WorkerService, createTransport({ ...opts, url: opts.url }));
   }
 
-  /** handle registers the handler of a task type, replacing any earlier one. */
+  /**
+   * handle registers the handler of a task type, replacing any earlier
+   * one. Register handlers before run(): each session's Hello lists the
+   * types that have one, and the server sends the Worker those only.
+   */
   handle(type: string, handler: Handler): this {
     checkType(type);
     this.handlers.set(type, handler);
@@ -139,6 +156,16 @@ export class Worker implements SessionHost {
     checkType(type);
     this.batchHandlers.set(type, handler);
     return this;
+  }
+
+  /**
+   * types are the task types this worker has a handler for, plain or
+   * batch, sorted: Hello.types, so that the server dispatches it no other
+   * type. (A Worker has no catch-all handler; one with no handler at all
+   * declares none, which the server reads as every type.)
+   */
+  types(): string[] {
+    return [...new Set([...this.handlers.keys(), ...this.batchHandlers.keys()])].sort();
   }
 
   /** handlerFor is the plain handler of type. */
@@ -282,7 +309,12 @@ export class Worker implements SessionHost {
           labels: this.opts.labels ?? {},
           sdkVersion: VERSION,
           minServerVersion: this.opts.minServerVersion ?? "",
-          batchTypes: [...this.batchHandlers.keys()],
+          batchTypes: [...this.batchHandlers.keys()].sort(),
+          types: this.types(),
+          releaseId: this.releaseId,
+          // Every session of this SDK asks before it runs an at-most-once
+          // task (Dispatch.start_required), so the server may give it one.
+          startAuthorization: true,
         }),
       },
     }));

@@ -95,6 +95,8 @@ for (const protocol of ["grpc", "connect"]) {
     const grouped = await c.getTask((await c.enqueue("g", undefined, { group: "grp" })).id);
     assert.equal(grouped.state, TaskState.AGGREGATING);
     assert.equal(grouped.group, "grp");
+    const once = await c.getTask((await c.enqueue("once", undefined, { atMostOnce: true })).id);
+    assert.equal(once.options?.atMostOnce, true);
     await c.close();
   });
 
@@ -177,6 +179,8 @@ test("the bounds are refused before sending, naming the field", async () => {
     [["t", undefined, { group: "g", processInMs: 5 }], /group is mutually exclusive with processAt and processInMs/],
     [["t", undefined, { group: "g", processAt: later }], /group is mutually exclusive/],
     [["t", undefined, { group: "g", concurrencyKey: "k" }], /group and concurrencyKey are mutually exclusive/],
+    [["t", undefined, { group: "g", atMostOnce: true }], /group and atMostOnce are mutually exclusive/],
+    [["t", undefined, { atMostOnce: "yes" }], /atMostOnce must be a boolean, got string/],
     [["t", undefined, { uniqueTtlMs: 5 }], /uniqueTtlMs requires uniqueKey/],
     [["t", undefined, { taskId: "nope" }], /taskId "nope" is not a ULID/],
     [["t", undefined, { deadline: new Date(NaN) }], /deadline must be a valid Date/],
@@ -224,6 +228,7 @@ test("the client's bounds are the server's", async () => {
     [{ options: { expiresAt: later, expiresIn: durationFromMs(5) } }, { options: { expiresAt: new Date(Date.now() + 60_000), expiresInMs: 5 } }],
     [{ options: { group: "g", processIn: durationFromMs(5) } }, { options: { group: "g", processInMs: 5 } }],
     [{ options: { group: "g", concurrencyKey: "k" } }, { options: { group: "g", concurrencyKey: "k" } }],
+    [{ options: { group: "g", atMostOnce: true } }, { options: { group: "g", atMostOnce: true } }],
     [{ options: { uniqueTtl: durationFromMs(5) } }, { options: { uniqueTtlMs: 5 } }],
     [{ taskId: "nope" }, { options: { taskId: "nope" } }],
     [{ options: { timeout: { seconds: -1n, nanos: 0 } } }, { options: { timeoutMs: -1000 } }],

@@ -365,6 +365,24 @@ test("every outcome maps as the session worker maps it", T, async () => {
   });
 });
 
+test("a pushed at-most-once task is answered RELEASED without running", T, async () => {
+  const a = newSecret();
+  let ran = 0;
+  const w = worker();
+  w.handle("counted", () => {
+    ran++;
+  });
+  await withServer({ secrets: [a.secret] }, async (url) => {
+    const r = await call(url, [a.key], { type: "counted", options: { atMostOnce: true } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.outcome, "TASK_OUTCOME_RELEASED");
+    assert.match(r.json.errorMsg, /push endpoints do not run at-most-once tasks/);
+    const plain = await call(url, [a.key], { type: "counted" });
+    assert.equal(plain.json.outcome, "TASK_OUTCOME_SUCCESS");
+    assert.equal(ran, 1, "only the plain task ran");
+  }, w);
+});
+
 test("the handler's signal aborts at PushRequest.deadline, and a deadline already passed runs nothing", T, async () => {
   const a = newSecret();
   const w = new Worker({});

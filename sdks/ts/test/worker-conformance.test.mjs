@@ -2,6 +2,8 @@
 // cross-SDK suite runs it: a child process configured by environment.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { test } from "node:test";
@@ -28,7 +30,11 @@ for (const protocol of ["grpc", "connect"]) {
   test(`the conformance worker handles the conformance types and drains on SIGTERM (${protocol})`, async () => {
     const server = await startServer();
     const c = clients(server.url);
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-ts-once-"));
+    const onceLog = join(dir, "once.log");
     const w = startWorker({
+      CONVEYOR_ONCE_LOG: onceLog,
+      CONVEYOR_RELEASE_ID: `conf-${protocol}`,
       CONVEYOR_URL: server.url,
       CONVEYOR_PROTOCOL: protocol,
       CONVEYOR_QUEUES: "default=1,other=2",
@@ -39,6 +45,11 @@ for (const protocol of ["grpc", "connect"]) {
     try {
       await waitFor(() => w.out.length > 0, "the ready line");
       assert.match(w.out[0], /^ready [0-9A-Z]{26}$/);
+      const { workers } = await c.admin.listWorkers({});
+      assert.equal(workers.length, 1);
+      assert.equal(workers[0].releaseId, `conf-${protocol}`);
+      assert.ok(workers[0].types.includes("conformance.once"), `types ${workers[0].types}`);
+      assert.equal(workers[0].startAuthorization, true);
       const json = (v) => JSON.stringify(v);
       const echo = await waitState(c.tasks, await enqueue(c.tasks, "conformance.echo", json({ x: 1 })), TaskState.COMPLETED);
       assert.equal(text(echo.result), '{"x":1}');
@@ -52,6 +63,13 @@ for (const protocol of ["grpc", "connect"]) {
       assert.ok(prog.progressPercent >= 50);
       const b = await waitState(c.tasks, await enqueue(c.tasks, "conformance.batch", json({ m: 1 })), TaskState.COMPLETED);
       assert.equal(text(b.result), '{"m":1}');
+      const once = [];
+      for (const atMostOnce of [false, true]) {
+        const id = await enqueue(c.tasks, "conformance.once", "{}", { options: { atMostOnce } });
+        once.push(id);
+        await waitState(c.tasks, id, TaskState.COMPLETED);
+      }
+      assert.equal(readFileSync(onceLog, "utf8"), once.map((id) => `${id}\n`).join(""));
 
       const long = await enqueue(c.tasks, "conformance.sleep", json({ ms: 600_000 }));
       await waitState(c.tasks, long, TaskState.ACTIVE);
@@ -65,6 +83,7 @@ for (const protocol of ["grpc", "connect"]) {
     } finally {
       w.child.kill("SIGKILL");
       await server.cleanup();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 }

@@ -2,32 +2,10 @@
 // server never sends Ping, so a fake peer is the only way to send one and
 // to read the Hello, heartbeats and Results frame by frame.
 import assert from "node:assert/strict";
-import http2 from "node:http2";
 import { test } from "node:test";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { TaskOutcome, VERSION, Worker, WorkerService } from "../dist/index.js";
+import { TaskOutcome, VERSION, Worker } from "../dist/index.js";
+import { fakeServer } from "./fake-peer.mjs";
 import { deferred, text } from "./worker-helpers.mjs";
-
-async function fakeServer(session) {
-  const server = http2.createServer(
-    connectNodeAdapter({ routes: (router) => router.service(WorkerService, { session }) }),
-  );
-  const sessions = new Set();
-  server.on("session", (s) => {
-    sessions.add(s);
-    s.once("close", () => sessions.delete(s));
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address();
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise((resolve) => {
-        server.close(resolve);
-        for (const s of sessions) s.destroy();
-      }),
-  };
-}
 
 for (const protocol of ["grpc", "connect"]) {
   test(`Hello, a tolerated Ping, heartbeats and the Result carry what the protocol asks (${protocol})`, async () => {

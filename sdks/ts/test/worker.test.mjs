@@ -69,9 +69,12 @@ for (const protocol of ["grpc", "connect"]) {
       assert.equal(s.retried, 0);
     });
 
-    test("a type without a handler retries, saying so", async () => {
-      const t = await waitState(c.tasks, await enqueue(c.tasks, "nobody"), TaskState.RETRY);
-      assert.match(t.lastError, /no handler for task type "nobody"/);
+    test("a type without a handler is not given to the worker: it waits", async () => {
+      const nobody = await enqueue(c.tasks, "nobody");
+      await waitState(c.tasks, await enqueue(c.tasks, "echo", "after"), TaskState.COMPLETED);
+      const t = await c.tasks.getTask({ id: nobody });
+      assert.equal(t.state, TaskState.PENDING);
+      assert.equal(t.retried, 0);
     });
 
     test("handleJSON decodes JSON and refuses another content type", async () => {

@@ -42,6 +42,7 @@ const (
 	MaxHelloQueues     = 1000
 	MaxHelloLabels     = 64
 	MaxHelloBatchTypes = 1000
+	MaxHelloTypes      = 1000 // Hello.types
 	MaxLabelBytes      = 1024
 	// MaxGroupSize bounds a group policy's max_size (one BatchDispatch).
 	MaxGroupSize = 10_000

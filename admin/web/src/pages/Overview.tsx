@@ -11,10 +11,12 @@ import { PauseButton, PausedBadge } from "../components/PauseButton";
 import { RateChart } from "../components/RateChart";
 import { Rates } from "../components/Rates";
 import { Empty, ErrorBox, Loading } from "../components/Status";
+import { UnservedBadge } from "../components/Unserved";
 
 /**
- * Overview lists the queues with their live counts per state and charts
- * the throughput of all of them.
+ * Overview lists the queues with their live counts per state (and a mark
+ * on a queue whose ready tasks include types no live worker takes) and
+ * charts the throughput of all of them.
  */
 export function Overview() {
   useTitle("Queues");
@@ -90,7 +92,10 @@ function QueueTable({ queues, rates }: { queues: QueueInfo[]; rates: Map<string,
                   <Link to={`/queues/${seg(q.name)}`}>{q.name}</Link>
                 </th>
                 <td data-label="Status">
-                  <PausedBadge paused={q.paused} />
+                  <span class="badges">
+                    <PausedBadge paused={q.paused} />
+                    <UnservedBadge queue={q} />
+                  </span>
                 </td>
                 {STATES.map((s) => {
                   const n = countOf(q, s.name);

@@ -8,9 +8,13 @@ import { PauseButton, PausedBadge } from "../components/PauseButton";
 import { RateChart } from "../components/RateChart";
 import { Rates } from "../components/Rates";
 import { Empty, ErrorBox, Loading } from "../components/Status";
+import { UnservedWarning } from "../components/Unserved";
 import { QueueConfigPanel } from "./QueueConfig";
 
-/** QueuePage shows one queue: live counts, throughput, configuration. */
+/**
+ * QueuePage shows one queue: live counts, throughput, configuration, and
+ * a warning when some of its ready tasks are of types no live worker takes.
+ */
 export function QueuePage({ name }: { name: string }) {
   useTitle(`Queue ${name}`);
   const lv = useLive();
@@ -37,6 +41,7 @@ export function QueuePage({ name }: { name: string }) {
         </Empty>
       ) : (
         <>
+          <UnservedWarning queue={q} />
           <section class="panel" aria-labelledby="counts-h">
             <h2 id="counts-h">Tasks</h2>
             <ul class="cards" data-queue={q.name}>

@@ -61,6 +61,7 @@ function TaskBody({ task: t, reload }: { task: TaskInfo; reload: () => void }) {
           <pre class="code last-error-text" tabIndex={0}>
             {t.lastError}
           </pre>
+          {outcomeUnknown(t) && <OutcomeUnknown />}
         </section>
       )}
       <section class="panel" aria-labelledby="sum-h">
@@ -129,6 +130,28 @@ function TaskBody({ task: t, reload }: { task: TaskInfo; reload: () => void }) {
         )}
       </section>
     </>
+  );
+}
+
+/**
+ * outcomeUnknown reports whether t is an at-most-once task whose authorized
+ * start ended with no result (a lost worker, a lapsed lease, a RELEASED
+ * answer): the server archived it rather than run it again. Once run
+ * again, its last error is history.
+ */
+function outcomeUnknown(t: TaskInfo): boolean {
+  return t.state === TaskState.ARCHIVED && t.lastError.startsWith("outcome unknown:");
+}
+
+function OutcomeUnknown() {
+  return (
+    <div class="warning outcome-unknown">
+      <p>
+        <strong>This task may or may not have run.</strong> Its worker was allowed to start it and no outcome came back, so the
+        server archived it rather than run it twice.
+      </p>
+      <p>Check whether its work was done. Run now runs it again: choose it only if running it a second time is safe.</p>
+    </div>
   );
 }
 
@@ -246,6 +269,11 @@ function Summary({ task: t }: { task: TaskInfo }) {
       )}
       {t.concurrencyKey && <Row label="Concurrency key">{t.concurrencyKey}</Row>}
       {o?.uniqueKey && <Row label="Unique key">{o.uniqueKey}</Row>}
+      {o?.atMostOnce && (
+        <Row label="Delivery">
+          at most once <span class="muted">(never run again by the server if its outcome is lost)</span>
+        </Row>
+      )}
       {t.sessionId && (
         <Row label="Worker session">
           <Link to="/workers" class="mono">

@@ -7,6 +7,7 @@ import { Chips } from "../components/KeyValues";
 import { Link } from "../components/Link";
 import { Empty, ErrorBox, Loading } from "../components/Status";
 import { Time } from "../components/Time";
+import { ReleasesPanel } from "./Releases";
 
 /** SHOWN_TASKS is how many in-flight task links a worker shows before "more". */
 const SHOWN_TASKS = 5;
@@ -14,8 +15,9 @@ const SHOWN_TASKS = 5;
 /**
  * WorkersPage lists the live worker sessions (of every node, when several
  * share a database, with the node each is on), and the queues' push
- * endpoints: the queues each serves and their weights, labels, the tasks in
- * flight and the latest heartbeat.
+ * endpoints: the queues each serves and their weights, the task types each
+ * takes, its release, labels, the tasks in flight and the latest heartbeat.
+ * Below, the releases seen, each of which can be drained.
  */
 export function WorkersPage() {
   useTitle("Workers");
@@ -61,6 +63,7 @@ export function WorkersPage() {
           </table>
         </div>
       )}
+      <ReleasesPanel onDrained={w.reload} />
     </>
   );
 }
@@ -92,8 +95,11 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
   const rest = w.taskIds.slice(SHOWN_TASKS);
   return (
     <tr data-session={w.sessionId}>
-      <th scope="row" data-label="Session" class="mono">
-        {w.sessionId}
+      <th scope="row" data-label="Session">
+        <div>
+          <span class="mono">{w.sessionId}</span>
+          <Release w={w} />
+        </div>
       </th>
       {nodes && (
         <td data-label="Node" class="mono">
@@ -101,8 +107,11 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
         </td>
       )}
       <td data-label="Queues (weight)">
-        <Chips map={w.queues} />
-        {w.batchTypes.length > 0 && <p class="muted">batches: {w.batchTypes.join(", ")}</p>}
+        <div>
+          <Chips map={w.queues} />
+          <Types w={w} />
+          {w.batchTypes.length > 0 && <p class="muted">batches: {w.batchTypes.join(", ")}</p>}
+        </div>
       </td>
       <td data-label="Labels">
         <Chips map={w.labels} />
@@ -134,5 +143,53 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
       </td>
       <td data-label="SDK">{w.sdkVersion || <span class="muted">—</span>}</td>
     </tr>
+  );
+}
+
+/**
+ * Types shows the task types a worker takes (none named: every type), and
+ * whether it asks before it starts an at-most-once task (only such a
+ * worker is given one; a push endpoint never is).
+ */
+function Types({ w }: { w: WorkerInfo }) {
+  return (
+    <>
+      <p class="types">
+        {w.types.length === 0 ? (
+          <span class="muted">all types</span>
+        ) : (
+          <>
+            <span class="muted">types:</span> <span class="mono">{w.types.join(", ")}</span>
+          </>
+        )}
+      </p>
+      {w.startAuthorization && <p class="muted authorizes">asks before starting at-most-once tasks</p>}
+      {isPush(w) && <p class="muted">never at-most-once tasks</p>}
+    </>
+  );
+}
+
+/**
+ * Release shows a session's release ("unversioned" when it names none),
+ * marked when it was drained; a push endpoint has none.
+ */
+function Release({ w }: { w: WorkerInfo }) {
+  if (isPush(w)) return null;
+  return (
+    <p class="release">
+      {w.releaseId ? (
+        <>
+          <span class="muted">release</span> <span class="mono">{w.releaseId}</span>
+          {w.draining && (
+            <>
+              {" "}
+              <span class="badge draining">Draining</span>
+            </>
+          )}
+        </>
+      ) : (
+        <span class="muted">unversioned</span>
+      )}
+    </p>
   );
 }

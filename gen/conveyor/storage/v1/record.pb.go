@@ -342,8 +342,14 @@ type TaskStatus struct {
 	// dependency_failed is set when a dependency with ON_FAILURE_BLOCK
 	// failed: the task stays BLOCKED until an operator acts.
 	DependencyFailed bool `protobuf:"varint,26,opt,name=dependency_failed,json=dependencyFailed,proto3" json:"dependency_failed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// at_most_once: the task runs only under start authorization.
+	AtMostOnce bool `protobuf:"varint,27,opt,name=at_most_once,json=atMostOnce,proto3" json:"at_most_once,omitempty"`
+	// start_authorized is set while the current attempt's start is
+	// authorized: if it ends with no Result, the task is archived
+	// ("outcome unknown"), never run again. Cleared when it leaves ACTIVE.
+	StartAuthorized bool `protobuf:"varint,28,opt,name=start_authorized,json=startAuthorized,proto3" json:"start_authorized,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
@@ -554,6 +560,20 @@ func (x *TaskStatus) GetWaitingOn() []*DependencyRecord {
 func (x *TaskStatus) GetDependencyFailed() bool {
 	if x != nil {
 		return x.DependencyFailed
+	}
+	return false
+}
+
+func (x *TaskStatus) GetAtMostOnce() bool {
+	if x != nil {
+		return x.AtMostOnce
+	}
+	return false
+}
+
+func (x *TaskStatus) GetStartAuthorized() bool {
+	if x != nil {
+		return x.StartAuthorized
 	}
 	return false
 }
@@ -1200,6 +1220,62 @@ func (x *LegacyRetryPolicy) GetMax() *durationpb.Duration {
 	return nil
 }
 
+// ReleaseRecord is a worker release seen (bucket "releases", keyed by its
+// id; PostgreSQL: table releases).
+type ReleaseRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// first_seen (Unix ns) is when a session of it first registered.
+	FirstSeen int64 `protobuf:"varint,1,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	// draining is set once DrainRelease named it.
+	Draining      bool `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRecord) Reset() {
+	*x = ReleaseRecord{}
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRecord) ProtoMessage() {}
+
+func (x *ReleaseRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_storage_v1_record_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRecord.ProtoReflect.Descriptor instead.
+func (*ReleaseRecord) Descriptor() ([]byte, []int) {
+	return file_conveyor_storage_v1_record_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReleaseRecord) GetFirstSeen() int64 {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return 0
+}
+
+func (x *ReleaseRecord) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 var File_conveyor_storage_v1_record_proto protoreflect.FileDescriptor
 
 const file_conveyor_storage_v1_record_proto_rawDesc = "" +
@@ -1227,7 +1303,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10DependencyRecord\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\x9e\a\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xeb\a\n" +
 	"\n" +
 	"TaskStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
@@ -1262,7 +1338,10 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10cancel_requested\x18\x18 \x01(\bR\x0fcancelRequested\x12D\n" +
 	"\n" +
 	"waiting_on\x18\x19 \x03(\v2%.conveyor.storage.v1.DependencyRecordR\twaitingOn\x12+\n" +
-	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailedB\f\n" +
+	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailed\x12 \n" +
+	"\fat_most_once\x18\x1b \x01(\bR\n" +
+	"atMostOnce\x12)\n" +
+	"\x10start_authorized\x18\x1c \x01(\bR\x0fstartAuthorizedB\f\n" +
 	"\n" +
 	"_retention\"X\n" +
 	"\x12AttemptErrorRecord\x12\x18\n" +
@@ -1330,7 +1409,11 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x11LegacyRetryPolicy\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\x05R\bstrategy\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
-	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03maxB\xd8\x01\n" +
+	"\x03max\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03max\"J\n" +
+	"\rReleaseRecord\x12\x1d\n" +
+	"\n" +
+	"first_seen\x18\x01 \x01(\x03R\tfirstSeen\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdrainingB\xd8\x01\n" +
 	"\x17com.conveyor.storage.v1B\vRecordProtoP\x01ZBgithub.com/conveyor-dev/conveyor/gen/conveyor/storage/v1;storagev1\xa2\x02\x03CSX\xaa\x02\x13Conveyor.Storage.V1\xca\x02\x13Conveyor\\Storage\\V1\xe2\x02\x1fConveyor\\Storage\\V1\\GPBMetadata\xea\x02\x15Conveyor::Storage::V1b\x06proto3"
 
 var (
@@ -1345,7 +1428,7 @@ func file_conveyor_storage_v1_record_proto_rawDescGZIP() []byte {
 	return file_conveyor_storage_v1_record_proto_rawDescData
 }
 
-var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_conveyor_storage_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: conveyor.storage.v1.TaskSpec
 	(*RetryPolicyRecord)(nil),     // 1: conveyor.storage.v1.RetryPolicyRecord
@@ -1357,24 +1440,25 @@ var file_conveyor_storage_v1_record_proto_goTypes = []any{
 	(*LegacyTaskOptions)(nil),     // 7: conveyor.storage.v1.LegacyTaskOptions
 	(*LegacyDependency)(nil),      // 8: conveyor.storage.v1.LegacyDependency
 	(*LegacyRetryPolicy)(nil),     // 9: conveyor.storage.v1.LegacyRetryPolicy
-	nil,                           // 10: conveyor.storage.v1.TaskSpec.MetadataEntry
-	nil,                           // 11: conveyor.storage.v1.CronRecord.MetadataEntry
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ReleaseRecord)(nil),         // 10: conveyor.storage.v1.ReleaseRecord
+	nil,                           // 11: conveyor.storage.v1.TaskSpec.MetadataEntry
+	nil,                           // 12: conveyor.storage.v1.CronRecord.MetadataEntry
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_conveyor_storage_v1_record_proto_depIdxs = []int32{
-	10, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
+	11, // 0: conveyor.storage.v1.TaskSpec.metadata:type_name -> conveyor.storage.v1.TaskSpec.MetadataEntry
 	1,  // 1: conveyor.storage.v1.TaskSpec.retry_policy:type_name -> conveyor.storage.v1.RetryPolicyRecord
 	2,  // 2: conveyor.storage.v1.TaskSpec.depends_on:type_name -> conveyor.storage.v1.DependencyRecord
 	4,  // 3: conveyor.storage.v1.TaskStatus.errors:type_name -> conveyor.storage.v1.AttemptErrorRecord
 	2,  // 4: conveyor.storage.v1.TaskStatus.waiting_on:type_name -> conveyor.storage.v1.DependencyRecord
-	11, // 5: conveyor.storage.v1.CronRecord.metadata:type_name -> conveyor.storage.v1.CronRecord.MetadataEntry
-	12, // 6: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
-	13, // 7: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
+	12, // 5: conveyor.storage.v1.CronRecord.metadata:type_name -> conveyor.storage.v1.CronRecord.MetadataEntry
+	13, // 6: conveyor.storage.v1.LegacyTaskOptions.timeout:type_name -> google.protobuf.Duration
+	14, // 7: conveyor.storage.v1.LegacyTaskOptions.deadline:type_name -> google.protobuf.Timestamp
 	8,  // 8: conveyor.storage.v1.LegacyTaskOptions.depends_on:type_name -> conveyor.storage.v1.LegacyDependency
 	9,  // 9: conveyor.storage.v1.LegacyTaskOptions.retry_policy:type_name -> conveyor.storage.v1.LegacyRetryPolicy
-	12, // 10: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
-	12, // 11: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
+	13, // 10: conveyor.storage.v1.LegacyRetryPolicy.base:type_name -> google.protobuf.Duration
+	13, // 11: conveyor.storage.v1.LegacyRetryPolicy.max:type_name -> google.protobuf.Duration
 	12, // [12:12] is the sub-list for method output_type
 	12, // [12:12] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1394,7 +1478,7 @@ func file_conveyor_storage_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_storage_v1_record_proto_rawDesc), len(file_conveyor_storage_v1_record_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

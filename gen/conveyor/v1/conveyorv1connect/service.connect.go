@@ -111,6 +111,12 @@ const (
 	// AdminServiceListWorkersProcedure is the fully-qualified name of the AdminService's ListWorkers
 	// RPC.
 	AdminServiceListWorkersProcedure = "/conveyor.v1.AdminService/ListWorkers"
+	// AdminServiceDrainReleaseProcedure is the fully-qualified name of the AdminService's DrainRelease
+	// RPC.
+	AdminServiceDrainReleaseProcedure = "/conveyor.v1.AdminService/DrainRelease"
+	// AdminServiceListReleasesProcedure is the fully-qualified name of the AdminService's ListReleases
+	// RPC.
+	AdminServiceListReleasesProcedure = "/conveyor.v1.AdminService/ListReleases"
 	// AdminServiceGetBrokerInfoProcedure is the fully-qualified name of the AdminService's
 	// GetBrokerInfo RPC.
 	AdminServiceGetBrokerInfoProcedure = "/conveyor.v1.AdminService/GetBrokerInfo"
@@ -408,6 +414,10 @@ type AdminServiceClient interface {
 	GetClusterInfo(context.Context, *connect.Request[v1.GetClusterInfoRequest]) (*connect.Response[v1.GetClusterInfoResponse], error)
 	// ListWorkers lists the live worker sessions.
 	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+	// DrainRelease stops new work going to a release's sessions.
+	DrainRelease(context.Context, *connect.Request[v1.DrainReleaseRequest]) (*connect.Response[v1.DrainReleaseResponse], error)
+	// ListReleases lists the worker releases seen, the newest first.
+	ListReleases(context.Context, *connect.Request[v1.ListReleasesRequest]) (*connect.Response[v1.ListReleasesResponse], error)
 	// GetBrokerInfo describes the storage engine.
 	GetBrokerInfo(context.Context, *connect.Request[v1.GetBrokerInfoRequest]) (*connect.Response[v1.GetBrokerInfoResponse], error)
 }
@@ -587,6 +597,20 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		drainRelease: connect.NewClient[v1.DrainReleaseRequest, v1.DrainReleaseResponse](
+			httpClient,
+			baseURL+AdminServiceDrainReleaseProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DrainRelease")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		listReleases: connect.NewClient[v1.ListReleasesRequest, v1.ListReleasesResponse](
+			httpClient,
+			baseURL+AdminServiceListReleasesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListReleases")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		getBrokerInfo: connect.NewClient[v1.GetBrokerInfoRequest, v1.GetBrokerInfoResponse](
 			httpClient,
 			baseURL+AdminServiceGetBrokerInfoProcedure,
@@ -625,6 +649,8 @@ type adminServiceClient struct {
 	resumeCron        *connect.Client[v1.ResumeCronRequest, v1.CronEntry]
 	getClusterInfo    *connect.Client[v1.GetClusterInfoRequest, v1.GetClusterInfoResponse]
 	listWorkers       *connect.Client[v1.ListWorkersRequest, v1.ListWorkersResponse]
+	drainRelease      *connect.Client[v1.DrainReleaseRequest, v1.DrainReleaseResponse]
+	listReleases      *connect.Client[v1.ListReleasesRequest, v1.ListReleasesResponse]
 	getBrokerInfo     *connect.Client[v1.GetBrokerInfoRequest, v1.GetBrokerInfoResponse]
 }
 
@@ -758,6 +784,16 @@ func (c *adminServiceClient) ListWorkers(ctx context.Context, req *connect.Reque
 	return c.listWorkers.CallUnary(ctx, req)
 }
 
+// DrainRelease calls conveyor.v1.AdminService.DrainRelease.
+func (c *adminServiceClient) DrainRelease(ctx context.Context, req *connect.Request[v1.DrainReleaseRequest]) (*connect.Response[v1.DrainReleaseResponse], error) {
+	return c.drainRelease.CallUnary(ctx, req)
+}
+
+// ListReleases calls conveyor.v1.AdminService.ListReleases.
+func (c *adminServiceClient) ListReleases(ctx context.Context, req *connect.Request[v1.ListReleasesRequest]) (*connect.Response[v1.ListReleasesResponse], error) {
+	return c.listReleases.CallUnary(ctx, req)
+}
+
 // GetBrokerInfo calls conveyor.v1.AdminService.GetBrokerInfo.
 func (c *adminServiceClient) GetBrokerInfo(ctx context.Context, req *connect.Request[v1.GetBrokerInfoRequest]) (*connect.Response[v1.GetBrokerInfoResponse], error) {
 	return c.getBrokerInfo.CallUnary(ctx, req)
@@ -823,6 +859,10 @@ type AdminServiceHandler interface {
 	GetClusterInfo(context.Context, *connect.Request[v1.GetClusterInfoRequest]) (*connect.Response[v1.GetClusterInfoResponse], error)
 	// ListWorkers lists the live worker sessions.
 	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+	// DrainRelease stops new work going to a release's sessions.
+	DrainRelease(context.Context, *connect.Request[v1.DrainReleaseRequest]) (*connect.Response[v1.DrainReleaseResponse], error)
+	// ListReleases lists the worker releases seen, the newest first.
+	ListReleases(context.Context, *connect.Request[v1.ListReleasesRequest]) (*connect.Response[v1.ListReleasesResponse], error)
 	// GetBrokerInfo describes the storage engine.
 	GetBrokerInfo(context.Context, *connect.Request[v1.GetBrokerInfoRequest]) (*connect.Response[v1.GetBrokerInfoResponse], error)
 }
@@ -998,6 +1038,20 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDrainReleaseHandler := connect.NewUnaryHandler(
+		AdminServiceDrainReleaseProcedure,
+		svc.DrainRelease,
+		connect.WithSchema(adminServiceMethods.ByName("DrainRelease")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListReleasesHandler := connect.NewUnaryHandler(
+		AdminServiceListReleasesProcedure,
+		svc.ListReleases,
+		connect.WithSchema(adminServiceMethods.ByName("ListReleases")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceGetBrokerInfoHandler := connect.NewUnaryHandler(
 		AdminServiceGetBrokerInfoProcedure,
 		svc.GetBrokerInfo,
@@ -1059,6 +1113,10 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceGetClusterInfoHandler.ServeHTTP(w, r)
 		case AdminServiceListWorkersProcedure:
 			adminServiceListWorkersHandler.ServeHTTP(w, r)
+		case AdminServiceDrainReleaseProcedure:
+			adminServiceDrainReleaseHandler.ServeHTTP(w, r)
+		case AdminServiceListReleasesProcedure:
+			adminServiceListReleasesHandler.ServeHTTP(w, r)
 		case AdminServiceGetBrokerInfoProcedure:
 			adminServiceGetBrokerInfoHandler.ServeHTTP(w, r)
 		default:
@@ -1172,6 +1230,14 @@ func (UnimplementedAdminServiceHandler) GetClusterInfo(context.Context, *connect
 
 func (UnimplementedAdminServiceHandler) ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ListWorkers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DrainRelease(context.Context, *connect.Request[v1.DrainReleaseRequest]) (*connect.Response[v1.DrainReleaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.DrainRelease is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListReleases(context.Context, *connect.Request[v1.ListReleasesRequest]) (*connect.Response[v1.ListReleasesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.ListReleases is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) GetBrokerInfo(context.Context, *connect.Request[v1.GetBrokerInfoRequest]) (*connect.Response[v1.GetBrokerInfoResponse], error) {

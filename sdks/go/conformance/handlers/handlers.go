@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -23,13 +24,28 @@ const (
 	TypeSleep    = "conformance.sleep"
 	TypeProgress = "conformance.progress"
 	TypeBatch    = "conformance.batch"
+	TypeOnce     = "conformance.once"
 )
 
-// Register installs the handlers on w: each type in batchTypes as a batch
-// handler whose members each succeed with their own payload, every other
-// conformance type as its plain handler (conformance.batch, when not a
-// batch type, echoes).
-func Register(w *conveyor.Worker, batchTypes []string) {
+// EnvOnceLog names the file conformance.once appends to.
+const EnvOnceLog = "CONVEYOR_ONCE_LOG"
+
+// Config configures the handlers.
+type Config struct {
+	// BatchTypes are the types served by a batch handler whose members
+	// each succeed with their own payload.
+	BatchTypes []string
+	// OnceLog is the file conformance.once appends each task's id to, a
+	// line each (CONVEYOR_ONCE_LOG). Empty: conformance.once fails, do not
+	// retry.
+	OnceLog string
+}
+
+// Register installs the handlers on w: each type in cfg.BatchTypes as a
+// batch handler whose members each succeed with their own payload, every
+// other conformance type as its plain handler (conformance.batch, when not
+// a batch type, echoes).
+func Register(w *conveyor.Worker, cfg Config) {
 	plain := map[string]conveyor.HandlerFunc{
 		TypeEcho:     echo,
 		TypeFail:     fail,
@@ -38,7 +54,9 @@ func Register(w *conveyor.Worker, batchTypes []string) {
 		TypeSleep:    sleep,
 		TypeProgress: progress,
 		TypeBatch:    echo,
+		TypeOnce:     onceLogger(cfg.OnceLog),
 	}
+	batchTypes := cfg.BatchTypes
 	for _, t := range batchTypes {
 		w.HandleBatch(t, conveyor.BatchHandlerFunc(echoBatch))
 	}
@@ -110,4 +128,33 @@ func sleep(ctx context.Context, d *conveyor.Delivery) error {
 func progress(_ context.Context, d *conveyor.Delivery) error {
 	d.Progress(50, "half")
 	return nil
+}
+
+// onceLogger returns conformance.once's handler: it appends one line, the
+// task's id, to the file at path, and succeeds once the line is on disk. A
+// test that enqueues at-most-once tasks counts each id's lines to tell
+// how many times each ran, whatever became of the worker after.
+func onceLogger(path string) conveyor.HandlerFunc {
+	return func(_ context.Context, d *conveyor.Delivery) error {
+		if path == "" {
+			return conveyor.SkipRetry(errors.New(EnvOnceLog + " is not set: conformance.once has no file to append to"))
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", EnvOnceLog, err)
+		}
+		// One write of one whole line: O_APPEND makes it land at the end
+		// whole, beside other workers appending to the same file.
+		_, err = f.Write([]byte(d.ID + "\n"))
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("append to %s: %w", EnvOnceLog, err)
+		}
+		return nil
+	}
 }

@@ -13,6 +13,9 @@
 //     secret (development mode, loopback only); ignored with a secret.
 //   - CONVEYOR_BATCH_TYPES: task types served by a batch handler, each
 //     delivery a batch of one, as the conformance worker's.
+//   - CONVEYOR_ONCE_LOG: the file conformance.once appends each task's id
+//     to, as the conformance worker's. (The server pushes no at-most-once
+//     task; the endpoint would give one back unrun.)
 //
 // Once bound it prints exactly one line on stdout, "listening
 // http://<addr>", and nothing else there; logs go to stderr. On SIGTERM
@@ -118,7 +121,7 @@ func handler(getenv func(string) string, log *slog.Logger) (http.Handler, error)
 			batchTypes = append(batchTypes, t)
 		}
 	}
-	handlers.Register(w, batchTypes)
+	handlers.Register(w, handlers.Config{BatchTypes: batchTypes, OnceLog: getenv(handlers.EnvOnceLog)})
 	var opts []conveyor.PushOption
 	secrets := getenv("CONVEYOR_PUSH_SECRET")
 	switch dev := getenv("CONVEYOR_PUSH_DEV"); {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/sdks/go/conformance/handlers"
 )
 
 // config is the conformance worker's configuration, read from the
@@ -24,6 +25,8 @@ type config struct {
 	batchTypes  []string
 	drain       time.Duration
 	tlsCA       string
+	releaseID   string
+	onceLog     string
 }
 
 // Defaults the contract pins.
@@ -43,6 +46,8 @@ func loadConfig(getenv func(string) string) (*config, error) {
 		protocol:    conveyor.ProtocolGRPC,
 		drain:       defaultDrain,
 		tlsCA:       getenv("CONVEYOR_TLS_CA"),
+		releaseID:   getenv(conveyor.EnvReleaseID),
+		onceLog:     getenv(handlers.EnvOnceLog),
 	}
 	var errs []error
 	if !strings.HasPrefix(c.url, "http://") && !strings.HasPrefix(c.url, "https://") {
@@ -109,6 +114,9 @@ func (c *config) options() ([]conveyor.WorkerOption, error) {
 		conveyor.WithProtocol(c.protocol),
 		conveyor.WithDrainGrace(c.drain),
 		conveyor.WithLabels(map[string]string{"conformance": "go"}),
+		// From this environment, as the rest (the SDK would read the
+		// process's own otherwise).
+		conveyor.WithReleaseID(c.releaseID),
 	}
 	if c.token != "" {
 		opts = append(opts, conveyor.WithToken(c.token))

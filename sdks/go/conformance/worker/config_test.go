@@ -26,12 +26,13 @@ func TestLoadConfigParses(t *testing.T) {
 	c, err := loadConfig(envOf(map[string]string{
 		"CONVEYOR_URL": "https://x:1", "CONVEYOR_QUEUES": "a=3, b.c=1", "CONVEYOR_CONCURRENCY": "7",
 		"CONVEYOR_PROTOCOL": "connect", "CONVEYOR_BATCH_TYPES": "conformance.batch,x", "CONVEYOR_DRAIN_MS": "250",
+		"CONVEYOR_RELEASE_ID": "r7", "CONVEYOR_ONCE_LOG": "/tmp/once.log",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.queues["a"] != 3 || c.queues["b.c"] != 1 || c.concurrency != 7 || c.protocol != conveyor.ProtocolConnect ||
-		len(c.batchTypes) != 2 || c.drain != 250*time.Millisecond {
+		len(c.batchTypes) != 2 || c.drain != 250*time.Millisecond || c.releaseID != "r7" || c.onceLog != "/tmp/once.log" {
 		t.Fatalf("config = %+v", c)
 	}
 }

@@ -5,8 +5,18 @@
 // Configuration comes from the environment only: CONVEYOR_URL,
 // CONVEYOR_TOKEN, CONVEYOR_QUEUES (name=weight,...; default default=1),
 // CONVEYOR_CONCURRENCY (default 4), CONVEYOR_PROTOCOL (grpc or connect;
-// default grpc), CONVEYOR_BATCH_TYPES, CONVEYOR_DRAIN_MS (default 5000) and
-// CONVEYOR_TLS_CA.
+// default grpc), CONVEYOR_BATCH_TYPES, CONVEYOR_DRAIN_MS (default 5000),
+// CONVEYOR_TLS_CA, CONVEYOR_RELEASE_ID (the worker's release; default
+// unversioned) and CONVEYOR_ONCE_LOG (the file conformance.once appends
+// to).
+//
+// It handles the conformance task types (package handlers), and declares
+// them in its Hello: conformance.echo, .fail, .skip, .panic, .sleep,
+// .progress, .batch (a batch type when CONVEYOR_BATCH_TYPES names it), and
+// conformance.once, which appends one line, the task's id, to the file
+// CONVEYOR_ONCE_LOG names (opened O_APPEND, synced and closed before the
+// handler returns), then succeeds: enqueued with at_most_once, it shows
+// how many times each task ran.
 //
 // It prints "ready <session_id>" on stdout on each Welcome and nothing else
 // there; logs go to stderr. On SIGTERM (or SIGINT) it drains and exits 0. A
@@ -58,7 +68,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "conformance worker: bad configuration: %v\n", err)
 		return exitBadConfig
 	}
-	handlers.Register(w, cfg.batchTypes)
+	handlers.Register(w, handlers.Config{BatchTypes: cfg.batchTypes, OnceLog: cfg.onceLog})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -6,7 +6,10 @@
 //	go run ./sdks/go/examples/worker
 //
 // It connects to $CONVEYOR_ADDR (default http://127.0.0.1:7420) with the
-// bearer token in $CONVEYOR_TOKEN, if any.
+// bearer token in $CONVEYOR_TOKEN, if any. The SDK takes the worker's
+// release id from $CONVEYOR_RELEASE_ID (set it to a build id, and new work
+// goes to the newest build's workers); it tells the server it handles
+// "email:send" only.
 package main
 
 import (

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/worker.proto.
  */
 export const file_conveyor_v1_worker: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb252ZXlvci92MS93b3JrZXIucHJvdG8SC2NvbnZleW9yLnYxIpUCCg1Xb3JrZXJNZXNzYWdlEiMKBWhlbGxvGAEgASgLMhIuY29udmV5b3IudjEuSGVsbG9IABIlCgZjcmVkaXQYAiABKAsyEy5jb252ZXlvci52MS5DcmVkaXRIABIlCgZyZXN1bHQYAyABKAsyEy5jb252ZXlvci52MS5SZXN1bHRIABIrCgloZWFydGJlYXQYBCABKAsyFi5jb252ZXlvci52MS5IZWFydGJlYXRIABIwCgxiYXRjaF9yZXN1bHQYBSABKAsyGC5jb252ZXlvci52MS5CYXRjaFJlc3VsdEgAEikKCHByb2dyZXNzGAYgASgLMhUuY29udmV5b3IudjEuUHJvZ3Jlc3NIAEIHCgVmcmFtZSLsAQoNU2VydmVyTWVzc2FnZRInCgd3ZWxjb21lGAEgASgLMhQuY29udmV5b3IudjEuV2VsY29tZUgAEikKCGRpc3BhdGNoGAIgASgLMhUuY29udmV5b3IudjEuRGlzcGF0Y2hIABIlCgZjYW5jZWwYAyABKAsyEy5jb252ZXlvci52MS5DYW5jZWxIABIhCgRwaW5nGAQgASgLMhEuY29udmV5b3IudjEuUGluZ0gAEjQKDmJhdGNoX2Rpc3BhdGNoGAUgASgLMhouY29udmV5b3IudjEuQmF0Y2hEaXNwYXRjaEgAQgcKBWZyYW1lIqACCgVIZWxsbxIuCgZxdWV1ZXMYASADKAsyHi5jb252ZXlvci52MS5IZWxsby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgCIAEoBRIuCgZsYWJlbHMYAyADKAsyHi5jb252ZXlvci52MS5IZWxsby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgEIAEoCRIaChJtaW5fc2VydmVyX3ZlcnNpb24YBSABKAkSEwoLYmF0Y2hfdHlwZXMYBiADKAkaLQoLUXVldWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLAoJbGVhc2VfdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCg5zZXJ2ZXJfdmVyc2lvbhgEIAEoCRIXCg9taW5fc2RrX3ZlcnNpb24YBSABKAkivwIKDFRhc2tFbnZlbG9wZRIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMY29udGVudF90eXBlGAUgASgJEjkKCG1ldGFkYXRhGAYgAygLMicuY29udmV5b3IudjEuVGFza0VudmVsb3BlLk1ldGFkYXRhRW50cnkSKQoHb3B0aW9ucxgHIAEoCzIYLmNvbnZleW9yLnYxLlRhc2tPcHRpb25zEg8KB3JldHJpZWQYCCABKAUSEQoJbWF4X3JldHJ5GAkgASgFEhAKCHByaW9yaXR5GAogASgFEhIKCmF0dGVtcHRfaWQYCyABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInUKCERpc3BhdGNoEicKBHRhc2sYASABKAsyGS5jb252ZXlvci52MS5UYXNrRW52ZWxvcGUSLAoIZGVhZGxpbmUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmF0dGVtcHRfaWQYAyABKAkidgoNQmF0Y2hEaXNwYXRjaBIoCgV0YXNrcxgBIAMoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZ3JvdXAYAyABKAkiewoGUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSKQoHb3V0Y29tZRgCIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgDIAEoCRIOCgZyZXN1bHQYBCABKAwSEgoKYXR0ZW1wdF9pZBgFIAEoCSIzCgtCYXRjaFJlc3VsdBIkCgdyZXN1bHRzGAEgAygLMhMuY29udmV5b3IudjEuUmVzdWx0IkAKCUhlYXJ0YmVhdBIXCg9hY3RpdmVfdGFza19pZHMYASADKAkSGgoSYWN0aXZlX2F0dGVtcHRfaWRzGAIgAygJIhMKBkNyZWRpdBIJCgFuGAEgASgFIhkKBkNhbmNlbBIPCgd0YXNrX2lkGAEgASgJIgYKBFBpbmciPQoIUHJvZ3Jlc3MSDwoHdGFza19pZBgBIAEoCRIPCgdwZXJjZW50GAIgASgFEg8KB21lc3NhZ2UYAyABKAkieAoLUHVzaFJlcXVlc3QSJwoEdGFzaxgBIAEoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYXR0ZW1wdF9pZBgDIAEoCSJcCgxQdXNoUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgCIAEoCRIOCgZyZXN1bHQYAyABKAwqlQEKC1Rhc2tPdXRjb21lEhwKGFRBU0tfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRBU0tfT1VUQ09NRV9TVUNDRVNTEAESFgoSVEFTS19PVVRDT01FX1JFVFJZEAISGwoXVEFTS19PVVRDT01FX1NLSVBfUkVUUlkQAxIZChVUQVNLX09VVENPTUVfUkVMRUFTRUQQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb252ZXlvci92MS93b3JrZXIucHJvdG8SC2NvbnZleW9yLnYxIroCCg1Xb3JrZXJNZXNzYWdlEiMKBWhlbGxvGAEgASgLMhIuY29udmV5b3IudjEuSGVsbG9IABIlCgZjcmVkaXQYAiABKAsyEy5jb252ZXlvci52MS5DcmVkaXRIABIlCgZyZXN1bHQYAyABKAsyEy5jb252ZXlvci52MS5SZXN1bHRIABIrCgloZWFydGJlYXQYBCABKAsyFi5jb252ZXlvci52MS5IZWFydGJlYXRIABIwCgxiYXRjaF9yZXN1bHQYBSABKAsyGC5jb252ZXlvci52MS5CYXRjaFJlc3VsdEgAEikKCHByb2dyZXNzGAYgASgLMhUuY29udmV5b3IudjEuUHJvZ3Jlc3NIABIjCgVzdGFydBgHIAEoCzISLmNvbnZleW9yLnYxLlN0YXJ0SABCBwoFZnJhbWUiogIKDVNlcnZlck1lc3NhZ2USJwoHd2VsY29tZRgBIAEoCzIULmNvbnZleW9yLnYxLldlbGNvbWVIABIpCghkaXNwYXRjaBgCIAEoCzIVLmNvbnZleW9yLnYxLkRpc3BhdGNoSAASJQoGY2FuY2VsGAMgASgLMhMuY29udmV5b3IudjEuQ2FuY2VsSAASIQoEcGluZxgEIAEoCzIRLmNvbnZleW9yLnYxLlBpbmdIABI0Cg5iYXRjaF9kaXNwYXRjaBgFIAEoCzIaLmNvbnZleW9yLnYxLkJhdGNoRGlzcGF0Y2hIABI0Cg5zdGFydF9kZWNpc2lvbhgGIAEoCzIaLmNvbnZleW9yLnYxLlN0YXJ0RGVjaXNpb25IAEIHCgVmcmFtZSLgAgoFSGVsbG8SLgoGcXVldWVzGAEgAygLMh4uY29udmV5b3IudjEuSGVsbG8uUXVldWVzRW50cnkSEwoLY29uY3VycmVuY3kYAiABKAUSLgoGbGFiZWxzGAMgAygLMh4uY29udmV5b3IudjEuSGVsbG8uTGFiZWxzRW50cnkSEwoLc2RrX3ZlcnNpb24YBCABKAkSGgoSbWluX3NlcnZlcl92ZXJzaW9uGAUgASgJEhMKC2JhdGNoX3R5cGVzGAYgAygJEg0KBXR5cGVzGAcgAygJEhIKCnJlbGVhc2VfaWQYCCABKAkSGwoTc3RhcnRfYXV0aG9yaXphdGlvbhgJIAEoCBotCgtRdWV1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiswEKB1dlbGNvbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIsCglsZWFzZV90dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNQoSaGVhcnRiZWF0X2ludGVydmFsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnNlcnZlcl92ZXJzaW9uGAQgASgJEhcKD21pbl9zZGtfdmVyc2lvbhgFIAEoCSK/AgoMVGFza0VudmVsb3BlEgoKAmlkGAEgASgJEg0KBXF1ZXVlGAIgASgJEgwKBHR5cGUYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBIUCgxjb250ZW50X3R5cGUYBSABKAkSOQoIbWV0YWRhdGEYBiADKAsyJy5jb252ZXlvci52MS5UYXNrRW52ZWxvcGUuTWV0YWRhdGFFbnRyeRIpCgdvcHRpb25zGAcgASgLMhguY29udmV5b3IudjEuVGFza09wdGlvbnMSDwoHcmV0cmllZBgIIAEoBRIRCgltYXhfcmV0cnkYCSABKAUSEAoIcHJpb3JpdHkYCiABKAUSEgoKYXR0ZW1wdF9pZBgLIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijQEKCERpc3BhdGNoEicKBHRhc2sYASABKAsyGS5jb252ZXlvci52MS5UYXNrRW52ZWxvcGUSLAoIZGVhZGxpbmUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmF0dGVtcHRfaWQYAyABKAkSFgoOc3RhcnRfcmVxdWlyZWQYBCABKAgidgoNQmF0Y2hEaXNwYXRjaBIoCgV0YXNrcxgBIAMoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZ3JvdXAYAyABKAkiewoGUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSKQoHb3V0Y29tZRgCIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgDIAEoCRIOCgZyZXN1bHQYBCABKAwSEgoKYXR0ZW1wdF9pZBgFIAEoCSIzCgtCYXRjaFJlc3VsdBIkCgdyZXN1bHRzGAEgAygLMhMuY29udmV5b3IudjEuUmVzdWx0IkAKCUhlYXJ0YmVhdBIXCg9hY3RpdmVfdGFza19pZHMYASADKAkSGgoSYWN0aXZlX2F0dGVtcHRfaWRzGAIgAygJIhMKBkNyZWRpdBIJCgFuGAEgASgFIhkKBkNhbmNlbBIPCgd0YXNrX2lkGAEgASgJIhsKBVN0YXJ0EhIKCmF0dGVtcHRfaWQYASABKAkiRwoNU3RhcnREZWNpc2lvbhISCgphdHRlbXB0X2lkGAEgASgJEhIKCmF1dGhvcml6ZWQYAiABKAgSDgoGcmVhc29uGAMgASgJIgYKBFBpbmciPQoIUHJvZ3Jlc3MSDwoHdGFza19pZBgBIAEoCRIPCgdwZXJjZW50GAIgASgFEg8KB21lc3NhZ2UYAyABKAkieAoLUHVzaFJlcXVlc3QSJwoEdGFzaxgBIAEoCzIZLmNvbnZleW9yLnYxLlRhc2tFbnZlbG9wZRIsCghkZWFkbGluZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYXR0ZW1wdF9pZBgDIAEoCSJcCgxQdXNoUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLmNvbnZleW9yLnYxLlRhc2tPdXRjb21lEhEKCWVycm9yX21zZxgCIAEoCRIOCgZyZXN1bHQYAyABKAwqlQEKC1Rhc2tPdXRjb21lEhwKGFRBU0tfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRBU0tfT1VUQ09NRV9TVUNDRVNTEAESFgoSVEFTS19PVVRDT01FX1JFVFJZEAISGwoXVEFTS19PVVRDT01FX1NLSVBfUkVUUlkQAxIZChVUQVNLX09VVENPTUVfUkVMRUFTRUQQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * WorkerMessage is one frame from worker to server.
@@ -75,6 +75,14 @@ export type WorkerMessage = Message<"conveyor.v1.WorkerMessage"> & {
      */
     value: Progress;
     case: "progress";
+  } | {
+    /**
+     * start asks the server to authorize running an at-most-once task.
+     *
+     * @generated from field: conveyor.v1.Start start = 7;
+     */
+    value: Start;
+    case: "start";
   } | { case: undefined; value?: undefined };
 };
 
@@ -136,6 +144,14 @@ export type ServerMessage = Message<"conveyor.v1.ServerMessage"> & {
      */
     value: BatchDispatch;
     case: "batchDispatch";
+  } | {
+    /**
+     * start_decision answers a Start.
+     *
+     * @generated from field: conveyor.v1.StartDecision start_decision = 6;
+     */
+    value: StartDecision;
+    case: "startDecision";
   } | { case: undefined; value?: undefined };
 };
 
@@ -193,6 +209,31 @@ export type Hello = Message<"conveyor.v1.Hello"> & {
    * @generated from field: repeated string batch_types = 6;
    */
   batchTypes: string[];
+
+  /**
+   * types are the task types this worker has handlers for; empty: every
+   * type. The server dispatches a task only to a session that can run it.
+   *
+   * @generated from field: repeated string types = 7;
+   */
+  types: string[];
+
+  /**
+   * release_id names the worker's release (opaque; empty: unversioned).
+   * New work goes to the newest release, by when each was first seen.
+   *
+   * @generated from field: string release_id = 8;
+   */
+  releaseId: string;
+
+  /**
+   * start_authorization says the worker asks (Start) before it runs a
+   * task whose Dispatch has start_required; only such a session is given
+   * at-most-once tasks.
+   *
+   * @generated from field: bool start_authorization = 9;
+   */
+  startAuthorization: boolean;
 };
 
 /**
@@ -371,6 +412,14 @@ export type Dispatch = Message<"conveyor.v1.Dispatch"> & {
    * @generated from field: string attempt_id = 3;
    */
   attemptId: string;
+
+  /**
+   * start_required is set for an at-most-once task: the worker must send
+   * Start and wait for an authorized StartDecision before it runs it.
+   *
+   * @generated from field: bool start_required = 4;
+   */
+  startRequired: boolean;
 };
 
 /**
@@ -560,6 +609,63 @@ export const CancelSchema: GenMessage<Cancel> = /*@__PURE__*/
   messageDesc(file_conveyor_v1_worker, 11);
 
 /**
+ * Start asks the server to authorize the start of an at-most-once
+ * delivery; the server commits the start durably before it answers.
+ *
+ * @generated from message conveyor.v1.Start
+ */
+export type Start = Message<"conveyor.v1.Start"> & {
+  /**
+   * attempt_id names the delivery (Dispatch.attempt_id).
+   *
+   * @generated from field: string attempt_id = 1;
+   */
+  attemptId: string;
+};
+
+/**
+ * Describes the message conveyor.v1.Start.
+ * Use `create(StartSchema)` to create a new message.
+ */
+export const StartSchema: GenMessage<Start> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker, 12);
+
+/**
+ * StartDecision answers a Start.
+ *
+ * @generated from message conveyor.v1.StartDecision
+ */
+export type StartDecision = Message<"conveyor.v1.StartDecision"> & {
+  /**
+   * attempt_id echoes the Start's.
+   *
+   * @generated from field: string attempt_id = 1;
+   */
+  attemptId: string;
+
+  /**
+   * authorized: the start is committed and the worker may run the task.
+   *
+   * @generated from field: bool authorized = 2;
+   */
+  authorized: boolean;
+
+  /**
+   * reason says why a start was refused (empty when authorized).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message conveyor.v1.StartDecision.
+ * Use `create(StartDecisionSchema)` to create a new message.
+ */
+export const StartDecisionSchema: GenMessage<StartDecision> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker, 13);
+
+/**
  * Ping is a reserved liveness probe; workers must tolerate it and not reply.
  *
  * @generated from message conveyor.v1.Ping
@@ -572,7 +678,7 @@ export type Ping = Message<"conveyor.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker, 12);
+  messageDesc(file_conveyor_v1_worker, 14);
 
 /**
  * Progress records how far along a running task is (advisory).
@@ -607,7 +713,7 @@ export type Progress = Message<"conveyor.v1.Progress"> & {
  * Use `create(ProgressSchema)` to create a new message.
  */
 export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker, 13);
+  messageDesc(file_conveyor_v1_worker, 15);
 
 /**
  * PushRequest is the body of one invocation of a push endpoint, sent as
@@ -644,7 +750,7 @@ export type PushRequest = Message<"conveyor.v1.PushRequest"> & {
  * Use `create(PushRequestSchema)` to create a new message.
  */
 export const PushRequestSchema: GenMessage<PushRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker, 14);
+  messageDesc(file_conveyor_v1_worker, 16);
 
 /**
  * PushResponse is a push endpoint's answer: the body of a 2xx response.
@@ -680,7 +786,7 @@ export type PushResponse = Message<"conveyor.v1.PushResponse"> & {
  * Use `create(PushResponseSchema)` to create a new message.
  */
 export const PushResponseSchema: GenMessage<PushResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker, 15);
+  messageDesc(file_conveyor_v1_worker, 17);
 
 /**
  * TaskOutcome is a worker's verdict on one dispatched task.

@@ -226,7 +226,6 @@ type sessionServer struct {
 	admin adminClient
 }
 
-
 // sessionServers are the session clients of endpoints, in order.
 func sessionServers(conn *connConfig, endpoints []endpoint) []sessionServer {
 	servers := make([]sessionServer, len(endpoints))

@@ -151,6 +151,7 @@ func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	if len(cfg.queues) == 0 {
 		cfg.queues = map[string]int32{workerDefaultQueue: 1}
 	}
+	cfg.labels = withProcessLabels(cfg.labels)
 	switch {
 	case cfg.releaseSet:
 		cfg.checkReleaseID("release id")

@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { hostname } from "node:os";
 import { createClient, type Client } from "@connectrpc/connect";
 import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
 import type { CronEntry } from "./gen/conveyor/v1/admin_pb.js";
@@ -39,7 +40,11 @@ export interface WorkerOptions extends Omit<ConnectionOptions, "url"> {
   queues?: Record<string, number>;
   /** How many tasks (a batch counts as one) run at once. Default 10. */
   concurrency?: number;
-  /** Informational labels shown in ListWorkers. */
+  /**
+   * Informational labels shown in ListWorkers. The Worker adds `host` (the
+   * host name) and `pid` (its process id) unless these name them; set one
+   * to "" to send none.
+   */
   labels?: Record<string, string>;
   /** The oldest server version (semver) this worker accepts; the server refuses the session if older. */
   minServerVersion?: string;
@@ -348,7 +353,7 @@ export class Worker implements SessionHost {
         value: create(HelloSchema, {
           queues: this.queues,
           concurrency: slots,
-          labels: this.opts.labels ?? {},
+          labels: processLabels(this.opts.labels),
           sdkVersion: VERSION,
           minServerVersion: this.opts.minServerVersion ?? "",
           batchTypes: [...this.batchHandlers.keys()].sort(),
@@ -467,4 +472,11 @@ function nonNegative(what: string, n: number): number {
 
 function checkType(type: string): void {
   if (type === "") throw new TypeError("conveyor: a task type must not be empty");
+}
+
+/** processLabels is labels with the host name and process id added where they are not named, and empty ones dropped. */
+function processLabels(labels: Record<string, string> = {}): Record<string, string> {
+  const out: Record<string, string> = { host: hostname(), pid: String(process.pid), ...labels };
+  for (const [k, v] of Object.entries(out)) if (v === "") delete out[k];
+  return out;
 }

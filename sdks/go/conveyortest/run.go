@@ -38,6 +38,7 @@ const (
 	OutcomeReleased
 )
 
+// String names the outcome as the protocol does, such as "SKIP_RETRY".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:

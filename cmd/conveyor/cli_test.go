@@ -42,7 +42,7 @@ func runCLIFull(t *testing.T, stdin string, args ...string) (string, string, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := parser.Parse(args)
+	ctx, err := parseArgs(parser, args)
 	if err != nil {
 		return "", "", err
 	}
@@ -341,6 +341,57 @@ func TestClientFlagsFromEnv(t *testing.T) {
 	}
 	if kv = parseListing(t, mustRun(t, "task", "get", kv["id"])); kv["type"] != "from-env" {
 		t.Errorf("task get with the environment's address and token: %v", kv)
+	}
+	// A flag before the command wins over the environment, as one after it does.
+	t.Setenv("CONVEYOR_ADDR", closedAddr(t))
+	if kv = parseListing(t, mustRun(t, "--addr", s.URL(), "task", "get", kv["id"])); kv["type"] != "from-env" {
+		t.Errorf("task get with --addr before the command: %v", kv)
+	}
+}
+
+// TestClientFlagsBeforeCommand: the connection flags may come before the
+// command, as asynq's --uri does, and mean the same there.
+func TestClientFlagsBeforeCommand(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	mustRun(t, "--addr", s.URL(), "--token", "s3cret", "enqueue", "--queue", "emails", "t")
+	after := mustRun(t, "queue", "ls", "--addr", s.URL(), "--token", "s3cret")
+	if before := mustRun(t, "--addr", s.URL(), "--token", "s3cret", "queue", "ls"); before != after || !strings.Contains(before, "emails") {
+		t.Errorf("queue ls with the flags before it:\n%s\nafter it:\n%s", before, after)
+	}
+	out := mustRun(t, "--addr="+s.URL(), "--json", "--token=s3cret", "queue", "ls")
+	var queues []map[string]any
+	if err := json.Unmarshal([]byte(out), &queues); err != nil || len(queues) != 1 {
+		t.Errorf("--json before the command: %v\n%s", err, out)
+	}
+	// The later flag wins: after the command over before it.
+	if out := mustRun(t, "--addr", closedAddr(t), "--token", "nope", "queue", "ls", "--addr", s.URL(), "--token", "s3cret"); out != after {
+		t.Errorf("flags after the command did not win:\n%s", out)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, "--token-file", tokenFile, "queue", "ls", "--addr", s.URL()); out != after {
+		t.Errorf("--token-file before the command:\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--addr", s.URL(), "server"}, "`conveyor server` takes its own flags"},
+		{[]string{"--token", "x", "completion", "bash"}, "`conveyor completion` takes its own flags"},
+		{[]string{"--json", "version"}, "--json before the command applies to the commands that call a server"},
+		{[]string{"queue", "ls", "--addr"}, "--addr"},
+		{[]string{"--addr"}, "--addr needs a value"},
+		{[]string{"--json=maybe", "queue", "ls"}, "want true or false"},
+		{[]string{"--addr", s.URL(), "--nope", "queue", "ls"}, "unknown flag --nope"},
+	} {
+		_, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != exitUsage {
+			t.Errorf("%q: %v (exit %d), want a usage error saying %q", tc.args, err, exitCode(err), tc.msg)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestBackupIgnoresPlantedTemp(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})
 	addr := "--addr=" + s.URL()
-	enqueueID(t, addr, "--queue", "q", "t", "kept")
+	enqueueID(t, addr, "--content-type", "text/plain", "--queue", "q", "t", "kept")
 
 	for _, planted := range []string{"symlink", "file 0644"} {
 		t.Run(planted, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestBackupIgnoresPlantedTemp(t *testing.T) {
 func TestBackupsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})
-	enqueueID(t, "--addr="+s.URL(), "--queue", "q", "t", strings.Repeat("x", 64<<10))
+	enqueueID(t, "--addr="+s.URL(), "--content-type", "text/plain", "--queue", "q", "t", strings.Repeat("x", 64<<10))
 	for _, force := range []bool{true, false} {
 		name := "without --force"
 		if force {

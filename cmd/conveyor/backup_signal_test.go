@@ -51,7 +51,7 @@ func runBackupChild() bool {
 func TestBackupInterrupted(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})
-	enqueueID(t, "--addr="+s.URL(), "--queue", "q", "t", "x")
+	enqueueID(t, "--addr="+s.URL(), "--queue", "q", "t", "1")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backup.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -18,7 +18,7 @@ func TestBackupAndRestore(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{Token: "tok"})
 	addr := "--addr=" + s.URL()
-	id := enqueueID(t, addr, "--token=tok", "--queue", "q", "t", "kept")
+	id := enqueueID(t, addr, "--token=tok", "--content-type", "text/plain", "--queue", "q", "t", "kept")
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backup.db")
@@ -50,7 +50,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if _, err := runCLI(t, "", "backup", addr, "--token=tok", file); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Errorf("backup over an existing file: %v", err)
 	}
-	enqueueID(t, addr, "--token=tok", "--queue", "q", "t", "later")
+	enqueueID(t, addr, "--token=tok", "--content-type", "text/plain", "--queue", "q", "t", "later")
 	var summary struct {
 		File  string
 		Bytes int64

@@ -42,7 +42,7 @@ func runCLIFull(t *testing.T, stdin string, args ...string) (string, string, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := parser.Parse(args)
+	ctx, err := parseArgs(parser, args)
 	if err != nil {
 		return "", "", err
 	}
@@ -210,14 +210,14 @@ func TestEnqueuePayloadSources(t *testing.T) {
 	}
 
 	binary := "\x00\xffbinary"
-	out, err := runCLI(t, binary, "enqueue", "--addr", s.URL(), "--json", "t", "-")
+	out, err := runCLI(t, binary, "enqueue", "--addr", s.URL(), "--content-type", "application/octet-stream", "--json", "t", "-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := stored(out); string(got) != binary {
 		t.Errorf("payload from stdin: %q", got)
 	}
-	out, err = runCLI(t, "from stdin", "enqueue", "--addr", s.URL(), "--json", "--payload-file", "-", "t")
+	out, err = runCLI(t, "from stdin", "enqueue", "--addr", s.URL(), "--content-type", "text/plain", "--json", "--payload-file", "-", "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestEnqueuePayloadSources(t *testing.T) {
 	if kv["payload"] != "{\n\"a\": 1\n}" {
 		t.Errorf("multi-line payload listed as %q", kv["payload"])
 	}
-	out, err = runCLI(t, binary, "enqueue", "--addr", s.URL(), "t", "-")
+	out, err = runCLI(t, binary, "enqueue", "--addr", s.URL(), "--content-type", "application/octet-stream", "t", "-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestEnqueuePayloadSources(t *testing.T) {
 		t.Errorf("binary payload listed as %q", kv["payload"])
 	}
 	long := strings.Repeat("é", 400) // 800 bytes
-	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "t", long))
+	kv = parseListing(t, mustRun(t, "enqueue", "--addr", s.URL(), "--content-type", "text/plain", "t", long))
 	if want := strings.Repeat("é", 256) + "… (800 bytes)"; kv["payload"] != want {
 		t.Errorf("long payload listed as %q, want %q", kv["payload"], want)
 	}
@@ -342,6 +342,57 @@ func TestClientFlagsFromEnv(t *testing.T) {
 	if kv = parseListing(t, mustRun(t, "task", "get", kv["id"])); kv["type"] != "from-env" {
 		t.Errorf("task get with the environment's address and token: %v", kv)
 	}
+	// A flag before the command wins over the environment, as one after it does.
+	t.Setenv("CONVEYOR_ADDR", closedAddr(t))
+	if kv = parseListing(t, mustRun(t, "--addr", s.URL(), "task", "get", kv["id"])); kv["type"] != "from-env" {
+		t.Errorf("task get with --addr before the command: %v", kv)
+	}
+}
+
+// TestClientFlagsBeforeCommand: the connection flags may come before the
+// command, as asynq's --uri does, and mean the same there.
+func TestClientFlagsBeforeCommand(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{Token: "s3cret"})
+	mustRun(t, "--addr", s.URL(), "--token", "s3cret", "enqueue", "--queue", "emails", "t")
+	after := mustRun(t, "queue", "ls", "--addr", s.URL(), "--token", "s3cret")
+	if before := mustRun(t, "--addr", s.URL(), "--token", "s3cret", "queue", "ls"); before != after || !strings.Contains(before, "emails") {
+		t.Errorf("queue ls with the flags before it:\n%s\nafter it:\n%s", before, after)
+	}
+	out := mustRun(t, "--addr="+s.URL(), "--json", "--token=s3cret", "queue", "ls")
+	var queues []map[string]any
+	if err := json.Unmarshal([]byte(out), &queues); err != nil || len(queues) != 1 {
+		t.Errorf("--json before the command: %v\n%s", err, out)
+	}
+	// The later flag wins: after the command over before it.
+	if out := mustRun(t, "--addr", closedAddr(t), "--token", "nope", "queue", "ls", "--addr", s.URL(), "--token", "s3cret"); out != after {
+		t.Errorf("flags after the command did not win:\n%s", out)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, "--token-file", tokenFile, "queue", "ls", "--addr", s.URL()); out != after {
+		t.Errorf("--token-file before the command:\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--addr", s.URL(), "server"}, "`conveyor server` takes its own flags"},
+		{[]string{"--token", "x", "completion", "bash"}, "`conveyor completion` takes its own flags"},
+		{[]string{"--json", "version"}, "--json before the command applies to the commands that call a server"},
+		{[]string{"queue", "ls", "--addr"}, "--addr"},
+		{[]string{"--addr"}, "--addr needs a value"},
+		{[]string{"--json=maybe", "queue", "ls"}, "want true or false"},
+		{[]string{"--addr", s.URL(), "--nope", "queue", "ls"}, "unknown flag --nope"},
+	} {
+		_, err := runCLI(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != exitUsage {
+			t.Errorf("%q: %v (exit %d), want a usage error saying %q", tc.args, err, exitCode(err), tc.msg)
+		}
+	}
 }
 
 // TestHelpListsExitCodes: scripts' authors find the exit codes in --help.
@@ -397,5 +448,41 @@ func TestServerBrokerFlags(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("a refused server created %d files in its data dir", len(entries))
+	}
+}
+
+// TestEnqueueChecksJSON: a JSON payload (the default content type) that
+// does not parse is refused before any call, with exit code 2; other
+// content types carry any bytes.
+func TestEnqueueChecksJSON(t *testing.T) {
+	t.Parallel()
+	closed := closedAddr(t) // a call would fail with exitUnavailable instead
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		msg   string
+	}{
+		{"", []string{"t", "not json"}, "payload is not valid JSON: invalid character 'o' in literal null (expecting 'u') at byte 2; use --content-type to send other bytes"},
+		{"", []string{"t", `{"a":1} x`}, "invalid character 'x' after top-level value"},
+		{"{", []string{"t", "-"}, "payload is not valid JSON: unexpected end of JSON input"},
+		{"", []string{"--content-type", "application/json; charset=utf-8", "t", "{'a':1}"}, "payload is not valid JSON"},
+		{"", []string{"--content-type", "application/vnd.api+json", "t", "nope"}, "payload is not valid JSON"},
+	} {
+		out, err := runCLI(t, tc.stdin, append([]string{"enqueue", "--addr", closed}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != exitRefused || out != "" {
+			t.Errorf("%q: %v (exit %d, printed %q), want exit %d saying %q", tc.args, err, exitCode(err), out, exitRefused, tc.msg)
+		}
+	}
+
+	s := servertest.Start(t, server.Config{})
+	for _, args := range [][]string{
+		{"--content-type", "text/plain", "t", "not json"},
+		{"t", `{"to": "ada"}`},
+		{"t", `"a string"`},
+		{"t"}, // no payload
+	} {
+		if _, err := runCLI(t, "", append([]string{"enqueue", "--addr", s.URL()}, args...)...); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }

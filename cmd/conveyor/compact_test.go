@@ -26,7 +26,7 @@ func TestCompact(t *testing.T) {
 	if _, err := sdkClient(t, s).EnqueueBatch(context.Background(), tasks); err != nil {
 		t.Fatal(err)
 	}
-	kept := enqueueID(t, addr, "--queue", "kept", "t", "still here")
+	kept := enqueueID(t, addr, "--content-type", "text/plain", "--queue", "kept", "t", "still here")
 	mustRun(t, "task", "delete", addr, "--queue", "q", "--state", "pending")
 
 	// A running server holds the file.

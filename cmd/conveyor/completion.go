@@ -57,6 +57,10 @@ func (c *completeCmd) Run(k *kong.Context) error {
 // earlier words select, walked as kong would parse them, decides between
 // its subcommands, its flags, and the values of the flag before.
 func complete(root *kong.Node, words []string) []string {
+	words, cands, done := skipGlobalFlags(words)
+	if done {
+		return cands
+	}
 	node, cur := root, words[len(words)-1]
 	var pending *kong.Flag // a flag whose value is the next word
 	positionals := 0
@@ -88,6 +92,11 @@ func complete(root *kong.Node, words []string) []string {
 	}
 	if strings.HasPrefix(cur, "-") {
 		var out []string
+		if node == root {
+			for name := range globalFlagNames {
+				out = append(out, "--"+name)
+			}
+		}
 		for _, group := range node.AllFlags(true) {
 			for _, f := range group {
 				out = append(out, "--"+f.Name)
@@ -166,4 +175,32 @@ func findChild(node *kong.Node, w string) *kong.Node {
 		}
 	}
 	return nil
+}
+
+// skipGlobalFlags drops the connection flags before the command (see
+// parseArgs), keeping the word being completed. When that word is the
+// value of one of them, done is true and cands are its candidates: files
+// for --token-file, nothing for a free value.
+func skipGlobalFlags(words []string) (rest, cands []string, done bool) {
+	last := len(words) - 1
+	i := 0
+	for i < last {
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(words[i], "--"), "=")
+		takesValue, known := globalFlagNames[name]
+		if !strings.HasPrefix(words[i], "--") || !known {
+			break
+		}
+		i++
+		if !takesValue || hasValue {
+			continue
+		}
+		if i == last {
+			if name == "token-file" {
+				return nil, []string{pathCandidate}, true
+			}
+			return nil, nil, true
+		}
+		i++
+	}
+	return words[i:], nil, false
 }

@@ -32,6 +32,12 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"compact", "--data-dir=/v"}, pathCandidate},
 		{[]string{"task", "get", "ID", ""}, ""},
 		{[]string{"__comp"}, ""}, // hidden
+		// The connection flags may come before the command.
+		{[]string{"--"}, "--addr --help --json --token --token-file"},
+		{[]string{"--addr", "http://h:1", "--json", "queue", ""}, "config delete ls pause resume"},
+		{[]string{"--addr=http://h:1", "ta"}, "task"},
+		{[]string{"--token-file", ""}, pathCandidate},
+		{[]string{"--addr", ""}, ""},
 	} {
 		out, err := runCLI(t, "", append([]string{"__complete", "--"}, tc.words...)...)
 		if err != nil {

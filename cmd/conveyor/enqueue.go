@@ -31,7 +31,7 @@ type enqueueCmd struct {
 	Retention      *time.Duration    `placeholder:"DURATION" help:"How long to keep the task once completed; 0s purges it at once (server default: 24h)."`
 	TaskID         string            `name:"task-id" placeholder:"ULID" help:"Client-assigned task id; a repeat fails with already_exists."`
 	Metadata       map[string]string `mapsep:"none" placeholder:"KEY=VALUE" help:"Metadata entry (repeatable)."`
-	ContentType    string            `name:"content-type" help:"Payload content type (server default: application/json)."`
+	ContentType    string            `name:"content-type" help:"Payload content type (server default: application/json). A JSON payload (application/json or +json, the default) must be valid JSON."`
 	Group          string            `placeholder:"KEY" help:"Aggregation group: the task waits (aggregating) with the queue's other tasks of KEY and is delivered with them as one batch."`
 	ConcurrencyKey string            `name:"concurrency-key" placeholder:"KEY" help:"Concurrency key: tasks sharing it run at most the queue's concurrency limit at once."`
 }
@@ -40,6 +40,9 @@ type enqueueCmd struct {
 func (c *enqueueCmd) Run(k *kong.Context, in stdin) error {
 	payload, err := readPayload(c.Payload, c.PayloadFile, in)
 	if err != nil {
+		return err
+	}
+	if err := checkJSONPayload(c.ContentType, payload); err != nil {
 		return err
 	}
 	cn, err := c.dial()

@@ -65,7 +65,7 @@ func TestWorkers(t *testing.T) {
 	if out := mustRun(t, "workers", addr, "--json"); out != "[]\n" {
 		t.Errorf("no workers: %q", out)
 	}
-	startWorker(t, s, "w", map[string]string{"zone": "a", "host": "h1"})
+	startWorker(t, s, "w", map[string]string{"zone": "a", "host": "h1", "pid": "42"})
 	id := enqueueID(t, addr, "--queue", "w", "hold")
 	waitState(t, s, id, "active")
 
@@ -102,7 +102,7 @@ func TestWorkers(t *testing.T) {
 		(strings.Fields(lines[0])[1] == "NODE") != (w.NodeID != "") {
 		t.Errorf("node %q on engine %s, table:\n%s", w.NodeID, servertest.Engine(), strings.Join(lines, "\n"))
 	}
-	for _, cell := range []string{w.SessionID, w.NodeID, " w=3 ", " 2 ", " 1 ", "host=h1, zone=a", id} {
+	for _, cell := range []string{w.SessionID, w.NodeID, " w=3 ", " 2 ", " 1 ", "host=h1, pid=42, zone=a", id} {
 		if !strings.Contains(lines[1], cell) {
 			t.Errorf("workers row lacks %q:\n%s", cell, lines[1])
 		}

@@ -61,11 +61,19 @@ func helpWithExitCodes(options kong.HelpOptions, ctx *kong.Context) error {
 		return err
 	}
 	if ctx.Selected() == nil {
-		_, err := io.WriteString(ctx.Stdout, "\n"+exitHelp)
+		_, err := io.WriteString(ctx.Stdout, "\n"+globalFlagsHelp+"\n"+exitHelp)
 		return err
 	}
 	return nil
 }
+
+// globalFlagsHelp is what the root --help says of the connection flags,
+// which kong cannot list there (parseArgs).
+const globalFlagsHelp = `Connection flags:
+  --addr, --token, --token-file and --json may also come before the command,
+  as in "conveyor --addr URL queue ls"; they apply to the commands that call
+  a server (see a command's --help).
+`
 
 func main() {
 	var c cli
@@ -73,7 +81,7 @@ func main() {
 	if err != nil {
 		panic(err) // a mistake in the command tree's tags
 	}
-	ctx, err := parser.Parse(os.Args[1:])
+	ctx, err := parseArgs(parser, os.Args[1:])
 	parser.FatalIfErrorf(err) // exits with exitUsage
 	if err := ctx.Run(); err != nil {
 		reportError(ctx, err)

@@ -103,9 +103,9 @@ func TestCLIOutputTerminalSafe(t *testing.T) {
 	typ := "t" + nasty
 	startNastyWorker(t, s, typ)
 
-	failing := enqueueID(t, addr, "--queue", "q", "--metadata", nasty+"="+nasty, "--concurrency-key", nasty,
+	failing := enqueueID(t, addr, "--content-type", "text/plain", "--queue", "q", "--metadata", nasty+"="+nasty, "--concurrency-key", nasty,
 		"--unique", nasty, typ, nasty)
-	held := enqueueID(t, addr, "--queue", "q", "hold", "line one\rover\nline two")
+	held := enqueueID(t, addr, "--content-type", "text/plain", "--queue", "q", "hold", "line one\rover\nline two")
 	done := enqueueID(t, addr, "--queue", "q", "result")
 	enqueueID(t, addr, "--queue", "g", "--group", nasty, typ)
 	waitState(t, s, failing, "retry")
@@ -121,7 +121,7 @@ func TestCLIOutputTerminalSafe(t *testing.T) {
 		"task get": {"task", "get", addr, failing},
 		"held":     {"task", "get", addr, held},
 		"result":   {"task", "get", addr, done},
-		"enqueue":  {"enqueue", addr, "--queue", "q2", "--metadata", "k=" + nasty, typ, "text\rover"},
+		"enqueue":  {"enqueue", addr, "--content-type", "text/plain", "--queue", "q2", "--metadata", "k=" + nasty, typ, "text\rover"},
 		"cron ls":  {"cron", "ls", addr},
 		"cron get": {"cron", "get", addr, "c1"},
 		"workers":  {"workers", addr},

@@ -57,6 +57,16 @@
 // or its own error, as from an RPC of its own. WithEnqueueBatching(false)
 // turns this off; WithEnqueueInFlight sets how many RPCs may be out.
 //
+// # Typed kinds
+//
+// A payload type may name its task type by implementing Kind (a Kind()
+// method returning a constant), and carry default options by implementing
+// KindWithOptions. EnqueueKind then enqueues it as JSON under that type,
+// its defaults first and the call's options after, and HandleKind
+// registers a handler for it, decoding as HandleJSON does: the type string
+// lives in one place, bound to the struct. NewKindTask builds such a task
+// for EnqueueBatch and EnqueueTx, and KindOf names a kind's type.
+//
 // # Working
 //
 // NewWorker with the queues it serves (WithQueue, with a weight each) and
@@ -163,6 +173,15 @@
 // the task's metadata. It is built on two extension points any other
 // instrumentation can use too: WithEnqueueHook on the producer and
 // Worker.Use on the worker.
+//
+// # Testing
+//
+// The conveyortest subpackage serves the tests of code that uses Conveyor:
+// a real server in the test's process on a temporary bbolt file (Start),
+// assertions on what it holds (RequireEnqueued, RequireNotEnqueued), a
+// handler run on one task with the outcome a Worker would report
+// (RunTask), and a Worker run until the waiting tasks are worked
+// (DrainOnce). It imports the server's packages; import it from tests.
 //
 // The SDK imports only the generated API, connect and protobuf: never the
 // server's packages, nor OpenTelemetry unless conveyorotel is imported.

@@ -78,6 +78,8 @@ type Worker struct {
 	handlers      map[string]Handler
 	batchHandlers map[string]BatchHandler
 	middleware    []Middleware
+	// periodic are the cron entries the worker declares (periodic.go).
+	periodic []periodicJob
 
 	// orphans counts the handlers still running from sessions that ended
 	// (see capacity.go); orphanGone is closed, and replaced, whenever one
@@ -149,6 +151,7 @@ func newWorker(addr *string, opts []WorkerOption) (*Worker, error) {
 	if len(cfg.queues) == 0 {
 		cfg.queues = map[string]int32{workerDefaultQueue: 1}
 	}
+	cfg.labels = withProcessLabels(cfg.labels)
 	switch {
 	case cfg.releaseSet:
 		cfg.checkReleaseID("release id")
@@ -220,6 +223,8 @@ var errNoServer = errors.New("conveyor: the worker has no server address: a Work
 type sessionServer struct {
 	url    string
 	client conveyorv1connect.WorkerServiceClient
+	// admin declares the periodic jobs (periodic.go).
+	admin adminClient
 }
 
 // sessionServers are the session clients of endpoints, in order.
@@ -227,7 +232,8 @@ func sessionServers(conn *connConfig, endpoints []endpoint) []sessionServer {
 	servers := make([]sessionServer, len(endpoints))
 	for i, e := range endpoints {
 		servers[i] = sessionServer{url: e.url,
-			client: conveyorv1connect.NewWorkerServiceClient(sessionClient(e.http), e.url, conn.connectOptions()...)}
+			client: conveyorv1connect.NewWorkerServiceClient(sessionClient(e.http), e.url, conn.connectOptions()...),
+			admin:  conveyorv1connect.NewAdminServiceClient(e.http, e.url, conn.connectOptions()...)}
 	}
 	return servers
 }
@@ -392,6 +398,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.RUnlock()
 	if n == 0 {
 		return errors.New("conveyor: the worker has no handlers: register some with Handle before Run")
+	}
+	if err := w.declarePeriodic(ctx); err != nil {
+		return err
 	}
 	stopOnCancel := context.AfterFunc(ctx, w.requestStop)
 	defer stopOnCancel()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -74,8 +76,10 @@ func WithConcurrency(n int) WorkerOption {
 	})
 }
 
-// WithLabels adds informational labels (such as a host name or a version)
-// that operators see in the server's worker list. Defaults to none.
+// WithLabels adds informational labels (such as a region or a version)
+// that operators see in the server's worker list. The Worker adds
+// LabelHost (the host name) and LabelPID (its process id) unless these
+// set them; set one to "" to send none.
 func WithLabels(labels map[string]string) WorkerOption {
 	return workerOptionFunc(func(c *workerConfig) {
 		for k, v := range labels {
@@ -194,4 +198,29 @@ func (c *workerConfig) checkReleaseID(from string) {
 	case len(id) > maxLabelBytes:
 		c.errorf("%s is %d bytes; the limit is %d", from, len(id), maxLabelBytes)
 	}
+}
+
+// The labels a Worker sends unless WithLabels sets them: where it runs.
+const (
+	LabelHost = "host"
+	LabelPID  = "pid"
+)
+
+// withProcessLabels is labels with the host name and process id added
+// where labels does not name them, and the empty ones dropped.
+func withProcessLabels(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if _, ok := out[LabelHost]; !ok {
+		if h, err := os.Hostname(); err == nil && utf8.ValidString(h) {
+			out[LabelHost] = h
+		}
+	}
+	if _, ok := out[LabelPID]; !ok {
+		out[LabelPID] = strconv.Itoa(os.Getpid())
+	}
+	maps.DeleteFunc(out, func(_, v string) bool { return v == "" })
+	return out
 }

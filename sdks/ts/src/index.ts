@@ -22,6 +22,7 @@ export { DEFAULT_ENQUEUE_IN_FLIGHT } from "./batcher.js";
 export * from "./admin.js";
 export * from "./json.js";
 export * from "./worker.js";
+export type { PeriodicJob } from "./periodic.js";
 export {
   SkipRetry,
   WorkerShutdownError,

@@ -1,6 +1,10 @@
 import { create } from "@bufbuild/protobuf";
+import { hostname } from "node:os";
 import { createClient, type Client } from "@connectrpc/connect";
 import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
+import type { CronEntry } from "./gen/conveyor/v1/admin_pb.js";
+import { createAdminClient } from "./admin.js";
+import { cronEntry, declare, retryable, type PeriodicJob } from "./periodic.js";
 import { HelloSchema, WorkerMessageSchema, type ServerMessage, type Welcome } from "./gen/conveyor/v1/worker_pb.js";
 import { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";
 import { ConveyorError, toConveyorError } from "./errors.js";
@@ -36,7 +40,11 @@ export interface WorkerOptions extends Omit<ConnectionOptions, "url"> {
   queues?: Record<string, number>;
   /** How many tasks (a batch counts as one) run at once. Default 10. */
   concurrency?: number;
-  /** Informational labels shown in ListWorkers. */
+  /**
+   * Informational labels shown in ListWorkers. The Worker adds `host` (the
+   * host name) and `pid` (its process id) unless these name them; set one
+   * to "" to send none.
+   */
   labels?: Record<string, string>;
   /** The oldest server version (semver) this worker accepts; the server refuses the session if older. */
   minServerVersion?: string;
@@ -104,6 +112,7 @@ export class Worker implements SessionHost {
   private readonly releaseId: string;
   private readonly handlers = new Map<string, Handler>();
   private readonly batchHandlers = new Map<string, BatchHandler>();
+  private readonly periodicJobs = new Map<string, CronEntry>();
   private running: Promise<void> | undefined;
   private stopping = false;
   /** stopCtl aborts on stop(); listeners are removed when done, so reconnects do not pile them up. */
@@ -168,6 +177,44 @@ export class Worker implements SessionHost {
     return [...new Set([...this.handlers.keys(), ...this.batchHandlers.keys()])].sort();
   }
 
+  /**
+   * periodic declares the cron entry job.id: job's task enqueued on
+   * job.spec's schedule (docs/workflows.md, Cron). run() creates the
+   * entry, or updates it (its schedule only when the spec changed), before
+   * its session opens; every replica may declare it, and it fires once per
+   * tick. An entry the server refuses makes run() reject with its error.
+   * Throws on an empty id or spec, a task the enqueue checks refuse, or an
+   * id declared twice.
+   */
+  periodic(job: PeriodicJob): this {
+    if (!job.id || !job.spec) throw new TypeError("conveyor: a periodic job needs an id and a spec");
+    if (this.periodicJobs.has(job.id)) throw new TypeError(`conveyor: periodic job ${JSON.stringify(job.id)} is declared twice`);
+    this.periodicJobs.set(job.id, cronEntry(job));
+    return this;
+  }
+
+  /**
+   * declarePeriodic creates or updates the declared entries, again with
+   * the reconnect backoff while the server cannot be reached; it rejects
+   * on an error a retry cannot mend, and gives up quietly on stop().
+   */
+  private async declarePeriodic(): Promise<void> {
+    if (this.periodicJobs.size === 0 || this.opts.url === undefined) return;
+    const admin = createAdminClient({ ...this.opts, url: this.opts.url });
+    for (let failures = 0; !this.stopping; failures++) {
+      try {
+        for (const entry of this.periodicJobs.values()) await declare(admin, entry);
+        return;
+      } catch (err) {
+        if (!retryable(err)) throw toConveyorError(err);
+        const wait = reconnectDelay(failures, this.opts.reconnectBaseMs ?? DEFAULT_RECONNECT_BASE_MS,
+          this.opts.reconnectMaxMs ?? DEFAULT_RECONNECT_MAX_MS);
+        this.logger.warn("declaring the periodic jobs failed; trying again", { err: (err as Error).message, delayMs: Math.round(wait) });
+        await this.sleep(wait);
+      }
+    }
+  }
+
   /** handlerFor is the plain handler of type. */
   handlerFor(type: string): Handler | undefined {
     return this.handlers.get(type);
@@ -195,7 +242,7 @@ export class Worker implements SessionHost {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
-    this.running = this.loop(client).finally(() => {
+    this.running = this.declarePeriodic().then(() => this.loop(client)).finally(() => {
       if (opts.signals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -306,7 +353,7 @@ export class Worker implements SessionHost {
         value: create(HelloSchema, {
           queues: this.queues,
           concurrency: slots,
-          labels: this.opts.labels ?? {},
+          labels: processLabels(this.opts.labels),
           sdkVersion: VERSION,
           minServerVersion: this.opts.minServerVersion ?? "",
           batchTypes: [...this.batchHandlers.keys()].sort(),
@@ -425,4 +472,11 @@ function nonNegative(what: string, n: number): number {
 
 function checkType(type: string): void {
   if (type === "") throw new TypeError("conveyor: a task type must not be empty");
+}
+
+/** processLabels is labels with the host name and process id added where they are not named, and empty ones dropped. */
+function processLabels(labels: Record<string, string> = {}): Record<string, string> {
+  const out: Record<string, string> = { host: hostname(), pid: String(process.pid), ...labels };
+  for (const [k, v] of Object.entries(out)) if (v === "") delete out[k];
+  return out;
 }

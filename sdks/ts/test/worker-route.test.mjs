@@ -4,6 +4,7 @@
 // outcome of its authorized run is lost, is archived rather than run again.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { hostname } from "node:os";
 import { Client, Worker } from "../dist/index.js";
 import { startServer } from "./server.mjs";
 import { TaskState, clients, enqueue, untilAborted, waitFor, waitState } from "./worker-helpers.mjs";
@@ -38,6 +39,8 @@ test("a typed worker is given only its types, and ListWorkers shows its types an
   assert.ok(w, `a worker of release r-a among ${JSON.stringify(workers.map((x) => x.releaseId))}`);
   assert.deepEqual(w.types, ["a"]);
   assert.equal(w.startAuthorization, true);
+  assert.equal(w.labels.pid, String(process.pid), "the worker says which process it is");
+  assert.equal(w.labels.host, hostname());
 
   runWorker(t, { url: server.url }, (x) => x.handle("b", () => "done b"));
   tb = await waitState(c.tasks, b, TaskState.COMPLETED);

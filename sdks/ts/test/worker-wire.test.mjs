@@ -62,7 +62,7 @@ for (const protocol of ["grpc", "connect"]) {
       const { value: hello } = seen.hello;
       assert.deepEqual({ ...hello.queues }, { q1: 3 });
       assert.equal(hello.concurrency, 2);
-      assert.deepEqual({ ...hello.labels }, { host: "test" });
+      assert.deepEqual({ ...hello.labels }, { host: "test", pid: String(process.pid) });
       assert.equal(hello.sdkVersion, VERSION);
       assert.deepEqual(hello.batchTypes, ["agg"]);
       const hb = seen.heartbeats.find((h) => h.activeAttemptIds.includes("A1"));

@@ -27,5 +27,8 @@ func (c *queueLsCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetQueues())
 	}
+	if len(res.Msg.GetQueues()) == 0 {
+		return writef(k.Stdout, "no queues\n")
+	}
 	return queueTable(k.Stdout, res.Msg.GetQueues())
 }

@@ -34,6 +34,9 @@ func (c *workersCmd) Run(k *kong.Context) error {
 		return writeJSONList(k.Stdout, res.Msg.GetWorkers())
 	}
 	workers := res.Msg.GetWorkers()
+	if len(workers) == 0 {
+		return writef(k.Stdout, "no workers connected\n")
+	}
 	// The NODE column shows only when the server is one of several nodes
 	// (a shared database): one node alone has nothing to tell apart.
 	nodes := slices.ContainsFunc(workers, func(w *conveyorv1.WorkerInfo) bool { return w.GetNodeId() != "" })

@@ -42,8 +42,8 @@ func (c *groupLsCmd) Run(k *kong.Context) error {
 	}
 	t := newTable(k.Stdout, "QUEUE", "GROUP", "TYPE", "SIZE", "FIRST ENQUEUED", "LAST ENQUEUED", "FIRES AT")
 	for _, g := range res.Msg.GetGroups() {
-		t.row(g.GetQueue(), g.GetGroup(), g.GetType(), fmt.Sprint(g.GetSize()), showTime(g.GetFirstEnqueuedAt()),
-			showTime(g.GetLastEnqueuedAt()), showTime(g.GetFiresAt()))
+		t.row(g.GetQueue(), g.GetGroup(), g.GetType(), fmt.Sprint(g.GetSize()), showAgo(g.GetFirstEnqueuedAt()),
+			showAgo(g.GetLastEnqueuedAt()), showAgo(g.GetFiresAt()))
 	}
 	return t.flush()
 }

@@ -40,7 +40,7 @@ func (c *releaseLsCmd) Run(k *kong.Context) error {
 	}
 	t := newTable(k.Stdout, "RELEASE", "FIRST SEEN", "DRAINING", "SESSIONS")
 	for _, r := range res.Msg.GetReleases() {
-		t.row(r.GetReleaseId(), showTime(r.GetFirstSeenAt()), yesNo(r.GetDraining()), fmt.Sprint(r.GetSessions()))
+		t.row(r.GetReleaseId(), showAgo(r.GetFirstSeenAt()), yesNo(r.GetDraining()), fmt.Sprint(r.GetSessions()))
 	}
 	return t.flush()
 }

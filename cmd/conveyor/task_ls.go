@@ -146,10 +146,10 @@ func (l *taskList) add(t *conveyorv1.TaskInfo) error {
 	// when it became ready.
 	next := "-"
 	if st := t.GetState(); st == conveyorv1.TaskState_TASK_STATE_SCHEDULED || st == conveyorv1.TaskState_TASK_STATE_RETRY {
-		next = showTime(t.GetNextProcessAt())
+		next = showAgo(t.GetNextProcessAt())
 	}
 	cells := []string{t.GetId(), stateName(t.GetState()), t.GetType(), fmt.Sprint(t.GetPriority()),
-		fmt.Sprintf("%d/%d", t.GetRetried(), t.GetMaxRetry()), showTime(t.GetEnqueuedAt()), next,
+		fmt.Sprintf("%d/%d", t.GetRetried(), t.GetMaxRetry()), showAgo(t.GetEnqueuedAt()), next,
 		orDash(firstLine(t.GetLastError(), 60))}
 	if l.byQueue {
 		cells = append([]string{t.GetQueue()}, cells...)

@@ -48,8 +48,8 @@ func (c *workersCmd) Run(k *kong.Context) error {
 	for _, w := range workers {
 		cells := []string{w.GetSessionId(), orDash(showMap(w.GetQueues())), showTypes(w.GetTypes()), showRelease(w),
 			fmt.Sprint(w.GetConcurrency()),
-			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showTime(w.GetConnectedAt()),
-			showTime(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
+			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showAgo(w.GetConnectedAt()),
+			showAgo(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
 		if nodes {
 			cells = slices.Insert(cells, 1, orDash(w.GetNodeId()))
 		}

@@ -24,7 +24,7 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"task", "ls", "--queue", "q", "--json", "--l"}, "--limit"},
 		{[]string{"task", "run", "--queue", "q", "--state", "arch"}, "archived"},
 		{[]string{"queue", ""}, "config delete ls pause resume"},
-		{[]string{"queue", "ls", "--"}, "--addr --help --json --token --token-file"},
+		{[]string{"queue", "ls", "--"}, "--addr --help --json --token --token-file --wide"},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"server", "--log-level", ""}, "debug error info warn"},
 		{[]string{"backup", ""}, pathCandidate},

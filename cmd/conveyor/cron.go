@@ -125,7 +125,7 @@ func cronTable(w io.Writer, es []*conveyorv1.CronEntry) error {
 	t := newTable(w, "ID", "SPEC", "QUEUE", "TYPE", "PAUSED", "NEXT RUN", "LAST RUN", "LAST TASK")
 	for _, e := range es {
 		t.row(e.GetId(), e.GetSpec(), orDash(e.GetQueue()), e.GetType(), yesNo(e.GetPaused()),
-			showTime(e.GetNextRunAt()), showTime(e.GetLastRunAt()), orDash(e.GetLastTaskId()))
+			showAgo(e.GetNextRunAt()), showAgo(e.GetLastRunAt()), orDash(e.GetLastTaskId()))
 	}
 	return t.flush()
 }

@@ -27,5 +27,8 @@ func (c *cronLsCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetEntries())
 	}
+	if len(res.Msg.GetEntries()) == 0 {
+		return writef(k.Stdout, "no cron entries\n")
+	}
 	return cronTable(k.Stdout, res.Msg.GetEntries())
 }

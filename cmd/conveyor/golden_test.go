@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -15,11 +16,15 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 var (
 	ulidPattern = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
 	timePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	// A relative time (relTime) with the padding after it: the cell and its
+	// padding keep their width, as the column does (its header is wider).
+	relPattern = regexp.MustCompile(`\b(in \d+[mhd]|in <1m|\d+[mhd] ago|just now)( *)`)
 )
 
 // normalize replaces what differs between runs: ULIDs become ID0…01, ID0…02
 // in order of first appearance, and times a fixed one of the same width
-// (for whole seconds), so tables stay aligned.
+// (for whole seconds), and relative times "in ~" or "~ ago" padded to the
+// width they had, so tables stay aligned.
 func normalize(out string) string {
 	ids := map[string]string{}
 	out = ulidPattern.ReplaceAllStringFunc(out, func(id string) string {
@@ -28,6 +33,25 @@ func normalize(out string) string {
 		}
 		return ids[id]
 	})
+	lines := strings.SplitAfter(out, "\n")
+	for i, line := range lines {
+		rel := relPattern.ReplaceAllStringFunc(line, func(rel string) string {
+			r := "~ ago"
+			if strings.HasPrefix(rel, "in ") {
+				r = "in ~"
+			}
+			return r + strings.Repeat(" ", max(0, len(rel)-len(r)))
+		})
+		if rel != line { // a last column has no padding to keep
+			nl := strings.HasSuffix(rel, "\n")
+			rel = strings.TrimRight(rel, " \n")
+			if nl {
+				rel += "\n"
+			}
+		}
+		lines[i] = rel
+	}
+	out = strings.Join(lines, "")
 	return timePattern.ReplaceAllString(out, "2000-01-01T00:00:00Z")
 }
 

@@ -37,10 +37,13 @@ func (c *groupLsCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetGroups())
 	}
+	if len(res.Msg.GetGroups()) == 0 {
+		return writef(k.Stdout, "no aggregation groups waiting%s\n", inQueue(c.Queue))
+	}
 	t := newTable(k.Stdout, "QUEUE", "GROUP", "TYPE", "SIZE", "FIRST ENQUEUED", "LAST ENQUEUED", "FIRES AT")
 	for _, g := range res.Msg.GetGroups() {
-		t.row(g.GetQueue(), g.GetGroup(), g.GetType(), fmt.Sprint(g.GetSize()), showTime(g.GetFirstEnqueuedAt()),
-			showTime(g.GetLastEnqueuedAt()), showTime(g.GetFiresAt()))
+		t.row(g.GetQueue(), g.GetGroup(), g.GetType(), fmt.Sprint(g.GetSize()), showAgo(g.GetFirstEnqueuedAt()),
+			showAgo(g.GetLastEnqueuedAt()), showAgo(g.GetFiresAt()))
 	}
 	return t.flush()
 }

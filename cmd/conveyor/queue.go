@@ -22,11 +22,17 @@ func (f *clientFlags) printQueue(w io.Writer, q *conveyorv1.QueueInfo) error {
 	if f.JSON {
 		return writeJSON(w, q)
 	}
-	return queueTable(w, []*conveyorv1.QueueInfo{q})
+	return queueTable(w, []*conveyorv1.QueueInfo{q}, false)
 }
 
-// queueTable writes the queues as a table, one row each.
-func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
+// queueTable writes the queues as a table, one row each: every count with
+// wide, else those an operator watches, so that a queue name of up to a
+// dozen characters fits 100 columns (the types without a worker cut to
+// unservedWidth).
+func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo, wide bool) error {
+	if !wide {
+		return narrowQueueTable(w, qs)
+	}
 	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "PENDING", "ACTIVE", "RETRY", "AGGREGATING", "BLOCKED",
 		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED", "NO WORKER FOR")
 	for _, q := range qs {
@@ -34,6 +40,19 @@ func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
 			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetCompleted()),
 			count(q.GetArchived()), count(q.GetCanceled()), count(q.GetEnqueued()), count(q.GetProcessed()),
 			count(q.GetFailed()), orDash(strings.Join(q.GetUnservedTypes(), ",")))
+	}
+	return t.flush()
+}
+
+// unservedWidth bounds the NO WORKER FOR cell of the narrow table.
+const unservedWidth = 24
+
+func narrowQueueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
+	t := newTable(w, "QUEUE", "PAUSED", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "FAILED", "NO WORKER FOR")
+	for _, q := range qs {
+		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetPending()), count(q.GetActive()), count(q.GetScheduled()),
+			count(q.GetRetry()), count(q.GetArchived()), count(q.GetFailed()),
+			orDash(firstLine(strings.Join(q.GetUnservedTypes(), ","), unservedWidth)))
 	}
 	return t.flush()
 }

@@ -10,6 +10,8 @@ import (
 // queueLsCmd is `conveyor queue ls`.
 type queueLsCmd struct {
 	clientFlags
+
+	Wide bool `help:"Show every count (aggregating, blocked, completed, canceled, and the enqueued and processed totals), not only those that fit 100 columns."`
 }
 
 // Run lists every queue the server knows, sorted by name.
@@ -27,5 +29,8 @@ func (c *queueLsCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetQueues())
 	}
-	return queueTable(k.Stdout, res.Msg.GetQueues())
+	if len(res.Msg.GetQueues()) == 0 {
+		return writef(k.Stdout, "no queues\n")
+	}
+	return queueTable(k.Stdout, res.Msg.GetQueues(), c.Wide)
 }

@@ -25,6 +25,7 @@ func TestQueueCommands(t *testing.T) {
 
 	golden(t, "queue_pause", mustRun(t, "queue", "pause", addr, "beta"))
 	golden(t, "queue_ls", mustRun(t, "queue", "ls", addr))
+	golden(t, "queue_ls_wide", mustRun(t, "queue", "ls", addr, "--wide"))
 	golden(t, "queue_ls_json", mustRun(t, "queue", "ls", addr, "--json"))
 
 	var qs []map[string]any

@@ -35,9 +35,12 @@ func (c *releaseLsCmd) Run(k *kong.Context) error {
 	if c.JSON {
 		return writeJSONList(k.Stdout, res.Msg.GetReleases())
 	}
+	if len(res.Msg.GetReleases()) == 0 {
+		return writef(k.Stdout, "no worker releases seen\n")
+	}
 	t := newTable(k.Stdout, "RELEASE", "FIRST SEEN", "DRAINING", "SESSIONS")
 	for _, r := range res.Msg.GetReleases() {
-		t.row(r.GetReleaseId(), showTime(r.GetFirstSeenAt()), yesNo(r.GetDraining()), fmt.Sprint(r.GetSessions()))
+		t.row(r.GetReleaseId(), showAgo(r.GetFirstSeenAt()), yesNo(r.GetDraining()), fmt.Sprint(r.GetSessions()))
 	}
 	return t.flush()
 }

@@ -114,7 +114,7 @@ func TestTaskLs(t *testing.T) {
 		msg  string
 		code int
 	}{
-		{"no queue", []string{"task", "ls", addr}, "--queue", exitUsage},
+		{"token without queue", []string{"task", "ls", addr, "--page-token", "x"}, "give its --queue too", exitUsage},
 		{"bad state", []string{"task", "ls", addr, "--queue", "q", "--state", "done"}, "--state", exitUsage},
 		{"bad limit", []string{"task", "ls", addr, "--queue", "q", "--limit", "0"}, "--limit", exitUsage},
 		{"bad queue", []string{"task", "ls", addr, "--queue", "a/b"}, "is invalid", exitRefused},
@@ -124,5 +124,55 @@ func TestTaskLs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.msg) || exitCode(err) != tc.code || out != "" {
 			t.Errorf("%s: error %v (exit %d), printed %q; want %q, exit %d", tc.name, err, exitCode(err), out, tc.msg, tc.code)
 		}
+	}
+}
+
+// TestTaskLsEveryQueue: without --queue, task ls lists every queue's
+// tasks, merged in id order, with a QUEUE column.
+func TestTaskLsEveryQueue(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, server.Config{})
+	addr := "--addr=" + s.URL()
+	a1 := enqueueID(t, addr, "--queue", "b", "email")
+	a2 := enqueueID(t, addr, "--queue", "a", "report")
+	a3 := enqueueID(t, addr, "--queue", "b", "--process-in", "1h", "email")
+	a4 := enqueueID(t, addr, "--queue", "c", "email")
+	a5 := enqueueID(t, addr, "--queue", "a", "email")
+
+	golden(t, "task_ls_every_queue", mustRun(t, "task", "ls", addr))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"every task", nil, []string{a1, a2, a3, a4, a5}},
+		{"state", []string{"--state", "scheduled"}, []string{a3}},
+		{"type", []string{"--type", "email"}, []string{a1, a3, a4, a5}},
+		{"--all ignores --limit", []string{"--all", "--limit", "1"}, []string{a1, a2, a3, a4, a5}},
+		{"nothing", []string{"--type", "none"}, []string{}},
+	} {
+		out, stderr, err := runCLIFull(t, "", append([]string{"task", "ls", addr, "--json"}, tc.args...)...)
+		if err != nil || stderr != "" {
+			t.Fatalf("%s: %v, stderr %q", tc.name, err, stderr)
+		}
+		if got := listIDs(t, out); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: listed %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// --limit stops in id order across the queues, and says how to see more
+	// (a page token continues one queue only).
+	out, stderr, err := runCLIFull(t, "", "task", "ls", addr, "--json", "--limit", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listIDs(t, out); strings.Join(got, ",") != strings.Join([]string{a1, a2, a3}, ",") {
+		t.Errorf("--limit 3 listed %v", got)
+	}
+	if want := "more tasks: raise --limit, use --all, or give --queue to page through one queue\n"; stderr != want {
+		t.Errorf("--limit 3 hinted %q, want %q", stderr, want)
+	}
+	if _, stderr, _ := runCLIFull(t, "", "task", "ls", addr, "--limit", "5"); stderr != "" {
+		t.Errorf("a listing that ends at --limit hints %q", stderr)
 	}
 }

@@ -34,6 +34,9 @@ func (c *workersCmd) Run(k *kong.Context) error {
 		return writeJSONList(k.Stdout, res.Msg.GetWorkers())
 	}
 	workers := res.Msg.GetWorkers()
+	if len(workers) == 0 {
+		return writef(k.Stdout, "no workers connected\n")
+	}
 	// The NODE column shows only when the server is one of several nodes
 	// (a shared database): one node alone has nothing to tell apart.
 	nodes := slices.ContainsFunc(workers, func(w *conveyorv1.WorkerInfo) bool { return w.GetNodeId() != "" })
@@ -45,8 +48,8 @@ func (c *workersCmd) Run(k *kong.Context) error {
 	for _, w := range workers {
 		cells := []string{w.GetSessionId(), orDash(showMap(w.GetQueues())), showTypes(w.GetTypes()), showRelease(w),
 			fmt.Sprint(w.GetConcurrency()),
-			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showTime(w.GetConnectedAt()),
-			showTime(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
+			fmt.Sprint(w.GetInFlight()), orDash(w.GetSdkVersion()), showAgo(w.GetConnectedAt()),
+			showAgo(w.GetLastHeartbeatAt()), orDash(showMap(w.GetLabels())), orDash(strings.Join(w.GetTaskIds(), ","))}
 		if nodes {
 			cells = slices.Insert(cells, 1, orDash(w.GetNodeId()))
 		}

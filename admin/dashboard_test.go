@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,16 @@ func TestDashboard(t *testing.T) {
 		b.waitText(row, "reports=3")
 		b.waitText(row+` td[data-label="In flight"]`, "2/4")
 		b.waitText(row+` td[data-label="Tasks"]`, resizing[0])
+		// Its host and pid in a column of their own, not among the labels;
+		// each held task with its type and the progress its handler reported.
+		b.waitTextIs(row+` td[data-label="Host (pid)"]`, fmt.Sprintf("worker-1 (%d)", os.Getpid()))
+		if labels := b.text(row + ` td[data-label="Labels"]`); strings.Contains(labels, "host=") || strings.Contains(labels, "pid=") {
+			t.Errorf("the labels repeat the host and pid: %q", labels)
+		}
+		held := fmt.Sprintf(`%s li[data-held=%q]`, row, resizing[0])
+		b.waitText(held, "image:resize")
+		b.waitText(held, "40%")
+		b.waitText(held, "resizing 3 of 8")
 		b.waitText(`tr[data-release="2026.12.01-9f8e7d"] td[data-label="Status"]`, "Draining")
 		// The Node column shows when the server is one of several nodes
 		// (on PostgreSQL), with the node of the session.

@@ -92,8 +92,9 @@ type LapsedLease struct {
 	// Retried and MaxRetry are the task's retry count and budget.
 	Retried, MaxRetry int32
 	// StartAuthorized is set when the attempt's start was authorized
-	// (StartAuthorizer): the reaper's decision then goes through
-	// Decision.StartAuthorized.
+	// (StartAuthorizer): whatever the reaper decides, the engine applies
+	// Decision.StartAuthorized to it, as to every decision about such an
+	// attempt.
 	StartAuthorized bool
 	// To is, in Notifier.LeaseLapsed, the state the reaper's decision
 	// left the task in (RETRY, PENDING, ARCHIVED, or CANCELED for a task

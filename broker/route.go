@@ -66,7 +66,7 @@ type StartAuthorizer interface {
 	// p.Lease names has started: if it then ends with no verdict (its
 	// session releases it, its lease lapses, the server restarts), the
 	// task is ARCHIVED with an "outcome unknown:" error instead of being
-	// run again (ReleaseOutcome, LapsedLease.StartAuthorized). It fails
+	// run again (Decision.StartAuthorized, which every engine applies). It fails
 	// with ErrLeaseLost when the lease is not current (it lapsed, was
 	// released or reassigned) and with ErrInvalidState when the task was
 	// canceled while it waited to start. A task that is not at most once

@@ -113,7 +113,6 @@ func (a *adminService) tellWorkers(res []broker.ActResult) {
 		if r.Running != nil {
 			a.server.hub.RunningCanceled(*r.Running)
 			a.server.push.RunningCanceled(*r.Running)
-			a.server.push.RunningCanceled(*r.Running)
 		}
 	}
 }

@@ -309,6 +309,7 @@ func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time, bo
 		return 0, now, false
 	}
 	n = min(n, e.dispatchableLocked(q, now))
+	q.noteStarved()
 	if n > 0 {
 		e.reservedLocked(q, n, now)
 	}

@@ -1,5 +1,6 @@
 import { useEffect } from "preact/hooks";
 import type { QueueInfo } from "../gen/conveyor/v1/admin_pb";
+import { ENQUEUE_EXAMPLE } from "../lib/cli";
 import { int } from "../lib/format";
 import { useLive } from "../lib/live";
 import { seg, withQuery } from "../lib/router";
@@ -46,7 +47,7 @@ export function Overview() {
         {!queues ? (
           lv.error ? null : <Loading what="Loading the queues" />
         ) : queues.length === 0 ? (
-          <Empty>No queues yet. A queue appears when its first task is enqueued.</Empty>
+          <Empty cmd={ENQUEUE_EXAMPLE}>No queues yet. A queue appears when its first task is enqueued. Enqueue a task:</Empty>
         ) : (
           <QueueTable queues={queues} rates={lv.rates} />
         )}

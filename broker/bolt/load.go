@@ -16,7 +16,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron, bucketReleases} {
+		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

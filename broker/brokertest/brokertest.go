@@ -113,6 +113,7 @@ func groups() []group {
 		{"Cron", cronCases()},
 		{"Route", routeCases()},
 		{"Releases", releaseCases()},
+		{"History", historyCases()},
 	}
 }
 

@@ -31,7 +31,7 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\"\x00\x12B\n" +
 	"\aGetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x03\x90\x02\x012X\n" +
 	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xc9\x12\n" +
+	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xac\x13\n" +
 	"\fAdminService\x12R\n" +
 	"\n" +
 	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
@@ -40,7 +40,8 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12R\n" +
 	"\vDeleteQueue\x12\x1f.conveyor.v1.DeleteQueueRequest\x1a .conveyor.v1.DeleteQueueResponse\"\x00\x12S\n" +
 	"\x0eGetQueueConfig\x12\".conveyor.v1.GetQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x03\x90\x02\x01\x12V\n" +
-	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12R\n" +
+	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12a\n" +
+	"\x0fGetQueueHistory\x12#.conveyor.v1.GetQueueHistoryRequest\x1a$.conveyor.v1.GetQueueHistoryResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\n" +
 	"ListGroups\x12\x1e.conveyor.v1.ListGroupsRequest\x1a\x1f.conveyor.v1.ListGroupsResponse\"\x03\x90\x02\x01\x12O\n" +
 	"\tListTasks\x12\x1d.conveyor.v1.ListTasksRequest\x1a\x1e.conveyor.v1.ListTasksResponse\"\x03\x90\x02\x01\x12E\n" +
@@ -85,51 +86,53 @@ var file_conveyor_v1_service_proto_goTypes = []any{
 	(*DeleteQueueRequest)(nil),       // 8: conveyor.v1.DeleteQueueRequest
 	(*GetQueueConfigRequest)(nil),    // 9: conveyor.v1.GetQueueConfigRequest
 	(*UpdateQueueConfigRequest)(nil), // 10: conveyor.v1.UpdateQueueConfigRequest
-	(*ListGroupsRequest)(nil),        // 11: conveyor.v1.ListGroupsRequest
-	(*ListTasksRequest)(nil),         // 12: conveyor.v1.ListTasksRequest
-	(*CancelTaskRequest)(nil),        // 13: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 14: conveyor.v1.DeleteTaskRequest
-	(*RunTaskRequest)(nil),           // 15: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 16: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 17: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 18: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 19: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 20: conveyor.v1.BatchArchiveTasksRequest
-	(*BulkTasksRequest)(nil),         // 21: conveyor.v1.BulkTasksRequest
-	(*CreateCronRequest)(nil),        // 22: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 23: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 24: conveyor.v1.ListCronsRequest
-	(*UpdateCronRequest)(nil),        // 25: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 26: conveyor.v1.DeleteCronRequest
-	(*PauseCronRequest)(nil),         // 27: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 28: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 29: conveyor.v1.GetClusterInfoRequest
-	(*ListWorkersRequest)(nil),       // 30: conveyor.v1.ListWorkersRequest
-	(*DrainReleaseRequest)(nil),      // 31: conveyor.v1.DrainReleaseRequest
-	(*ListReleasesRequest)(nil),      // 32: conveyor.v1.ListReleasesRequest
-	(*GetBrokerInfoRequest)(nil),     // 33: conveyor.v1.GetBrokerInfoRequest
-	(*EnqueueResponse)(nil),          // 34: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 35: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxResponse)(nil),        // 36: conveyor.v1.EnqueueTxResponse
-	(*TaskInfo)(nil),                 // 37: conveyor.v1.TaskInfo
-	(*ServerMessage)(nil),            // 38: conveyor.v1.ServerMessage
-	(*ListQueuesResponse)(nil),       // 39: conveyor.v1.ListQueuesResponse
-	(*QueueInfo)(nil),                // 40: conveyor.v1.QueueInfo
-	(*DeleteQueueResponse)(nil),      // 41: conveyor.v1.DeleteQueueResponse
-	(*QueueConfig)(nil),              // 42: conveyor.v1.QueueConfig
-	(*ListGroupsResponse)(nil),       // 43: conveyor.v1.ListGroupsResponse
-	(*ListTasksResponse)(nil),        // 44: conveyor.v1.ListTasksResponse
-	(*DeleteTaskResponse)(nil),       // 45: conveyor.v1.DeleteTaskResponse
-	(*BatchTasksResponse)(nil),       // 46: conveyor.v1.BatchTasksResponse
-	(*BulkTasksProgress)(nil),        // 47: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 48: conveyor.v1.CronEntry
-	(*ListCronsResponse)(nil),        // 49: conveyor.v1.ListCronsResponse
-	(*DeleteCronResponse)(nil),       // 50: conveyor.v1.DeleteCronResponse
-	(*GetClusterInfoResponse)(nil),   // 51: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersResponse)(nil),      // 52: conveyor.v1.ListWorkersResponse
-	(*DrainReleaseResponse)(nil),     // 53: conveyor.v1.DrainReleaseResponse
-	(*ListReleasesResponse)(nil),     // 54: conveyor.v1.ListReleasesResponse
-	(*GetBrokerInfoResponse)(nil),    // 55: conveyor.v1.GetBrokerInfoResponse
+	(*GetQueueHistoryRequest)(nil),   // 11: conveyor.v1.GetQueueHistoryRequest
+	(*ListGroupsRequest)(nil),        // 12: conveyor.v1.ListGroupsRequest
+	(*ListTasksRequest)(nil),         // 13: conveyor.v1.ListTasksRequest
+	(*CancelTaskRequest)(nil),        // 14: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 15: conveyor.v1.DeleteTaskRequest
+	(*RunTaskRequest)(nil),           // 16: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 17: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 18: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 19: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 20: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 21: conveyor.v1.BatchArchiveTasksRequest
+	(*BulkTasksRequest)(nil),         // 22: conveyor.v1.BulkTasksRequest
+	(*CreateCronRequest)(nil),        // 23: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 24: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 25: conveyor.v1.ListCronsRequest
+	(*UpdateCronRequest)(nil),        // 26: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 27: conveyor.v1.DeleteCronRequest
+	(*PauseCronRequest)(nil),         // 28: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 29: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 30: conveyor.v1.GetClusterInfoRequest
+	(*ListWorkersRequest)(nil),       // 31: conveyor.v1.ListWorkersRequest
+	(*DrainReleaseRequest)(nil),      // 32: conveyor.v1.DrainReleaseRequest
+	(*ListReleasesRequest)(nil),      // 33: conveyor.v1.ListReleasesRequest
+	(*GetBrokerInfoRequest)(nil),     // 34: conveyor.v1.GetBrokerInfoRequest
+	(*EnqueueResponse)(nil),          // 35: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 36: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxResponse)(nil),        // 37: conveyor.v1.EnqueueTxResponse
+	(*TaskInfo)(nil),                 // 38: conveyor.v1.TaskInfo
+	(*ServerMessage)(nil),            // 39: conveyor.v1.ServerMessage
+	(*ListQueuesResponse)(nil),       // 40: conveyor.v1.ListQueuesResponse
+	(*QueueInfo)(nil),                // 41: conveyor.v1.QueueInfo
+	(*DeleteQueueResponse)(nil),      // 42: conveyor.v1.DeleteQueueResponse
+	(*QueueConfig)(nil),              // 43: conveyor.v1.QueueConfig
+	(*GetQueueHistoryResponse)(nil),  // 44: conveyor.v1.GetQueueHistoryResponse
+	(*ListGroupsResponse)(nil),       // 45: conveyor.v1.ListGroupsResponse
+	(*ListTasksResponse)(nil),        // 46: conveyor.v1.ListTasksResponse
+	(*DeleteTaskResponse)(nil),       // 47: conveyor.v1.DeleteTaskResponse
+	(*BatchTasksResponse)(nil),       // 48: conveyor.v1.BatchTasksResponse
+	(*BulkTasksProgress)(nil),        // 49: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 50: conveyor.v1.CronEntry
+	(*ListCronsResponse)(nil),        // 51: conveyor.v1.ListCronsResponse
+	(*DeleteCronResponse)(nil),       // 52: conveyor.v1.DeleteCronResponse
+	(*GetClusterInfoResponse)(nil),   // 53: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersResponse)(nil),      // 54: conveyor.v1.ListWorkersResponse
+	(*DrainReleaseResponse)(nil),     // 55: conveyor.v1.DrainReleaseResponse
+	(*ListReleasesResponse)(nil),     // 56: conveyor.v1.ListReleasesResponse
+	(*GetBrokerInfoResponse)(nil),    // 57: conveyor.v1.GetBrokerInfoResponse
 }
 var file_conveyor_v1_service_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.TaskService.Enqueue:input_type -> conveyor.v1.EnqueueRequest
@@ -143,65 +146,67 @@ var file_conveyor_v1_service_proto_depIdxs = []int32{
 	8,  // 8: conveyor.v1.AdminService.DeleteQueue:input_type -> conveyor.v1.DeleteQueueRequest
 	9,  // 9: conveyor.v1.AdminService.GetQueueConfig:input_type -> conveyor.v1.GetQueueConfigRequest
 	10, // 10: conveyor.v1.AdminService.UpdateQueueConfig:input_type -> conveyor.v1.UpdateQueueConfigRequest
-	11, // 11: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
-	12, // 12: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
-	13, // 13: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
-	14, // 14: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
-	15, // 15: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
-	16, // 16: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
-	17, // 17: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
-	18, // 18: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
-	19, // 19: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
-	20, // 20: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
-	21, // 21: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
-	22, // 22: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
-	23, // 23: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
-	24, // 24: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
-	25, // 25: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
-	26, // 26: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
-	27, // 27: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
-	28, // 28: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
-	29, // 29: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
-	30, // 30: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	31, // 31: conveyor.v1.AdminService.DrainRelease:input_type -> conveyor.v1.DrainReleaseRequest
-	32, // 32: conveyor.v1.AdminService.ListReleases:input_type -> conveyor.v1.ListReleasesRequest
-	33, // 33: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	34, // 34: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
-	35, // 35: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
-	36, // 36: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
-	37, // 37: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
-	38, // 38: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	39, // 39: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	40, // 40: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	40, // 41: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	41, // 42: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
-	42, // 43: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
-	42, // 44: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
-	43, // 45: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
-	44, // 46: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	37, // 47: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	45, // 48: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	37, // 49: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	37, // 50: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	46, // 51: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 52: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 53: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 54: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	47, // 55: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
-	48, // 56: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	48, // 57: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	49, // 58: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	48, // 59: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	50, // 60: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	48, // 61: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	48, // 62: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	51, // 63: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	52, // 64: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	53, // 65: conveyor.v1.AdminService.DrainRelease:output_type -> conveyor.v1.DrainReleaseResponse
-	54, // 66: conveyor.v1.AdminService.ListReleases:output_type -> conveyor.v1.ListReleasesResponse
-	55, // 67: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	34, // [34:68] is the sub-list for method output_type
-	0,  // [0:34] is the sub-list for method input_type
+	11, // 11: conveyor.v1.AdminService.GetQueueHistory:input_type -> conveyor.v1.GetQueueHistoryRequest
+	12, // 12: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
+	13, // 13: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
+	14, // 14: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
+	15, // 15: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
+	16, // 16: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
+	17, // 17: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
+	18, // 18: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
+	19, // 19: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
+	20, // 20: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
+	21, // 21: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
+	22, // 22: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
+	23, // 23: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
+	24, // 24: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
+	25, // 25: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
+	26, // 26: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
+	27, // 27: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
+	28, // 28: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
+	29, // 29: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
+	30, // 30: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
+	31, // 31: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
+	32, // 32: conveyor.v1.AdminService.DrainRelease:input_type -> conveyor.v1.DrainReleaseRequest
+	33, // 33: conveyor.v1.AdminService.ListReleases:input_type -> conveyor.v1.ListReleasesRequest
+	34, // 34: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
+	35, // 35: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
+	36, // 36: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
+	37, // 37: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
+	38, // 38: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
+	39, // 39: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
+	40, // 40: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
+	41, // 41: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
+	41, // 42: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
+	42, // 43: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
+	43, // 44: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
+	43, // 45: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
+	44, // 46: conveyor.v1.AdminService.GetQueueHistory:output_type -> conveyor.v1.GetQueueHistoryResponse
+	45, // 47: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
+	46, // 48: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
+	38, // 49: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
+	47, // 50: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
+	38, // 51: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
+	38, // 52: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
+	48, // 53: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
+	48, // 54: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
+	48, // 55: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
+	48, // 56: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
+	49, // 57: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
+	50, // 58: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
+	50, // 59: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
+	51, // 60: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
+	50, // 61: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
+	52, // 62: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
+	50, // 63: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
+	50, // 64: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
+	53, // 65: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
+	54, // 66: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
+	55, // 67: conveyor.v1.AdminService.DrainRelease:output_type -> conveyor.v1.DrainReleaseResponse
+	56, // 68: conveyor.v1.AdminService.ListReleases:output_type -> conveyor.v1.ListReleasesResponse
+	57, // 69: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
+	35, // [35:70] is the sub-list for method output_type
+	0,  // [0:35] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

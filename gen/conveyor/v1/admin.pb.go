@@ -1939,7 +1939,11 @@ type BatchTaskResult struct {
 	// id is the task's ULID, as given.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// error says why the action failed; empty on success.
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// code is the error's code, as the call's would be if the task had been
+	// acted on alone, in Connect's spelling ("not_found",
+	// "failed_precondition", ...); empty on success.
+	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1984,6 +1988,13 @@ func (x *BatchTaskResult) GetId() string {
 func (x *BatchTaskResult) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *BatchTaskResult) GetCode() string {
+	if x != nil {
+		return x.Code
 	}
 	return ""
 }
@@ -3748,10 +3759,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x14BatchRunTasksRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\",\n" +
 	"\x18BatchArchiveTasksRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"7\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"K\n" +
 	"\x0fBatchTaskResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"L\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\"L\n" +
 	"\x12BatchTasksResponse\x126\n" +
 	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xc9\x01\n" +
 	"\x10BulkTasksRequest\x12/\n" +

@@ -114,6 +114,7 @@ func groups() []group {
 		{"Route", routeCases()},
 		{"Releases", releaseCases()},
 		{"History", historyCases()},
+		{"Latency", latencyCases()},
 	}
 }
 

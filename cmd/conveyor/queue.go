@@ -14,6 +14,7 @@ type queueCmd struct {
 	Pause   queuePauseCmd   `cmd:"" help:"Stop dispatching a queue's tasks (enqueues still succeed)."`
 	Resume  queueResumeCmd  `cmd:"" help:"Dispatch a paused queue's tasks again."`
 	Config  queueConfigCmd  `cmd:"" help:"Show a queue's limits and group policy, or change some of them."`
+	Stats   queueStatsCmd   `cmd:"" help:"Show how far behind a queue is (its oldest ready task's wait) and how long its tasks wait and run (p50, p95)."`
 	History queueHistoryCmd `cmd:"" help:"Show what a queue (or every queue) did per minute over the last day, or per day (--days) over 90 days: enqueued, completed, failed."`
 	Delete  queueDeleteCmd  `cmd:"" help:"Forget an empty queue: its pause flag, configuration and totals (refused while it holds tasks or a cron entry uses it)."`
 }

@@ -37,3 +37,18 @@ func TestInspectorQueueHistory(t *testing.T) {
 		t.Errorf("QueueHistory of an unknown queue: %v, want ErrNotFound", err)
 	}
 }
+
+// TestInspectorQueueStats: a waiting task makes a latency; an unknown
+// queue is ErrNotFound.
+func TestInspectorQueueStats(t *testing.T) {
+	t.Parallel()
+	b := inspSetup(t)
+	b.enqueue("t", conveyor.Queue("slow"))
+	st, err := b.insp.QueueStats(b.ctx, "slow")
+	if err != nil || st.OldestReadyAt.IsZero() || st.Latency < 0 || st.ObservedSince.IsZero() || st.Wait.Count != 0 {
+		t.Fatalf("QueueStats with one task waiting: %+v, %v", st, err)
+	}
+	if _, err := b.insp.QueueStats(b.ctx, "nope"); !errors.Is(err, conveyor.ErrNotFound) {
+		t.Errorf("QueueStats of an unknown queue: %v, want ErrNotFound", err)
+	}
+}

@@ -67,6 +67,9 @@ const (
 	// AdminServiceGetQueueHistoryProcedure is the fully-qualified name of the AdminService's
 	// GetQueueHistory RPC.
 	AdminServiceGetQueueHistoryProcedure = "/conveyor.v1.AdminService/GetQueueHistory"
+	// AdminServiceGetQueueStatsProcedure is the fully-qualified name of the AdminService's
+	// GetQueueStats RPC.
+	AdminServiceGetQueueStatsProcedure = "/conveyor.v1.AdminService/GetQueueStats"
 	// AdminServiceListGroupsProcedure is the fully-qualified name of the AdminService's ListGroups RPC.
 	AdminServiceListGroupsProcedure = "/conveyor.v1.AdminService/ListGroups"
 	// AdminServiceListTasksProcedure is the fully-qualified name of the AdminService's ListTasks RPC.
@@ -381,6 +384,9 @@ type AdminServiceClient interface {
 	// counters every minute and keeps the samples in its engine, so the
 	// history survives restarts.
 	GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error)
+	// GetQueueStats returns how far behind a queue is (the age of its
+	// longest-waiting ready task) and how long its tasks waited and ran.
+	GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks, in one state or all.
@@ -484,6 +490,13 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceGetQueueHistoryProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("GetQueueHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getQueueStats: connect.NewClient[v1.GetQueueStatsRequest, v1.GetQueueStatsResponse](
+			httpClient,
+			baseURL+AdminServiceGetQueueStatsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetQueueStats")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -646,6 +659,7 @@ type adminServiceClient struct {
 	getQueueConfig    *connect.Client[v1.GetQueueConfigRequest, v1.QueueConfig]
 	updateQueueConfig *connect.Client[v1.UpdateQueueConfigRequest, v1.QueueConfig]
 	getQueueHistory   *connect.Client[v1.GetQueueHistoryRequest, v1.GetQueueHistoryResponse]
+	getQueueStats     *connect.Client[v1.GetQueueStatsRequest, v1.GetQueueStatsResponse]
 	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
 	listTasks         *connect.Client[v1.ListTasksRequest, v1.ListTasksResponse]
 	cancelTask        *connect.Client[v1.CancelTaskRequest, v1.TaskInfo]
@@ -704,6 +718,11 @@ func (c *adminServiceClient) UpdateQueueConfig(ctx context.Context, req *connect
 // GetQueueHistory calls conveyor.v1.AdminService.GetQueueHistory.
 func (c *adminServiceClient) GetQueueHistory(ctx context.Context, req *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error) {
 	return c.getQueueHistory.CallUnary(ctx, req)
+}
+
+// GetQueueStats calls conveyor.v1.AdminService.GetQueueStats.
+func (c *adminServiceClient) GetQueueStats(ctx context.Context, req *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error) {
+	return c.getQueueStats.CallUnary(ctx, req)
 }
 
 // ListGroups calls conveyor.v1.AdminService.ListGroups.
@@ -845,6 +864,9 @@ type AdminServiceHandler interface {
 	// counters every minute and keeps the samples in its engine, so the
 	// history survives restarts.
 	GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error)
+	// GetQueueStats returns how far behind a queue is (the age of its
+	// longest-waiting ready task) and how long its tasks waited and ran.
+	GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks, in one state or all.
@@ -944,6 +966,13 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceGetQueueHistoryProcedure,
 		svc.GetQueueHistory,
 		connect.WithSchema(adminServiceMethods.ByName("GetQueueHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetQueueStatsHandler := connect.NewUnaryHandler(
+		AdminServiceGetQueueStatsProcedure,
+		svc.GetQueueStats,
+		connect.WithSchema(adminServiceMethods.ByName("GetQueueStats")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -1110,6 +1139,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceUpdateQueueConfigHandler.ServeHTTP(w, r)
 		case AdminServiceGetQueueHistoryProcedure:
 			adminServiceGetQueueHistoryHandler.ServeHTTP(w, r)
+		case AdminServiceGetQueueStatsProcedure:
+			adminServiceGetQueueStatsHandler.ServeHTTP(w, r)
 		case AdminServiceListGroupsProcedure:
 			adminServiceListGroupsHandler.ServeHTTP(w, r)
 		case AdminServiceListTasksProcedure:
@@ -1191,6 +1222,10 @@ func (UnimplementedAdminServiceHandler) UpdateQueueConfig(context.Context, *conn
 
 func (UnimplementedAdminServiceHandler) GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.GetQueueHistory is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.GetQueueStats is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {

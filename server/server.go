@@ -145,6 +145,7 @@ func (s *Server) Start(ctx context.Context) error {
 		gated = append(gated, history)
 	}
 	s.push = s.newPushPool(b, retrier)
+	s.hub.SetExtraSessions(s.pushRegistryInfos)
 	signals.set(s.hub, s.push, []*scheduler.Loop{promoter, purger, reaper}, cron)
 	if c, ok := b.(broker.Clustered); ok {
 		s.loops = append(s.loops, newLeaderGate(c, promoter, gated...))

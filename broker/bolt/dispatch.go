@@ -206,6 +206,7 @@ func (e *Engine) persistStartsLocked(keys []key, starts []int64) {
 				st.State = int32(stateActive)
 				st.StartedAt = starts[i]
 				st.StartAuthorized = false // a new attempt starts unauthorized
+				st.PushInvoked = false
 			}); err != nil {
 				return err
 			}

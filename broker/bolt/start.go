@@ -32,8 +32,16 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 		return fmt.Errorf("task %s was canceled before its start: %w", p.Lease.TaskID, broker.ErrInvalidState)
 	}
 	if !e.kinds[m.kind].AtMostOnce {
+		if !p.Push {
+			e.mu.Unlock()
+			return nil
+		}
+		// A push invocation: recorded for a restart only (load.go).
+		b := e.commit.appendSyncLocked(func(w *txw) error {
+			return w.updateLive(k, func(st *storagev1.TaskStatus) { st.PushInvoked = true })
+		}, nil)
 		e.mu.Unlock()
-		return nil
+		return e.commit.wait(ctx, b)
 	}
 	var b *batch
 	if l.started {
@@ -49,6 +57,31 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 		return nil
 	}
 	return e.commit.wait(ctx, b)
+}
+
+// interruptedPushLocked counts the attempt of a task found ACTIVE with a
+// push invocation recorded when the file was opened (broker.InterruptedPush).
+func (e *Engine) interruptedPushLocked(k key, m meta, now int64) {
+	attempt := m.retried + 1
+	retried, to := broker.InterruptedPush(m.retried, m.maxRetry)
+	if to == stateArchived {
+		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) {
+			st.LastError = broker.InterruptedPushError
+			recordError(st, attempt, broker.InterruptedPushError, now)
+		})
+		return
+	}
+	m.retried = retried
+	e.tasks.put(k, m)
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(statePending)
+			st.PushInvoked = false
+			st.Retried = retried
+			st.LastError = broker.InterruptedPushError
+			recordError(st, attempt, broker.InterruptedPushError, now)
+		})
+	}, nil)
 }
 
 // outcomeUnknownLocked archives an at-most-once task found ACTIVE with its

@@ -221,7 +221,7 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 func leaseSQL(pick string) string {
 	return `WITH picked AS (` + pick + `)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
-			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
+			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false, push_invoked = false,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.ctid = picked.tid

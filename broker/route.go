@@ -52,18 +52,11 @@ func (r Route) Takes(typ string, atMostOnce bool) bool {
 func (r Route) Open() bool { return r.Types == nil && len(r.Except) == 0 && r.StartAuthorization }
 
 // StartParams asks to commit the start of one leased at-most-once
-// attempt, or (Push) of a request to a push endpoint.
+// attempt.
 type StartParams struct {
 	SessionID string
 	Lease     LeaseRef
 	Now       time.Time
-	// Push says the attempt is about to be sent to a push endpoint. For a
-	// task that is not at most once, the start is then recorded as an
-	// invocation: a server restart (or a node's death) that finds the task
-	// ACTIVE counts the attempt, since the endpoint may have run it
-	// (InterruptedPush), where it hands a session's attempt back unrun. A
-	// release or a lapse is decided as for any attempt.
-	Push bool
 }
 
 // StartAuthorizer is the part of the contract that serves at-most-once
@@ -77,8 +70,7 @@ type StartAuthorizer interface {
 	// with ErrLeaseLost when the lease is not current (it lapsed, was
 	// released or reassigned) and with ErrInvalidState when the task was
 	// canceled while it waited to start. A task that is not at most once
-	// is authorized with nothing written, unless p.Push: then the
-	// invocation is recorded, durably before it returns.
+	// is authorized with nothing written.
 	AuthorizeStart(ctx context.Context, p StartParams) error
 }
 
@@ -117,8 +109,8 @@ func (d Decision) StartAuthorized() Decision {
 // not answered.
 const InterruptedPushError = "the server stopped while the push endpoint ran the attempt; it may have run"
 
-// InterruptedPush is what a restart makes of a task whose push invocation
-// was recorded (StartParams.Push) and not answered: the attempt counts,
+// InterruptedPush is what a restart makes of a task leased to a push
+// endpoint (LeaseParams.Push) and not answered: the attempt counts,
 // as a failure; the task is PENDING again at once, or ARCHIVED when that
 // spent its last retry. It returns the task's new retry count and state.
 func InterruptedPush(retried, maxRetry int32) (int32, State) {

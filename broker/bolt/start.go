@@ -32,16 +32,8 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 		return fmt.Errorf("task %s was canceled before its start: %w", p.Lease.TaskID, broker.ErrInvalidState)
 	}
 	if !e.kinds[m.kind].AtMostOnce {
-		if !p.Push {
-			e.mu.Unlock()
-			return nil
-		}
-		// A push invocation: recorded for a restart only (load.go).
-		b := e.commit.appendSyncLocked(func(w *txw) error {
-			return w.updateLive(k, func(st *storagev1.TaskStatus) { st.PushInvoked = true })
-		}, nil)
 		e.mu.Unlock()
-		return e.commit.wait(ctx, b)
+		return nil
 	}
 	var b *batch
 	if l.started {
@@ -59,8 +51,8 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 	return e.commit.wait(ctx, b)
 }
 
-// interruptedPushLocked counts the attempt of a task found ACTIVE with a
-// push invocation recorded when the file was opened (broker.InterruptedPush).
+// interruptedPushLocked counts the attempt of a task found ACTIVE, leased
+// to a push endpoint, when the file was opened (broker.InterruptedPush).
 func (e *Engine) interruptedPushLocked(k key, m meta, now int64) {
 	attempt := m.retried + 1
 	retried, to := broker.InterruptedPush(m.retried, m.maxRetry)

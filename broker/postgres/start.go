@@ -16,17 +16,13 @@ var _ broker.StartAuthorizer = (*Engine)(nil)
 // authorized and then lost in a crash would let the task run twice. Every
 // path that takes the task out of ACTIVE, or leases it again, clears it;
 // while it is set, an end with no verdict archives the task
-// (Decision.StartAuthorized, releaseLeases). A push invocation of a task
-// that is not at most once is marked push_invoked the same way, for
-// releaseLeases to count.
+// (Decision.StartAuthorized, releaseLeases).
 func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error {
 	return e.inTx(ctx, func(t *txn) error {
 		lt, err := t.currentLease(ctx, p.SessionID, p.Lease)
 		switch {
 		case err != nil:
 			return err
-		case !lt.atMostOnce && p.Push:
-			return t.recordPush(ctx, lt)
 		case !lt.atMostOnce:
 			return nil
 		case lt.canceled:
@@ -42,14 +38,3 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 	})
 }
 
-// recordPush marks a push invocation, durably (it is about to be sent).
-func (t *txn) recordPush(ctx context.Context, lt *liveTask) error {
-	if lt.pushInvoked {
-		return nil
-	}
-	if _, err := t.exec(ctx, `SET LOCAL synchronous_commit TO on`); err != nil {
-		return err
-	}
-	_, err := t.exec(ctx, `UPDATE conveyor_tasks SET push_invoked = true WHERE id = $1`, lt.id)
-	return err
-}

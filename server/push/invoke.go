@@ -58,13 +58,6 @@ func (inv *invocation) run(client *http.Client) {
 	ctx, stop := context.WithDeadlineCause(inv.base, inv.deadline, errTimeout)
 	defer stop()
 
-	if err := inv.recordSend(ctx); err != nil {
-		if !errors.Is(err, broker.ErrLeaseLost) { // lost: the reaper decided
-			p.log.Warn("push not sent: its invocation could not be recorded", "task", inv.lease.Task.ID, "err", err)
-			inv.record(answer{outcome: broker.OutcomeReleased}) // unrun; a cancel meanwhile applies now
-		}
-		return
-	}
 	a := inv.send(ctx, client)
 	took := p.now().Sub(inv.sentAt)
 	p.metrics.PushAnswered(inv.c.queue, a.class, took)
@@ -72,19 +65,6 @@ func (inv *invocation) run(client *http.Client) {
 		inv.c.markGone()
 	}
 	inv.record(a)
-}
-
-// recordSend records, durably before the request goes, that the attempt
-// is sent (broker.StartParams.Push): a server that dies before the answer
-// is recorded counts the attempt at its restart, since the endpoint may
-// have run it.
-func (inv *invocation) recordSend(ctx context.Context) error {
-	sa, ok := inv.c.pool.broker.(broker.StartAuthorizer)
-	if !ok {
-		return nil
-	}
-	return sa.AuthorizeStart(ctx, broker.StartParams{SessionID: inv.c.sessionID,
-		Lease: broker.LeaseRef{TaskID: inv.lease.Task.ID, Token: inv.lease.Token}, Now: inv.c.pool.now(), Push: true})
 }
 
 // send posts the PushRequest and classifies what comes back.

@@ -37,4 +37,3 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 		return err
 	})
 }
-

@@ -141,6 +141,18 @@ func (b *browser) text(sel string) string {
 	return strings.TrimSpace(s)
 }
 
+// attr is the attribute name of the first element sel matches, once present.
+func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.AttributeValue(sel, name))
+	if err != nil {
+		b.t.Fatalf("read %s's %s: %v\n%s", sel, name, err, b.pageText())
+	}
+	return v.Value
+}
+
 // waitText waits until the element sel matches shows text containing want.
 func (b *browser) waitText(sel, want string) {
 	b.t.Helper()

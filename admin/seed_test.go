@@ -104,6 +104,22 @@ func (b *testBundle) queue(t *testing.T, name string) *conveyorv1.QueueInfo {
 	return nil
 }
 
+// enqueued is how many tasks were ever enqueued into queue; 0 before its
+// first.
+func (b *testBundle) enqueued(t *testing.T, name string) int64 {
+	t.Helper()
+	res, err := b.admin.ListQueues(ctx(t), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+	if err != nil {
+		t.Fatalf("ListQueues: %v", err)
+	}
+	for _, q := range res.Msg.GetQueues() {
+		if q.GetName() == name {
+			return q.GetEnqueued()
+		}
+	}
+	return 0
+}
+
 // waitState polls the task until it reaches state.
 func (b *testBundle) waitState(t *testing.T, id string, state conveyor.TaskState) *conveyor.TaskInfo {
 	t.Helper()

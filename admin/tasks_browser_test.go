@@ -38,8 +38,8 @@ func TestDashboardTaskBrowser(t *testing.T) {
 
 // archiveFailing puts n tasks into queue in state ARCHIVED: a worker fails
 // each for good (SkipRetry), and is gone before the test goes on, so that
-// a task run again stays pending.
-func (b *testBundle) archiveFailing(t *testing.T, queue string, n int) {
+// a task run again stays pending. It returns their ids.
+func (b *testBundle) archiveFailing(t *testing.T, queue string, n int) []string {
 	t.Helper()
 	ids := b.enqueue(t, queue, "charge", n)
 	w, err := conveyor.NewWorker(b.url, conveyor.WithToken(b.token), conveyor.WithQueue(queue, 1))
@@ -62,6 +62,7 @@ func (b *testBundle) archiveFailing(t *testing.T, queue string, n int) {
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("worker: %v", err)
 	}
+	return ids
 }
 
 // taskBrowserFlows runs the task browser's flows on a server that holds,

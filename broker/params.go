@@ -37,6 +37,12 @@ type LeaseParams struct {
 	// Route says which tasks the session can take; the others are passed
 	// over and wait for a session that can (Route.Takes).
 	Route Route
+	// Push says the leases are for a push endpoint: each task's ACTIVE
+	// write records it, so that a restart (or a node's death) that finds
+	// the task still ACTIVE counts the attempt, since the endpoint may
+	// have run it (InterruptedPush), where it hands a session's attempt
+	// back unrun. A release or a lapse is decided as for any attempt.
+	Push bool
 }
 
 // Lease is one leased task.
@@ -92,8 +98,9 @@ type LapsedLease struct {
 	// Retried and MaxRetry are the task's retry count and budget.
 	Retried, MaxRetry int32
 	// StartAuthorized is set when the attempt's start was authorized
-	// (StartAuthorizer): the reaper's decision then goes through
-	// Decision.StartAuthorized.
+	// (StartAuthorizer): whatever the reaper decides, the engine applies
+	// Decision.StartAuthorized to it, as to every decision about such an
+	// attempt.
 	StartAuthorized bool
 	// To is, in Notifier.LeaseLapsed, the state the reaper's decision
 	// left the task in (RETRY, PENDING, ARCHIVED, or CANCELED for a task

@@ -66,7 +66,7 @@ type StartAuthorizer interface {
 	// p.Lease names has started: if it then ends with no verdict (its
 	// session releases it, its lease lapses, the server restarts), the
 	// task is ARCHIVED with an "outcome unknown:" error instead of being
-	// run again (ReleaseOutcome, LapsedLease.StartAuthorized). It fails
+	// run again (Decision.StartAuthorized, which every engine applies). It fails
 	// with ErrLeaseLost when the lease is not current (it lapsed, was
 	// released or reassigned) and with ErrInvalidState when the task was
 	// canceled while it waited to start. A task that is not at most once
@@ -102,6 +102,22 @@ func (d Decision) StartAuthorized() Decision {
 	d.Kind = DecideArchive
 	d.Error = OutcomeUnknownPrefix + why
 	return d
+}
+
+// InterruptedPushError is the last_error of an attempt counted because a
+// server restart (or a node's death) found it sent to a push endpoint and
+// not answered.
+const InterruptedPushError = "the server stopped while the push endpoint ran the attempt; it may have run"
+
+// InterruptedPush is what a restart makes of a task leased to a push
+// endpoint (LeaseParams.Push) and not answered: the attempt counts,
+// as a failure; the task is PENDING again at once, or ARCHIVED when that
+// spent its last retry. It returns the task's new retry count and state.
+func InterruptedPush(retried, maxRetry int32) (int32, State) {
+	if retried >= maxRetry {
+		return retried, StateArchived
+	}
+	return retried + 1, StatePending
 }
 
 // Kind is what routing tells tasks apart by.

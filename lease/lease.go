@@ -51,9 +51,6 @@ func NewReaper(b broker.Broker, r scheduler.Retrier, now func() time.Time, log *
 		decisions := make([]broker.Decision, len(lapsed))
 		for i, l := range lapsed {
 			decisions[i] = r.AfterLapse(l, at)
-			if l.StartAuthorized {
-				decisions[i] = decisions[i].StartAuthorized()
-			}
 		}
 		if err := b.Reclaim(ctx, decisions); err != nil {
 			return time.Time{}, err

@@ -104,10 +104,7 @@ func (e *Engine) popRoutedLocked(q *queue, rt *router) (key, meta, bool) {
 				rt.passed++
 				continue
 			}
-			m.flags &^= flagInReady
-			e.tasks.put(k, m)
-			q.readyN--
-			q.dropStaleReady()
+			e.takenLocked(q, k, &m)
 			return k, m, true
 		}
 	}
@@ -127,11 +124,9 @@ func (e *Engine) popPassedLocked(q *queue, rt *router, p int) (key, meta, bool) 
 			if !live || !m.passedIn(q, p, line.kind) {
 				continue
 			}
-			m.flags &^= flagInReady | flagPassed
-			e.tasks.put(k, m)
-			q.readyN--
+			m.flags &^= flagPassed
 			e.passedLeftLocked(q, line)
-			q.dropStaleReady()
+			e.takenLocked(q, k, &m)
 			return k, m, true
 		}
 	}

@@ -59,14 +59,20 @@ func (e *Engine) popReadyLocked(q *queue) (key, meta, bool) {
 			if !live || !m.readyIn(q, p) {
 				continue
 			}
-			m.flags &^= flagInReady
-			e.tasks.put(k, m)
-			q.readyN--
-			q.dropStaleReady()
+			e.takenLocked(q, k, &m)
 			return k, m, true
 		}
 	}
 	return key{}, meta{}, false
+}
+
+// takenLocked records that ready task k of q, whose meta is m, was popped
+// to be leased: it leaves the ready line.
+func (e *Engine) takenLocked(q *queue, k key, m *meta) {
+	m.flags &^= flagInReady
+	e.tasks.put(k, *m)
+	q.readyN--
+	q.dropStaleReady()
 }
 
 // unreadyLocked withdraws a task's ready entry, or its place in its key's

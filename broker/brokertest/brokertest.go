@@ -113,6 +113,8 @@ func groups() []group {
 		{"Cron", cronCases()},
 		{"Route", routeCases()},
 		{"Releases", releaseCases()},
+		{"History", historyCases()},
+		{"Latency", latencyCases()},
 	}
 }
 
@@ -285,8 +287,7 @@ const LapseMessage = "lease lapsed"
 
 // Reap does what the lease reaper does at now, with the suite's own rule
 // (a lapse counts a retry; the task is pending again at once, or archived
-// once its retries are spent; an authorized at-most-once attempt goes
-// through Decision.StartAuthorized), and returns the lapsed leases it reclaimed.
+// once its retries are spent), and returns the lapsed leases it reclaimed.
 func Reap(tb testing.TB, b broker.Broker, now time.Time) []broker.LapsedLease {
 	tb.Helper()
 	lapsed, _, err := b.LapsedLeases(tb.Context(), now)
@@ -300,9 +301,7 @@ func Reap(tb testing.TB, b broker.Broker, now time.Time) []broker.LapsedLease {
 		} else {
 			ds[i] = broker.Retrying(l.SessionID, l.Lease, now, now, LapseMessage)
 		}
-		if l.StartAuthorized {
-			ds[i] = ds[i].StartAuthorized()
-		}
+
 	}
 	if err := b.Reclaim(tb.Context(), ds); err != nil {
 		tb.Fatalf("Reclaim: %v", err)

@@ -409,9 +409,6 @@ func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
 	if q.paused {
 		return 0
 	}
-	if q.leasing > 0 && q.ready > 0 {
-		q.starved = true
-	}
 	n := min(q.ready-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		e.refillLocked(q, now, q.cfg)
@@ -432,6 +429,7 @@ func (e *Engine) Ready(queues []string, counts []int) {
 		counts[i] = 0
 		if q := e.hints.queues[name]; q != nil && !e.closed {
 			counts[i] = e.dispatchableLocked(q, now)
+			q.noteStarved()
 		}
 	}
 }
@@ -451,5 +449,14 @@ func (e *Engine) ReadyGroups(queues, types []string, counts []int) {
 				counts[i]++
 			}
 		}
+	}
+}
+
+// noteStarved records, for a caller just told q's dispatchable count (Ready,
+// a Lease's reservation), that Lease calls in progress held some of the
+// ready tasks back from it (starved).
+func (q *queueHint) noteStarved() {
+	if q.leasing > 0 && q.ready > 0 {
+		q.starved = true
 	}
 }

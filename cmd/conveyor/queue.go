@@ -10,11 +10,13 @@ import (
 
 // queueCmd groups the commands on queues, one file each (queue_*.go).
 type queueCmd struct {
-	Ls     queueLsCmd     `cmd:"" help:"List the queues: tasks per state, totals, paused or not."`
-	Pause  queuePauseCmd  `cmd:"" help:"Stop dispatching a queue's tasks (enqueues still succeed)."`
-	Resume queueResumeCmd `cmd:"" help:"Dispatch a paused queue's tasks again."`
-	Config queueConfigCmd `cmd:"" help:"Show a queue's limits and group policy, or change some of them."`
-	Delete queueDeleteCmd `cmd:"" help:"Forget an empty queue: its pause flag, configuration and totals (refused while it holds tasks or a cron entry uses it)."`
+	Ls      queueLsCmd      `cmd:"" help:"List the queues: tasks per state, totals, paused or not."`
+	Pause   queuePauseCmd   `cmd:"" help:"Stop dispatching a queue's tasks (enqueues still succeed)."`
+	Resume  queueResumeCmd  `cmd:"" help:"Dispatch a paused queue's tasks again."`
+	Config  queueConfigCmd  `cmd:"" help:"Show a queue's limits and group policy, or change some of them."`
+	Stats   queueStatsCmd   `cmd:"" help:"Show how far behind a queue is (its oldest ready task's wait) and how long its tasks wait and run (p50, p95)."`
+	History queueHistoryCmd `cmd:"" help:"Show what a queue (or every queue) did per minute over the last day, or per day (--days) over 90 days: enqueued, completed, failed."`
+	Delete  queueDeleteCmd  `cmd:"" help:"Forget an empty queue: its pause flag, configuration and totals (refused while it holds tasks or a cron entry uses it)."`
 }
 
 // printQueue writes one queue: JSON with --json, else a one-row table.

@@ -1,6 +1,7 @@
 // Package conveyor is the Go SDK for Conveyor: a Client that enqueues and
-// inspects tasks, and a Worker that holds a session with the server and
-// runs handlers for the tasks it is sent.
+// looks up tasks, a Worker that holds a session with the server and runs
+// handlers for the tasks it is sent, and an Inspector that operates the
+// server as the CLI and the dashboard do.
 //
 // Both speak ConnectRPC to a server address. Plain http:// addresses use
 // HTTP/2 without TLS (h2c); https:// addresses negotiate HTTP/2 over TLS.
@@ -66,6 +67,33 @@
 // registers a handler for it, decoding as HandleJSON does: the type string
 // lives in one place, bound to the struct. NewKindTask builds such a task
 // for EnqueueBatch and EnqueueTx, and KindOf names a kind's type.
+//
+// # Inspecting
+//
+// NewInspector takes the address and the connection options of a Client
+// and speaks the server's AdminService. Its methods return the SDK's
+// types (TaskInfo, QueueInfo, QueueConfig, CronEntry, GroupInfo,
+// WorkerInfo, ReleaseInfo, ClusterInfo, BrokerInfo) and errors (an *Error
+// that errors.Is matches against ErrNotFound, ErrInvalidArgument and the
+// others; an action the state refuses has code failed_precondition):
+//
+//   - tasks: GetTask, ListTasks (a page, with filters) and AllTasks (an
+//     iterator over every page); CancelTask, RunTask, ArchiveTask and
+//     DeleteTask by id; their Batch forms over up to 1000 ids, with a
+//     result per id; BulkTasks over every task of a queue in one state,
+//     run by the server in chunks, with its progress;
+//   - queues: ListQueues, GetQueue, PauseQueue, ResumeQueue, DeleteQueue,
+//     GetQueueConfig (effective), GetStoredQueueConfig (as stored) and
+//     UpdateQueueConfig, which changes only the QueueSettings it names,
+//     in one step on the server;
+//   - cron: CreateCron, GetCron, ListCrons, UpdateCron (by CronField, as
+//     UpdateQueueConfig), PauseCron, ResumeCron, DeleteCron;
+//   - the rest: ListGroups, ListWorkers, ListReleases, DrainRelease,
+//     GetClusterInfo, GetBrokerInfo.
+//
+// Given several servers, an Inspector moves a call on to the next as a
+// Client does; see NewInspector for which calls are repeated when their
+// outcome is unknown.
 //
 // # Working
 //

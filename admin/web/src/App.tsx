@@ -11,6 +11,7 @@ import { Overview } from "./pages/Overview";
 import { QueuePage } from "./pages/Queue";
 import { TasksPage } from "./pages/Tasks";
 import { TaskPage } from "./pages/Task";
+import { AcrossPage } from "./pages/Across";
 import { GroupsPage } from "./pages/Groups";
 import { CronsPage } from "./pages/Crons";
 import { CronEditPage } from "./pages/CronEdit";
@@ -70,6 +71,7 @@ function Page() {
   if (head === "queues" && id && !sub) return <QueuePage name={id} />;
   if (head === "tasks" && !id) return <TasksPage />;
   if (head === "tasks" && id && !sub) return <TaskPage id={id} />;
+  if (head === "across" && !id) return <AcrossPage />;
   if (head === "groups" && !id) return <GroupsPage />;
   if (head === "crons" && !id) return <CronsPage />;
   if (head === "crons" && id === "new" && !sub) return <CronEditPage />;

@@ -3,10 +3,12 @@ import { useEffect, useRef } from "preact/hooks";
 import { signOut } from "../lib/auth";
 import { useLocation } from "../lib/router";
 import { Link } from "./Link";
+import { TaskSearch } from "./TaskSearch";
 
 const NAV: { to: string; label: string; match: (p: string) => boolean }[] = [
   { to: "/", label: "Queues", match: (p) => p === "/" || p.startsWith("/queues") },
   { to: "/tasks", label: "Tasks", match: (p) => p.startsWith("/tasks") },
+  { to: "/across", label: "Across queues", match: (p) => p.startsWith("/across") },
   { to: "/groups", label: "Groups", match: (p) => p.startsWith("/groups") },
   { to: "/crons", label: "Cron", match: (p) => p.startsWith("/crons") },
   { to: "/workers", label: "Workers", match: (p) => p.startsWith("/workers") },
@@ -52,6 +54,7 @@ export function Layout({ children, withToken, version }: { children: ComponentCh
             ))}
           </ul>
         </nav>
+        <TaskSearch />
         <div class="top-end">
           {version && <span class="muted version">{/^\d/.test(version) ? `v${version}` : version}</span>}
           {withToken && (

@@ -1,5 +1,6 @@
 import type { ComponentChildren } from "preact";
 import { Code, type ConnectError } from "@connectrpc/connect";
+import { Command } from "./Command";
 
 /**
  * ErrorBox shows an RPC's error with its code and message; a retry button
@@ -27,9 +28,18 @@ export function ErrorBox({ error, retry, what }: { error: ConnectError; retry?: 
   );
 }
 
-/** Empty says there is nothing to show, and why. */
-export function Empty({ children }: { children: ComponentChildren }) {
-  return <p class="empty">{children}</p>;
+/**
+ * Empty says there is nothing to show, and why; with cmd, the command to
+ * run next, to copy.
+ */
+export function Empty({ children, cmd }: { children: ComponentChildren; cmd?: string }) {
+  if (!cmd) return <p class="empty">{children}</p>;
+  return (
+    <div class="empty">
+      <p>{children}</p>
+      <Command cmd={cmd} />
+    </div>
+  );
 }
 
 /** Loading is the placeholder while the first answer is on its way. */

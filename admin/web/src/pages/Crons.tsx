@@ -57,7 +57,9 @@ export function CronsPage() {
       {!crons.data ? (
         crons.error ? null : <Loading />
       ) : entries.length === 0 ? (
-        <Empty>No cron entries. A cron entry enqueues a task on a schedule.</Empty>
+        <Empty cmd={`conveyor cron create '@hourly' report:build '{}'`}>
+          No cron entries. A cron entry enqueues a task on a schedule: create one with New entry, or from a shell:
+        </Empty>
       ) : (
         <div class="table-wrap panel">
           <table class="responsive crons">

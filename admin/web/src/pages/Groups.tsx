@@ -43,7 +43,9 @@ export function GroupsPage() {
         {!groups.data ? (
           groups.error ? null : <Loading />
         ) : list.length === 0 ? (
-          <Empty>No group is waiting{queue ? ` in ${queue}` : ""}. Tasks enqueued with a group wait here until the group fires.</Empty>
+          <Empty cmd={`conveyor enqueue digest '{}'${queue ? ` --queue ${queue}` : ""} --group batch-1`}>
+            No group is waiting{queue ? ` in ${queue}` : ""}. Tasks enqueued with a group wait here until the group fires:
+          </Empty>
         ) : (
           <div class="table-wrap">
             <table class="responsive">

@@ -17,6 +17,7 @@ import { PayloadView } from "../components/PayloadView";
 import { StateBadge } from "../components/StateBadge";
 import { Empty, ErrorBox, Loading, Notice } from "../components/Status";
 import { Time } from "../components/Time";
+import { DepGraph } from "../components/DepGraph";
 import { listOf } from "./Tasks";
 
 /**
@@ -54,7 +55,7 @@ function TaskBody({ task: t, reload }: { task: TaskInfo; reload: () => void }) {
   return (
     <>
       <TaskActions task={t} reload={reload} />
-      {t.state === TaskState.ACTIVE || t.progressPercent > 0 || t.progressMessage ? <Progress task={t} /> : null}
+      {reportedProgress(t) && <Progress task={t} />}
       {t.lastError && (
         <section class="panel error-panel" aria-labelledby="err-h">
           <h2 id="err-h">Last error</h2>
@@ -114,10 +115,12 @@ function TaskBody({ task: t, reload }: { task: TaskInfo; reload: () => void }) {
           </div>
         )}
       </section>
-      <section class="panel" aria-labelledby="result-h">
-        <h2 id="result-h">Result</h2>
-        <PayloadView data={t.result} contentType="" label="Result" />
-      </section>
+      {(t.state === TaskState.COMPLETED || t.result.length > 0) && (
+        <section class="panel" aria-labelledby="result-h">
+          <h2 id="result-h">Result</h2>
+          <PayloadView data={t.result} contentType="" label="Result" />
+        </section>
+      )}
       <Links task={t} />
       <section class="panel" aria-labelledby="opt-h">
         <h2 id="opt-h">Options as enqueued</h2>
@@ -209,6 +212,20 @@ function TaskActions({ task: t, reload }: { task: TaskInfo; reload: () => void }
   );
 }
 
+/**
+ * reportedProgress reports whether t's handler said anything of its
+ * progress: a bar at 0% with no message is one it never reported, which
+ * tells nothing.
+ */
+function reportedProgress(t: TaskInfo): boolean {
+  return t.progressPercent > 0 || t.progressMessage !== "";
+}
+
+/** waitsForTime reports whether t waits for its next_process_at (a delay or a backoff). */
+function waitsForTime(t: TaskInfo): boolean {
+  return t.state === TaskState.SCHEDULED || t.state === TaskState.RETRY;
+}
+
 function Progress({ task: t }: { task: TaskInfo }) {
   return (
     <section class="panel" aria-labelledby="prog-h">
@@ -248,15 +265,24 @@ function Summary({ task: t }: { task: TaskInfo }) {
       <Row label="Enqueued">
         <Time ts={t.enqueuedAt} />
       </Row>
-      <Row label="Next process">
-        <Time ts={t.nextProcessAt} />
-      </Row>
-      <Row label="Started">
-        <Time ts={t.startedAt} />
-      </Row>
-      <Row label="Done">
-        <Time ts={t.completedAt} />
-      </Row>
+      {/* Only what means something in the task's state: when it runs
+          next while it waits for a time; when it started once it has;
+          when it ended once it is done. */}
+      {waitsForTime(t) && (
+        <Row label={t.state === TaskState.RETRY ? "Next attempt" : "Runs"}>
+          <Time ts={t.nextProcessAt} />
+        </Row>
+      )}
+      {t.startedAt && (
+        <Row label={t.state === TaskState.ACTIVE ? "Started" : "Last started"}>
+          <Time ts={t.startedAt} />
+        </Row>
+      )}
+      {isTerminal(t.state) && t.completedAt && (
+        <Row label="Done">
+          <Time ts={t.completedAt} />
+        </Row>
+      )}
       {t.expiresAt && (
         <Row label="Expires">
           <Time ts={t.expiresAt} />
@@ -337,6 +363,12 @@ function Links({ task: t }: { task: TaskInfo }) {
           )}
         </div>
       </div>
+      {(t.dependsOn.length > 0 || t.dependents.length > 0) && (
+        <>
+          <h3 id="graph-h">Graph</h3>
+          <DepGraph id={t.id} />
+        </>
+      )}
     </section>
   );
 }

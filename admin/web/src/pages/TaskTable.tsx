@@ -5,15 +5,20 @@ import { Link } from "../components/Link";
 import { StateBadge } from "../components/StateBadge";
 import { Time } from "../components/Time";
 
-/** TaskTable lists a page of tasks with a checkbox each for a selection. */
+/**
+ * TaskTable lists a page of tasks with a checkbox each for a selection;
+ * with withQueue, each task's queue too (a list across queues).
+ */
 export function TaskTable({
   tasks,
   selected,
   onSelect,
+  withQueue = false,
 }: {
   tasks: TaskInfo[];
   selected: Set<string>;
   onSelect: (s: Set<string>) => void;
+  withQueue?: boolean;
 }) {
   const all = tasks.length > 0 && tasks.every((t) => selected.has(t.id));
   const some = !all && tasks.some((t) => selected.has(t.id));
@@ -41,6 +46,7 @@ export function TaskTable({
               />
             </th>
             <th scope="col">Task</th>
+            {withQueue && <th scope="col">Queue</th>}
             <th scope="col">Type</th>
             <th scope="col">State</th>
             <th scope="col" class="num" title="Failed attempts so far, of the retry budget">
@@ -60,6 +66,11 @@ export function TaskTable({
               <th scope="row" data-label="Task" class="mono">
                 <Link to={`/tasks/${seg(t.id)}`}>{t.id}</Link>
               </th>
+              {withQueue && (
+                <td data-label="Queue">
+                  <Link to={`/queues/${seg(t.queue)}`}>{t.queue}</Link>
+                </td>
+              )}
               <td data-label="Type" class="mono">
                 {t.type}
               </td>

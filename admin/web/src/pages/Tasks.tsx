@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { ListTasksResponse } from "../gen/conveyor/v1/admin_pb";
 import { TaskState } from "../gen/conveyor/v1/task_pb";
 import { admin } from "../lib/api";
+import { ENQUEUE_EXAMPLE } from "../lib/cli";
 import { int } from "../lib/format";
 import { useLive } from "../lib/live";
 import { usePoll } from "../lib/poll";
@@ -157,7 +158,7 @@ export function TasksPage() {
         </nav>
       )}
       {!f.queue ? (
-        queues && queues.length === 0 ? <Empty>No queues yet, so no tasks.</Empty> : <Loading />
+        queues && queues.length === 0 ? <Empty cmd={ENQUEUE_EXAMPLE}>No queues yet, so no tasks. Enqueue one:</Empty> : <Loading />
       ) : (
         <section class="panel" aria-label="Tasks">
           {state && (

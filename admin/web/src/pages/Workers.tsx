@@ -1,5 +1,7 @@
 import type { WorkerInfo } from "../gen/conveyor/v1/admin_pb";
+import { TaskState, type TaskInfo } from "../gen/conveyor/v1/task_pb";
 import { admin } from "../lib/api";
+import { WORKER_EXAMPLE } from "../lib/cli";
 import { usePoll } from "../lib/poll";
 import { seg } from "../lib/router";
 import { useTitle } from "../lib/title";
@@ -21,8 +23,9 @@ const SHOWN_TASKS = 5;
  */
 export function WorkersPage() {
   useTitle("Workers");
-  const w = usePoll((signal) => admin.listWorkers({}, { signal }), 2000, []);
+  const w = usePoll(loadWorkers, 2000, []);
   const workers = w.data?.workers ?? [];
+  const held = w.data?.held ?? new Map<string, TaskInfo>();
   // The Node column shows only when the server is one of several nodes
   // sharing a database: a lone node has nothing to tell apart.
   const nodes = workers.some((x) => x.nodeId !== "");
@@ -36,17 +39,21 @@ export function WorkersPage() {
       {!w.data ? (
         w.error ? null : <Loading />
       ) : workers.length === 0 ? (
-        <Empty>No worker is connected. A worker appears here when it opens a session.</Empty>
+        <Empty cmd={WORKER_EXAMPLE}>
+          No worker is connected. A worker appears here when it opens a session: run one built on an SDK (docs/sdks.md), or,
+          in a checkout of the repository, the example worker, which serves the queue default:
+        </Empty>
       ) : (
         <div class="table-wrap panel">
           <table class="responsive workers">
             <thead>
               <tr>
                 <th scope="col">Session</th>
+                <th scope="col">Host (pid)</th>
                 {nodes && <th scope="col">Node</th>}
                 <th scope="col">Queues (weight)</th>
                 <th scope="col">Labels</th>
-                <th scope="col" class="num">
+                <th scope="col" class="num" title="Tasks held now / the concurrency the worker declared">
                   In flight
                 </th>
                 <th scope="col">Tasks</th>
@@ -57,7 +64,7 @@ export function WorkersPage() {
             </thead>
             <tbody>
               {workers.map((x) => (
-                <WorkerRow key={x.sessionId} w={x} nodes={nodes} />
+                <WorkerRow key={x.sessionId} w={x} nodes={nodes} held={held} />
               ))}
             </tbody>
           </table>
@@ -68,18 +75,77 @@ export function WorkersPage() {
   );
 }
 
-function TaskLinks({ ids }: { ids: string[] }) {
+/**
+ * loadWorkers lists the sessions, and the tasks they hold with their types
+ * and progress: WorkerInfo names the held tasks only, so the active tasks
+ * of each queue a busy worker serves are listed too (one call a queue, up
+ * to MAX_ACTIVE of them; a task past that shows its id alone).
+ */
+async function loadWorkers(signal: AbortSignal): Promise<{ workers: WorkerInfo[]; held: Map<string, TaskInfo> }> {
+  const { workers } = await admin.listWorkers({}, { signal });
+  const queues = new Set(workers.filter((x) => x.taskIds.length > 0).flatMap((x) => Object.keys(x.queues)));
+  const lists = await Promise.all(
+    [...queues].map((queue) =>
+      admin.listTasks({ queue, state: TaskState.ACTIVE, pageSize: MAX_ACTIVE }, { signal }).then(
+        (r) => r.tasks,
+        () => [] as TaskInfo[], // the ids still show; a queue deleted meanwhile has none
+      ),
+    ),
+  );
+  return { workers, held: new Map(lists.flat().map((t) => [t.id, t])) };
+}
+
+/** MAX_ACTIVE is how many active tasks of one queue the page reads for their types and progress. */
+const MAX_ACTIVE = 1000;
+
+function HeldTasks({ ids, held }: { ids: string[]; held: Map<string, TaskInfo> }) {
   return (
-    <ul class="links">
-      {ids.map((id) => (
-        <li key={id}>
-          <Link to={`/tasks/${seg(id)}`} class="mono">
-            {id}
-          </Link>
-        </li>
-      ))}
+    <ul class="links held">
+      {ids.map((id) => {
+        const t = held.get(id);
+        return (
+          <li key={id} data-held={id}>
+            <Link to={`/tasks/${seg(id)}`} class="mono">
+              {id}
+            </Link>
+            {t && (
+              <>
+                {" "}
+                <span class="mono muted">{t.type}</span>
+                {(t.progressPercent > 0 || t.progressMessage) && (
+                  <span class="held-progress">
+                    <progress max={100} value={t.progressPercent} aria-label={`Progress of ${id}`} /> {t.progressPercent}%
+                    {t.progressMessage && <span class="muted"> {t.progressMessage}</span>}
+                  </span>
+                )}
+              </>
+            )}
+          </li>
+        );
+      })}
     </ul>
   );
+}
+
+/** PROCESS_LABELS are the labels the SDKs send by default, shown in their own column. */
+const PROCESS_LABELS = ["host", "pid"];
+
+/** HostPid shows where a worker runs, from its host and pid labels. */
+function HostPid({ w }: { w: WorkerInfo }) {
+  const host = w.labels["host"];
+  const pid = w.labels["pid"];
+  if (!host && !pid) return <span class="muted">—</span>;
+  return (
+    <span class="host">
+      <span class="mono">{host || "?"}</span>
+      {pid && <span class="muted mono"> ({pid})</span>}
+    </span>
+  );
+}
+
+/** otherLabels is w's labels but host and pid. */
+function otherLabels(w: WorkerInfo): Record<string, string> {
+  return Object.fromEntries(Object.entries(w.labels).filter(([k]) => !PROCESS_LABELS.includes(k) || isPush(w)));
 }
 
 /**
@@ -90,7 +156,7 @@ function isPush(w: WorkerInfo): boolean {
   return w.sessionId.startsWith("push:") && "push" in w.labels;
 }
 
-function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
+function WorkerRow({ w, nodes, held }: { w: WorkerInfo; nodes: boolean; held: Map<string, TaskInfo> }) {
   const first = w.taskIds.slice(0, SHOWN_TASKS);
   const rest = w.taskIds.slice(SHOWN_TASKS);
   return (
@@ -101,6 +167,9 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
           <Release w={w} />
         </div>
       </th>
+      <td data-label="Host (pid)">
+        <HostPid w={w} />
+      </td>
       {nodes && (
         <td data-label="Node" class="mono">
           {w.nodeId || <span class="muted">—</span>}
@@ -114,7 +183,7 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
         </div>
       </td>
       <td data-label="Labels">
-        <Chips map={w.labels} />
+        <Chips map={otherLabels(w)} />
       </td>
       <td data-label="In flight" class="num">
         {w.inFlight}/{w.concurrency}
@@ -124,11 +193,11 @@ function WorkerRow({ w, nodes }: { w: WorkerInfo; nodes: boolean }) {
           <span class="muted">idle</span>
         ) : (
           <>
-            <TaskLinks ids={first} />
+            <HeldTasks ids={first} held={held} />
             {rest.length > 0 && (
               <details>
                 <summary>{rest.length} more</summary>
-                <TaskLinks ids={rest} />
+                <HeldTasks ids={rest} held={held} />
               </details>
             )}
           </>

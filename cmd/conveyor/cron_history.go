@@ -78,7 +78,8 @@ func (c *cronHistoryCmd) Run(k *kong.Context) error {
 		if task.GetCompletedAt() != nil {
 			ended = showAgo(task.GetCompletedAt())
 		}
-		t.row(task.GetMetadata()[server.CronFireKey], task.GetId(), stateName(task.GetState()),
+		state := stateName(task.GetState())
+		t.styledRow([]style{styleNone, styleNone, stateStyle(state)}, task.GetMetadata()[server.CronFireKey], task.GetId(), state,
 			fmt.Sprintf("%d/%d", task.GetRetried(), task.GetMaxRetry()), ended, orDash(firstLine(task.GetLastError(), 60)))
 	}
 	return t.flush()

@@ -38,7 +38,7 @@ func queueTable(w io.Writer, qs []*conveyorv1.QueueInfo, wide bool) error {
 	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "PENDING", "ACTIVE", "RETRY", "AGGREGATING", "BLOCKED",
 		"COMPLETED", "ARCHIVED", "CANCELED", "ENQUEUED", "PROCESSED", "FAILED", "NO WORKER FOR")
 	for _, q := range qs {
-		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
+		t.styledRow(pausedStyle(q.GetPaused()), q.GetName(), yesNo(q.GetPaused()), count(q.GetScheduled()), count(q.GetPending()), count(q.GetActive()),
 			count(q.GetRetry()), count(q.GetAggregating()), count(q.GetBlocked()), count(q.GetCompleted()),
 			count(q.GetArchived()), count(q.GetCanceled()), count(q.GetEnqueued()), count(q.GetProcessed()),
 			count(q.GetFailed()), orDash(strings.Join(q.GetUnservedTypes(), ",")))
@@ -52,7 +52,7 @@ const unservedWidth = 24
 func narrowQueueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
 	t := newTable(w, "QUEUE", "PAUSED", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "FAILED", "NO WORKER FOR")
 	for _, q := range qs {
-		t.row(q.GetName(), yesNo(q.GetPaused()), count(q.GetPending()), count(q.GetActive()), count(q.GetScheduled()),
+		t.styledRow(pausedStyle(q.GetPaused()), q.GetName(), yesNo(q.GetPaused()), count(q.GetPending()), count(q.GetActive()), count(q.GetScheduled()),
 			count(q.GetRetry()), count(q.GetArchived()), count(q.GetFailed()),
 			orDash(firstLine(strings.Join(q.GetUnservedTypes(), ","), unservedWidth)))
 	}
@@ -60,3 +60,11 @@ func narrowQueueTable(w io.Writer, qs []*conveyorv1.QueueInfo) error {
 }
 
 func count(n int64) string { return fmt.Sprint(n) }
+
+// pausedStyle marks a paused queue's PAUSED cell.
+func pausedStyle(paused bool) []style {
+	if paused {
+		return []style{styleNone, styleWarn}
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import { useTitle } from "../lib/title";
 import { Link } from "../components/Link";
 import { PauseButton, PausedBadge } from "../components/PauseButton";
 import { Empty, ErrorBox, Loading } from "../components/Status";
+import { QueueStats } from "../components/QueueStats";
 import { Throughput } from "../components/Throughput";
 import { UnservedWarning } from "../components/Unserved";
 import { QueueConfigPanel } from "./QueueConfig";
@@ -61,6 +62,7 @@ export function QueuePage({ name }: { name: string }) {
             </p>
           </section>
           <Throughput queue={name} rates={lv.rates.get(name)} rated={lv.rated} key={seg(name)} />
+          <QueueStats queue={name} key={seg(name)} />
           <QueueConfigPanel queue={name} fromList={q.config} key={seg(name)} />
         </>
       )}

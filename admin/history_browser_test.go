@@ -148,30 +148,19 @@ func (b *testBundle) workOrders(t *testing.T, ok, bad int) {
 	t.Helper()
 	ids := b.enqueue(t, "orders", "order:ship", ok)
 	failing := b.enqueue(t, "orders", "order:ship", bad, conveyor.Metadata(map[string]string{"fail": "yes"}))
-	w, err := conveyor.NewWorker(b.url, conveyor.WithToken(b.token), conveyor.WithQueue("orders", 1))
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
+	w := b.worker(t, "orders")
 	w.HandleFunc("order:ship", func(_ context.Context, dl *conveyor.Delivery) error {
 		if dl.Metadata["fail"] == "yes" {
 			return conveyor.SkipRetry(errors.New("carrier refused the parcel"))
 		}
 		return nil
 	})
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := runWorker(t, w)
 	for _, id := range ids {
 		b.waitState(t, id, conveyor.TaskStateCompleted)
 	}
 	for _, id := range failing {
 		b.waitState(t, id, conveyor.TaskStateArchived)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer scancel()
-	_ = w.Shutdown(sctx)
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("worker: %v", err)
-	}
+	stop()
 }

@@ -30,8 +30,8 @@ type cronHistoryCmd struct {
 
 // Run lists the fires.
 func (c *cronHistoryCmd) Run(k *kong.Context) error {
-	if c.Last < 0 {
-		return fmt.Errorf("--last %d: want 0 (all) or more", c.Last)
+	if err := checkLast(c.Last); err != nil {
+		return err
 	}
 	cn, err := c.dial()
 	if err != nil {
@@ -63,9 +63,7 @@ func (c *cronHistoryCmd) Run(k *kong.Context) error {
 	slices.SortStableFunc(fired, func(a, b *conveyorv1.TaskInfo) int {
 		return strings.Compare(a.GetMetadata()[server.CronFireKey], b.GetMetadata()[server.CronFireKey])
 	})
-	if c.Last > 0 && len(fired) > c.Last {
-		fired = fired[len(fired)-c.Last:]
-	}
+	fired = latest(fired, c.Last)
 	if c.JSON {
 		return writeJSONList(k.Stdout, fired)
 	}

@@ -22,8 +22,8 @@ type queueHistoryCmd struct {
 
 // Run prints the points, the latest last.
 func (c *queueHistoryCmd) Run(k *kong.Context) error {
-	if c.Last < 0 {
-		return fmt.Errorf("--last %d: want 0 (all) or more", c.Last)
+	if err := checkLast(c.Last); err != nil {
+		return err
 	}
 	cn, err := c.dial()
 	if err != nil {
@@ -40,9 +40,7 @@ func (c *queueHistoryCmd) Run(k *kong.Context) error {
 		return err
 	}
 	points := h.Msg.GetPoints()
-	if c.Last > 0 && len(points) > c.Last {
-		points = points[len(points)-c.Last:]
-	}
+	points = latest(points, c.Last)
 	if c.JSON {
 		return writeJSONList(k.Stdout, points)
 	}
@@ -62,4 +60,20 @@ func (c *queueHistoryCmd) Run(k *kong.Context) error {
 		t.row(at.Format(layout), count(p.GetEnqueued()), count(p.GetCompleted()), count(p.GetFailed()))
 	}
 	return t.flush()
+}
+
+// checkLast refuses a negative --last.
+func checkLast(n int) error {
+	if n < 0 {
+		return fmt.Errorf("--last %d: want 0 (all) or more", n)
+	}
+	return nil
+}
+
+// latest keeps the last n of xs, or all of them when n is 0 (--last).
+func latest[T any](xs []T, n int) []T {
+	if n > 0 && len(xs) > n {
+		return xs[len(xs)-n:]
+	}
+	return xs
 }

@@ -143,15 +143,18 @@ func (f *Fake) Session(ctx context.Context, stream *connect.BidiStream[conveyorv
 	s.mu.Lock()
 	s.welcomed = time.Now()
 	s.mu.Unlock()
+	// Listed before the Welcome goes out: a test that sees the worker
+	// ready must find this session, not the one before it (a Cut sent to
+	// that one, long ended, would be lost).
+	f.mu.Lock()
+	f.sessions = append(f.sessions, s)
+	f.mu.Unlock()
 	if err := stream.Send(&conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Welcome{Welcome: &conveyorv1.Welcome{
 		SessionId: s.ID, LeaseTtl: durationpb.New(f.LeaseTTL), HeartbeatInterval: durationpb.New(f.HeartbeatInterval),
 		ServerVersion: "v0.0.0-conformance-fake",
 	}}}); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.sessions = append(f.sessions, s)
-	f.mu.Unlock()
 	for {
 		select {
 		case m := <-s.send:

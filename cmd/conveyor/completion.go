@@ -57,56 +57,75 @@ func (c *completeCmd) Run(k *kong.Context) error {
 // earlier words select, walked as kong would parse them, decides between
 // its subcommands, its flags, and the values of the flag before.
 func complete(root *kong.Node, words []string) []string {
-	words, cands, done := skipGlobalFlags(words)
+	global, words, cands, done := skipGlobalFlags(words)
 	if done {
 		return cands
 	}
-	node, cur := root, words[len(words)-1]
-	var pending *kong.Flag // a flag whose value is the next word
-	positionals := 0
-	for _, w := range words[:len(words)-1] {
+	c := &completion{root: root, node: root, cur: words[len(words)-1], global: global, given: map[string]string{}}
+	return c.candidates(c.walk(words[:len(words)-1]))
+}
+
+// completion is what the words before the one being completed say: the
+// command they select, the flags and arguments they give it. The values
+// from the server (completion_server.go) need them: the connection flags
+// to call it, and --queue to narrow a task id.
+type completion struct {
+	root, node *kong.Node
+	cur        string            // the word being completed
+	global     map[string]string // connection flags before the command, by name
+	given      map[string]string // flags after it, by name: the last value
+	args       []string          // positional arguments, in order
+}
+
+// walk follows words down the command tree, noting flags and arguments;
+// it returns the flag whose value the word being completed is, if any.
+func (c *completion) walk(words []string) *kong.Flag {
+	var pending *kong.Flag
+	for _, w := range words {
 		switch {
 		case pending != nil:
+			c.given[pending.Name] = w
 			pending = nil
 		case strings.HasPrefix(w, "-") && w != "-":
-			name, _, hasValue := strings.Cut(w, "=")
-			if f := findFlag(node, name); f != nil && !f.IsBool() && !f.IsCounter() && !hasValue {
+			name, v, hasValue := strings.Cut(w, "=")
+			f := findFlag(c.node, name)
+			switch {
+			case f == nil || f.IsBool() || f.IsCounter():
+			case hasValue:
+				c.given[f.Name] = v
+			default:
 				pending = f
 			}
 		default:
-			if child := findChild(node, w); child != nil && positionals == 0 {
-				node = child
+			if child := findChild(c.node, w); child != nil && len(c.args) == 0 {
+				c.node = child
 			} else {
-				positionals++
+				c.args = append(c.args, w)
 			}
 		}
 	}
+	return pending
+}
+
+// candidates are those for c.cur: the value of pending when it is a
+// flag's, else a flag's name, a subcommand or a positional argument.
+func (c *completion) candidates(pending *kong.Flag) []string {
+	cur := c.cur
 	if pending != nil {
-		return values(pending.Value, "", cur)
+		return c.values(pending.Value, "", cur)
 	}
 	if name, v, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(name, "--") {
-		if f := findFlag(node, name); f != nil {
-			return values(f.Value, name+"=", v)
+		if f := findFlag(c.node, name); f != nil {
+			return c.values(f.Value, name+"=", v)
 		}
 		return nil
 	}
 	if strings.HasPrefix(cur, "-") {
-		var out []string
-		if node == root {
-			for name := range globalFlagNames {
-				out = append(out, "--"+name)
-			}
-		}
-		for _, group := range node.AllFlags(true) {
-			for _, f := range group {
-				out = append(out, "--"+f.Name)
-			}
-		}
-		return matching(out, "", cur)
+		return matching(c.flagNames(), "", cur)
 	}
-	if positionals == 0 {
+	if len(c.args) == 0 {
 		var out []string
-		for _, child := range node.Children {
+		for _, child := range c.node.Children {
 			if !child.Hidden {
 				out = append(out, child.Name)
 			}
@@ -115,22 +134,47 @@ func complete(root *kong.Node, words []string) []string {
 			return matching(out, "", cur)
 		}
 	}
-	if positionals < len(node.Positional) {
-		return values(node.Positional[positionals], "", cur)
+	pos := c.node.Positional
+	if n := len(c.args); n < len(pos) {
+		return c.values(pos[n], "", cur)
 	}
-	if n := len(node.Positional); n > 0 && node.Positional[n-1].IsSlice() {
-		return values(node.Positional[n-1], "", cur)
+	if n := len(pos); n > 0 && pos[n-1].IsSlice() {
+		return c.values(pos[n-1], "", cur)
 	}
 	return nil
 }
 
-// values are the candidates for a value of v: its enum, or files for a
-// path; nothing for a free value.
-func values(v *kong.Value, prefix, cur string) []string {
+// flagNames are the flags of the command, and at the root the connection
+// flags that may come before one.
+func (c *completion) flagNames() []string {
+	var out []string
+	if c.node == c.root {
+		for name := range globalFlagNames {
+			out = append(out, "--"+name)
+		}
+	}
+	for _, group := range c.node.AllFlags(true) {
+		for _, f := range group {
+			out = append(out, "--"+f.Name)
+		}
+	}
+	return out
+}
+
+// values are the candidates for a value of v: its enum; names from the
+// server when it is tagged complete:"KIND" (completion_server.go); files
+// for a path; nothing for a free value.
+func (c *completion) values(v *kong.Value, prefix, cur string) []string {
 	if v.Enum != "" {
 		return matching(v.EnumSlice(), prefix, cur)
 	}
-	if v.Tag != nil && (v.Tag.Type == "path" || v.Tag.Type == "existingfile" || v.Tag.Type == "existingdir") {
+	if v.Tag == nil {
+		return nil
+	}
+	if kind := v.Tag.Get("complete"); kind != "" {
+		return matching(c.fromServer(kind), prefix, cur)
+	}
+	if v.Tag.Type == "path" || v.Tag.Type == "existingfile" || v.Tag.Type == "existingdir" {
 		return []string{pathCandidate}
 	}
 	if f := v.Flag; f != nil && (f.PlaceHolder == "FILE" || f.PlaceHolder == "DIR") {
@@ -178,29 +222,33 @@ func findChild(node *kong.Node, w string) *kong.Node {
 }
 
 // skipGlobalFlags drops the connection flags before the command (see
-// parseArgs), keeping the word being completed. When that word is the
-// value of one of them, done is true and cands are its candidates: files
-// for --token-file, nothing for a free value.
-func skipGlobalFlags(words []string) (rest, cands []string, done bool) {
+// parseArgs), keeping the word being completed, and returns their values
+// by name. When that word is the value of one of them, done is true and
+// cands are its candidates: files for --token-file, nothing for a free
+// value.
+func skipGlobalFlags(words []string) (global map[string]string, rest, cands []string, done bool) {
+	global = map[string]string{}
 	last := len(words) - 1
 	i := 0
 	for i < last {
-		name, _, hasValue := strings.Cut(strings.TrimPrefix(words[i], "--"), "=")
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(words[i], "--"), "=")
 		takesValue, known := globalFlagNames[name]
 		if !strings.HasPrefix(words[i], "--") || !known {
 			break
 		}
 		i++
 		if !takesValue || hasValue {
+			global[name] = value
 			continue
 		}
 		if i == last {
 			if name == "token-file" {
-				return nil, []string{pathCandidate}, true
+				return nil, nil, []string{pathCandidate}, true
 			}
-			return nil, nil, true
+			return nil, nil, nil, true
 		}
+		global[name] = words[i]
 		i++
 	}
-	return words[i:], nil, false
+	return global, words[i:], nil, false
 }

@@ -20,7 +20,7 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"task", "ls", "--st"}, "--state"},
 		{[]string{"task", "ls", "--state", "a"}, "active aggregating all archived"},
 		{[]string{"task", "ls", "--state=p"}, "--state=pending"},
-		{[]string{"task", "ls", "--queue", ""}, ""}, // a free value
+		{[]string{"task", "ls", "--type", ""}, ""}, // a free value
 		{[]string{"task", "ls", "--queue", "q", "--json", "--l"}, "--limit"},
 		{[]string{"task", "run", "--queue", "q", "--state", "arch"}, "archived"},
 		{[]string{"queue", ""}, "config delete history ls pause resume stats"},

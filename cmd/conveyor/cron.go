@@ -28,7 +28,7 @@ type cronCmd struct {
 // schedule (no fixed times, no task id). Pointers tell a flag not given
 // (update keeps the field) from one set to its zero value (update clears it).
 type cronTemplateFlags struct {
-	Queue       *string           `placeholder:"QUEUE" help:"Queue of the fired tasks (server default: default)."`
+	Queue       *string           `placeholder:"QUEUE" complete:"queue" help:"Queue of the fired tasks (server default: default)."`
 	Priority    *int32            `placeholder:"N" help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
 	MaxRetry    *int32            `name:"max-retry" placeholder:"N" help:"Retries before a fired task is archived (server default: 25)."`
 	Timeout     *time.Duration    `placeholder:"DURATION" help:"Bound on one attempt (0s: none)."`

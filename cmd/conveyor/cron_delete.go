@@ -11,7 +11,7 @@ import (
 type cronDeleteCmd struct {
 	clientFlags
 
-	ID string `arg:"" help:"Cron entry id."`
+	ID string `arg:"" complete:"cron" help:"Cron entry id."`
 }
 
 // Run deletes the entry. Tasks it enqueued before stay.

@@ -11,7 +11,7 @@ import (
 type cronGetCmd struct {
 	clientFlags
 
-	ID string `arg:"" help:"Cron entry id."`
+	ID string `arg:"" complete:"cron" help:"Cron entry id."`
 }
 
 // Run prints the entry.

@@ -24,7 +24,7 @@ import (
 type cronHistoryCmd struct {
 	clientFlags
 
-	ID   string `arg:"" help:"Cron entry id."`
+	ID   string `arg:"" complete:"cron" help:"Cron entry id."`
 	Last int    `default:"20" help:"Show the latest N fires (0: every one still kept)."`
 }
 

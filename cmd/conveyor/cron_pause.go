@@ -11,7 +11,7 @@ import (
 type cronPauseCmd struct {
 	clientFlags
 
-	ID string `arg:"" help:"Cron entry id."`
+	ID string `arg:"" complete:"cron" help:"Cron entry id."`
 }
 
 // Run pauses the entry (it fires no more until resumed) and prints it.

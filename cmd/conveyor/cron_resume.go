@@ -11,7 +11,7 @@ import (
 type cronResumeCmd struct {
 	clientFlags
 
-	ID string `arg:"" help:"Cron entry id."`
+	ID string `arg:"" complete:"cron" help:"Cron entry id."`
 }
 
 // Run resumes the entry and prints it.

@@ -16,7 +16,7 @@ type cronUpdateCmd struct {
 	clientFlags
 	cronTemplateFlags
 
-	ID      string  `arg:"" help:"Cron entry id."`
+	ID      string  `arg:"" complete:"cron" help:"Cron entry id."`
 	Spec    *string `placeholder:"SPEC" help:"New schedule; the next run is counted from now (without it the next run stays)."`
 	Type    *string `placeholder:"TYPE" help:"New type of the fired tasks."`
 	Payload *string `placeholder:"TEXT" help:"New payload text ('-' reads it from standard input)."`

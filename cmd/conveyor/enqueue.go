@@ -19,7 +19,7 @@ type enqueueCmd struct {
 	Type           string            `arg:"" help:"Task type (the handler routing key)."`
 	Payload        *string           `arg:"" optional:"" help:"Payload text; '-' reads it from standard input. Defaults to empty."`
 	PayloadFile    string            `name:"payload-file" placeholder:"FILE" help:"Read the payload from FILE ('-' for standard input)."`
-	Queue          string            `help:"Queue (server default: default)."`
+	Queue          string            `complete:"queue" help:"Queue (server default: default)."`
 	Priority       int32             `placeholder:"N" help:"Priority, 1 (lowest) to 9 (highest) (server default: 4)."`
 	MaxRetry       int32             `name:"max-retry" placeholder:"N" help:"Retries before the task is archived (server default: 25)."`
 	ProcessIn      time.Duration     `name:"process-in" help:"Delay the task by this long (e.g. 90s, 1h)."`

@@ -80,14 +80,10 @@ func (f *clientFlags) connection() *clientFlags { return f }
 // later flag, as kong does for a repeated one); one given before wins over
 // the environment, as any flag does.
 func applyGlobalFlags(ctx *kong.Context, global []globalFlag) error {
-	node := ctx.Selected()
-	var cmd connector
-	if node != nil && node.Target.CanAddr() {
-		cmd, _ = node.Target.Addr().Interface().(connector)
-	}
+	cmd := nodeConnector(ctx.Selected())
 	if cmd == nil {
 		name := "conveyor"
-		if node != nil {
+		if node := ctx.Selected(); node != nil {
 			name = node.FullPath()
 		}
 		return usageErrorf("--%s before the command applies to the commands that call a server; `%s` takes its own flags, after its name (see %s --help)",
@@ -110,6 +106,15 @@ func applyGlobalFlags(ctx *kong.Context, global []globalFlag) error {
 		}
 	}
 	return nil
+}
+
+// nodeConnector is node's command when it calls a server, else nil.
+func nodeConnector(node *kong.Node) connector {
+	if node == nil || !node.Target.CanAddr() {
+		return nil
+	}
+	cmd, _ := node.Target.Addr().Interface().(connector)
+	return cmd
 }
 
 // givenAfter reports whether the flag was on the command line after the

@@ -18,7 +18,7 @@ type groupCmd struct {
 type groupLsCmd struct {
 	clientFlags
 
-	Queue string `placeholder:"QUEUE" help:"Only this queue's groups (default: every queue's)."`
+	Queue string `placeholder:"QUEUE" complete:"queue" help:"Only this queue's groups (default: every queue's)."`
 }
 
 // Run lists the waiting groups by queue, group and type, with their size

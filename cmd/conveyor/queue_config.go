@@ -25,7 +25,7 @@ import (
 type queueConfigCmd struct {
 	clientFlags
 
-	Queue            string         `arg:"" help:"Queue name."`
+	Queue            string         `arg:"" complete:"queue" help:"Queue name."`
 	ConcurrencyLimit *int32         `name:"concurrency-limit" placeholder:"N" help:"Tasks sharing one concurrency key that may be active at once (0: the default, 1)."`
 	MaxActive        *int32         `name:"max-active" placeholder:"N" help:"Tasks of the queue that may be active at once (0: no limit)."`
 	Rate             *int32         `placeholder:"N" help:"Dispatches per second (0: no limit)."`

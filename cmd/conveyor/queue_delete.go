@@ -11,7 +11,7 @@ import (
 type queueDeleteCmd struct {
 	clientFlags
 
-	Queue string `arg:"" help:"Queue name."`
+	Queue string `arg:"" complete:"queue" help:"Queue name."`
 }
 
 // Run forgets the queue. The server refuses (exit 2) a queue that still

@@ -15,7 +15,7 @@ import (
 type queueHistoryCmd struct {
 	clientFlags
 
-	Queue string `arg:"" optional:"" help:"Queue name (default: every queue, summed)."`
+	Queue string `arg:"" optional:"" complete:"queue" help:"Queue name (default: every queue, summed)."`
 	Days  bool   `help:"One row per day over the last 90 days (default: one per minute over the last day)."`
 	Last  int    `default:"30" help:"Show the latest N minutes or days (0: all the server keeps)."`
 }

@@ -11,7 +11,7 @@ import (
 type queuePauseCmd struct {
 	clientFlags
 
-	Queue string `arg:"" help:"Queue name."`
+	Queue string `arg:"" complete:"queue" help:"Queue name."`
 }
 
 // Run pauses the queue and prints it. Pausing a paused queue is not an

@@ -11,7 +11,7 @@ import (
 type queueResumeCmd struct {
 	clientFlags
 
-	Queue string `arg:"" help:"Queue name."`
+	Queue string `arg:"" complete:"queue" help:"Queue name."`
 }
 
 // Run resumes the queue and prints it.

@@ -15,7 +15,7 @@ import (
 type queueStatsCmd struct {
 	clientFlags
 
-	Queue string `arg:"" help:"Queue name."`
+	Queue string `arg:"" complete:"queue" help:"Queue name."`
 }
 
 // Run prints the latency, then a table of durations.

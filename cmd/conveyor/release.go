@@ -49,7 +49,7 @@ func (c *releaseLsCmd) Run(k *kong.Context) error {
 type releaseDrainCmd struct {
 	clientFlags
 
-	Release string `arg:"" help:"Release id (as the workers' CONVEYOR_RELEASE_ID or release option)."`
+	Release string `arg:"" complete:"release" help:"Release id (as the workers' CONVEYOR_RELEASE_ID or release option)."`
 }
 
 // Run drains the release: once it returns, its sessions are sent no new

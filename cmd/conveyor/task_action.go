@@ -19,8 +19,8 @@ import (
 type taskActionFlags struct {
 	clientFlags
 
-	IDs    []string `arg:"" optional:"" name:"id" help:"Task ids; '-' reads more from standard input (separated by spaces or lines)."`
-	Queue  string   `placeholder:"QUEUE" help:"Instead of ids: act on every task of QUEUE in --state (and of --type, matching --search)."`
+	IDs    []string `arg:"" optional:"" name:"id" complete:"task" help:"Task ids; '-' reads more from standard input (separated by spaces or lines)."`
+	Queue  string   `placeholder:"QUEUE" complete:"queue" help:"Instead of ids: act on every task of QUEUE in --state (and of --type, matching --search)."`
 	State  string   `enum:",${states}" default:"" placeholder:"STATE" help:"With --queue, required: the state of the tasks to act on (${state_list})."`
 	Type   string   `placeholder:"TYPE" help:"With --queue: only tasks of this type."`
 	Search string   `placeholder:"TEXT" help:"With --queue: only tasks whose id, a metadata value or the payload contains TEXT."`

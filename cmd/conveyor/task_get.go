@@ -11,7 +11,7 @@ import (
 type taskGetCmd struct {
 	clientFlags
 
-	ID string `arg:"" help:"Task id (a ULID)."`
+	ID string `arg:"" complete:"task" help:"Task id (a ULID)."`
 }
 
 // Run looks the task up and prints it.

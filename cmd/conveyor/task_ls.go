@@ -18,7 +18,7 @@ import (
 type taskLsCmd struct {
 	clientFlags
 
-	Queue     string `placeholder:"QUEUE" help:"Only this queue's tasks (default: every queue's, merged in id order)."`
+	Queue     string `placeholder:"QUEUE" complete:"queue" help:"Only this queue's tasks (default: every queue's, merged in id order)."`
 	State     string `default:"all" enum:"all,${states}" placeholder:"STATE" help:"Only tasks in this state: all (the default), ${state_list}."`
 	Type      string `placeholder:"TYPE" help:"Only tasks of this type (exact match)."`
 	Search    string `placeholder:"TEXT" help:"Only tasks whose id, a metadata value or the payload contains TEXT (case-sensitive)."`

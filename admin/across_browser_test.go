@@ -114,25 +114,14 @@ func TestDashboardAcrossQueues(t *testing.T) {
 func (b *testBundle) retryFailing(t *testing.T, queue string, n int) []string {
 	t.Helper()
 	ids := b.enqueue(t, queue, "deliver", n, conveyor.RetryPolicy(conveyor.RetryStrategyFixed, time.Hour, time.Hour))
-	w, err := conveyor.NewWorker(b.url, conveyor.WithToken(b.token), conveyor.WithQueue(queue, 1))
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
+	w := b.worker(t, queue)
 	w.HandleFunc("deliver", func(context.Context, *conveyor.Delivery) error {
 		return errors.New("mailbox unavailable")
 	})
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := runWorker(t, w)
 	for _, id := range ids {
 		b.waitState(t, id, conveyor.TaskStateRetry)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer scancel()
-	_ = w.Shutdown(sctx)
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("worker: %v", err)
-	}
+	stop()
 	return ids
 }

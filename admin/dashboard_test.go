@@ -12,6 +12,7 @@ import (
 
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	conveyor "github.com/conveyor-dev/conveyor/sdks/go"
+	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
 const testToken = "s3cret-dashboard-token"
@@ -75,12 +76,19 @@ func TestDashboard(t *testing.T) {
 		// The live numbers follow the server without a reload.
 		tb.enqueue(t, "emails", "email:send", 4)
 		b.waitTextIs(`tr[data-queue="emails"] td[data-state="pending"]`, "7")
-		b.do("wait for the throughput chart", chromedp.WaitNotPresent(".chart-wait"))
+		// The chart is drawn from the server's history of what was enqueued
+		// and worked above.
+		b.do("wait for the throughput chart", chromedp.Poll[chromedp.Void](
+			`(() => { const c = document.querySelector(".chart"); return !!c && c.dataset.state === "drawn" && +c.dataset.completed >= 5; })()`,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(stepTimeout)))
 		if screenshots() {
-			// A chart with half a minute of traffic on it.
+			// Some traffic, for the rates now; the page read anew, for a
+			// chart that holds it, with the newest minute hovered.
 			tb.traffic(t)
-			b.do("wait for 30 samples", chromedp.Poll[chromedp.Void](`document.querySelector(".chart").dataset.samples >= 30`,
-				chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
+			servertest.Eventually(t, time.Minute, "150 tasks of traffic", func() bool { return tb.enqueued(t, "traffic") >= 150 })
+			b.open("/ui/")
+			b.waitThroughput(150)
+			b.hoverNewest()
 		}
 		b.screenshot("overview")
 	})
@@ -186,10 +194,16 @@ func TestDashboard(t *testing.T) {
 		b.colorScheme("dark")
 		b.open("/ui/")
 		b.waitTextIs(`tr[data-queue="emails"] td[data-state="pending"]`, "7")
+		if screenshots() {
+			b.waitThroughput(150)
+		}
 		b.screenshot("overview-dark")
 		b.do("phone viewport", chromedp.EmulateViewport(390, 844))
 		b.open("/ui/")
 		b.waitTextIs(`tr[data-queue="emails"] td[data-state="pending"]`, "7")
+		if screenshots() {
+			b.waitThroughput(150)
+		}
 		if overflow := eval[bool](b, "measure the page width", `document.documentElement.scrollWidth > innerWidth + 1`); overflow {
 			t.Errorf("at 390 px wide the page scrolls sideways (%d px)", eval[int](b, "read scrollWidth", `document.documentElement.scrollWidth`))
 		}

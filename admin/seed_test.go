@@ -104,6 +104,22 @@ func (b *testBundle) queue(t *testing.T, name string) *conveyorv1.QueueInfo {
 	return nil
 }
 
+// enqueued is how many tasks were ever enqueued into queue; 0 before its
+// first.
+func (b *testBundle) enqueued(t *testing.T, name string) int64 {
+	t.Helper()
+	res, err := b.admin.ListQueues(ctx(t), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
+	if err != nil {
+		t.Fatalf("ListQueues: %v", err)
+	}
+	for _, q := range res.Msg.GetQueues() {
+		if q.GetName() == name {
+			return q.GetEnqueued()
+		}
+	}
+	return 0
+}
+
 // waitState polls the task until it reaches state.
 func (b *testBundle) waitState(t *testing.T, id string, state conveyor.TaskState) *conveyor.TaskInfo {
 	t.Helper()
@@ -160,11 +176,31 @@ func (b *testBundle) startWorker(t *testing.T) {
 		}
 		return nil
 	})
+	stop := runWorker(t, w)
+	t.Cleanup(func() {
+		close(release)
+		stop()
+	})
+}
+
+// worker is a Go SDK worker of the test's server that serves queue.
+func (b *testBundle) worker(t *testing.T, queue string) *conveyor.Worker {
+	t.Helper()
+	w, err := conveyor.NewWorker(b.url, conveyor.WithToken(b.token), conveyor.WithQueue(queue, 1))
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	return w
+}
+
+// runWorker runs w until stop is called, which shuts it down (waiting for
+// its handlers, 20 s at most) and fails the test if it ended otherwise.
+func runWorker(t *testing.T, w *conveyor.Worker) (stop func()) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
-	t.Cleanup(func() {
-		close(release)
+	return func() {
+		t.Helper()
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
 		_ = w.Shutdown(sctx)
@@ -172,7 +208,7 @@ func (b *testBundle) startWorker(t *testing.T) {
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("worker: %v", err)
 		}
-	})
+	}
 }
 
 // traffic enqueues a few "ping" tasks into the queue "traffic" every 100 ms

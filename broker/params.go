@@ -37,6 +37,12 @@ type LeaseParams struct {
 	// Route says which tasks the session can take; the others are passed
 	// over and wait for a session that can (Route.Takes).
 	Route Route
+	// Push says the leases are for a push endpoint: each task's ACTIVE
+	// write records it, so that a restart (or a node's death) that finds
+	// the task still ACTIVE counts the attempt, since the endpoint may
+	// have run it (InterruptedPush), where it hands a session's attempt
+	// back unrun. A release or a lapse is decided as for any attempt.
+	Push bool
 }
 
 // Lease is one leased task.

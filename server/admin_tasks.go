@@ -188,7 +188,9 @@ func (a *adminService) actBatch(ctx context.Context, action broker.Action, ids [
 	for i, r := range res {
 		out.Results[i] = &conveyorv1.BatchTaskResult{Id: ids[i]}
 		if r.Err != nil {
-			out.Results[i].Error = errorText(wire.ConnectError(a.server.log, r.Err))
+			err := wire.ConnectError(a.server.log, r.Err)
+			out.Results[i].Error = errorText(err)
+			out.Results[i].Code = connect.CodeOf(err).String()
 		}
 	}
 	return connect.NewResponse(out), nil

@@ -210,6 +210,9 @@ func TestTaskActions(t *testing.T) {
 	if len(r) != 3 || r[0].GetId() != ids[3] || r[0].GetError() != "" || !strings.Contains(r[1].GetError(), "not found") || r[2].GetError() == "" {
 		t.Fatalf("per-id results %v", r)
 	}
+	if r[0].GetCode() != "" || r[1].GetCode() != "not_found" || r[2].GetCode() != connect.CodeFailedPrecondition.String() {
+		t.Errorf("per-id codes %q, %q, %q; want none, not_found, failed_precondition", r[0].GetCode(), r[1].GetCode(), r[2].GetCode())
+	}
 	if _, err := admin.BatchRunTasks(ctx, connect.NewRequest(&conveyorv1.BatchRunTasksRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("BatchRunTasks of no ids: %v", err)
 	}

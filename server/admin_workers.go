@@ -14,8 +14,8 @@ import (
 	"github.com/conveyor-dev/conveyor/server/sessions"
 )
 
-// ListWorkers lists the live worker sessions, and the push endpoints this
-// node invokes (each as one worker). On an engine several nodes
+// ListWorkers lists the live worker sessions, and the push endpoints
+// (each as one worker) this node invokes, or on several nodes the leader. On an engine several nodes
 // share (a session registry), it lists every node's: this node's from
 // memory, so that their in-flight counts and tasks are exact, the others'
 // as their nodes last wrote them (in-flight counts and heartbeats every
@@ -30,8 +30,10 @@ func (a *adminService) ListWorkers(ctx context.Context, _ *connect.Request[conve
 		here[s.ID] = struct{}{}
 		out.Workers = append(out.Workers, localWorker(s, node))
 	}
-	for _, e := range a.server.push.List() {
-		out.Workers = append(out.Workers, pushWorker(e, node))
+	if a.server.push.Pushing() { // another node's consumers stand idle: the leader's are listed from the registry
+		for _, e := range a.server.push.List() {
+			out.Workers = append(out.Workers, pushWorker(e, node))
+		}
 	}
 	reg, ok := a.broker.(broker.SessionRegistry)
 	if !ok {

@@ -25,6 +25,22 @@ func (s *Server) newPushPool(b broker.Broker, r scheduler.Retrier) *push.Pool {
 	return push.NewPool(cfg)
 }
 
+// pushRegistryInfos are the push endpoints this node invokes, as the
+// session registry lists them to the other nodes: none while it does not
+// lead.
+func (s *Server) pushRegistryInfos() []broker.SessionInfo {
+	if !s.push.Pushing() {
+		return nil
+	}
+	var out []broker.SessionInfo
+	for _, e := range s.push.List() {
+		w := pushWorker(e, "")
+		out = append(out, broker.SessionInfo{ID: e.SessionID, Queues: w.GetQueues(), Concurrency: w.GetConcurrency(),
+			InFlight: w.GetInFlight(), Labels: w.GetLabels(), ConnectedAt: e.Started})
+	}
+	return out
+}
+
 // pushMetrics is what the push endpoints record (push.Metrics), in the
 // server's metrics.
 type pushMetrics struct{ m *metrics }

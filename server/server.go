@@ -138,10 +138,17 @@ func (s *Server) Start(ctx context.Context) error {
 	reaper := lease.NewReaper(b, retrier, s.now, s.log)
 	cron := scheduler.NewCronLoop(scheduler.NewCron(b, cronTask, s.metrics.cronFired, s.log), s.now, s.log)
 	s.loops = []service{promoter, purger, reaper, cron}
+	gated := []*scheduler.Loop{purger, cron}
+	if h, ok := b.(broker.HistoryKeeper); ok {
+		history := scheduler.NewHistoryRecorder(b, h, s.now, s.log)
+		s.loops = append(s.loops, history)
+		gated = append(gated, history)
+	}
 	s.push = s.newPushPool(b, retrier)
+	s.hub.SetExtraSessions(s.pushRegistryInfos)
 	signals.set(s.hub, s.push, []*scheduler.Loop{promoter, purger, reaper}, cron)
 	if c, ok := b.(broker.Clustered); ok {
-		s.loops = append(s.loops, newLeaderGate(c, promoter, purger, cron))
+		s.loops = append(s.loops, newLeaderGate(c, promoter, gated...))
 	}
 	for _, svc := range append([]service{s.hub, s.push}, s.loops...) {
 		if err := svc.Start(ctx); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -187,5 +189,48 @@ func TestDrainAcrossNodes(t *testing.T) {
 	// proves b's was passed over.
 	if got := onA.nextDispatch().GetTask().GetId(); got != task {
 		t.Fatalf("the unversioned worker on a got %s, want %s", got, task)
+	}
+}
+
+// TestPushWorkersAcrossNodes: on two nodes of one database only the
+// leader invokes a queue's push endpoint, and either node lists that one
+// consumer, on the leader's node; the other's idle consumer is not listed.
+func TestPushWorkersAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if servertest.Engine() != servertest.EnginePostgres {
+		t.Skip("several nodes share a PostgreSQL database; run with " + servertest.EnvEngine + "=" + servertest.EnginePostgres)
+	}
+	dir := t.TempDir()
+	a := servertest.Start(t, server.Config{DataDir: dir})
+	b := servertest.Start(t, server.Config{DataDir: dir})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(endpoint.Close)
+	if _, err := adminClient(t, a).UpdateQueueConfig(context.Background(), connect.NewRequest(&conveyorv1.UpdateQueueConfigRequest{
+		Config: &conveyorv1.QueueConfig{Queue: "pushed", Push: &conveyorv1.PushEndpoint{Url: endpoint.URL, Concurrency: 3}}})); err != nil {
+		t.Fatal(err)
+	}
+	pushWorkers := func(s *servertest.Server) []*conveyorv1.WorkerInfo {
+		var out []*conveyorv1.WorkerInfo
+		for _, w := range workersOf(t, s) {
+			if w.GetLabels()["push"] != "" {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	var lists [2][]*conveyorv1.WorkerInfo
+	for i, s := range []*servertest.Server{a, b} {
+		// The leader's consumer reaches the other node with its next
+		// registry write (every few seconds).
+		servertest.Eventually(t, 30*time.Second, "the leader's push consumer listed", func() bool {
+			lists[i] = pushWorkers(s)
+			return len(lists[i]) == 1
+		})
+	}
+	for i, l := range lists {
+		if w := l[0]; w.GetSessionId() != "push:pushed" || w.GetLabels()["push"] != endpoint.URL || w.GetConcurrency() != 3 ||
+			w.GetNodeId() == "" || w.GetNodeId() != lists[0][0].GetNodeId() {
+			t.Errorf("node %d lists the push consumer as %v; want one, on the leader's node %s", i, w, lists[0][0].GetNodeId())
+		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *CopyStore) open() error {
 		return fmt.Errorf("create %s: %w", s.tmp, err)
 	}
 	return s.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron, bucketReleases} {
+		for _, name := range allBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

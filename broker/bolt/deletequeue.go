@@ -44,7 +44,7 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 	return e.commit.wait(ctx, b)
 }
 
-// deleteQueueOp removes a queue's record. The count deltas that earlier
+// deleteQueueOp removes a queue's record and its history. The count deltas that earlier
 // ops of the same commit made for the queue (its last tasks deleted, or
 // finished) are dropped with it: the transaction writes its deltas at its
 // end, which would otherwise bring the record back holding them. Deltas of
@@ -52,6 +52,9 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 func deleteQueueOp(name string) op {
 	return func(w *txw) error {
 		delete(w.deltas, name)
+		if err := dropQueueHistory(w, name); err != nil {
+			return err
+		}
 		return w.qrecs.Delete([]byte(name))
 	}
 }

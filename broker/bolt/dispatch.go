@@ -74,7 +74,7 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 		}
 		e.tookLocked(q, n, p.Now)
 	}
-	e.persistStartsLocked(keys, starts)
+	e.persistStartsLocked(keys, starts, p.Push)
 	e.mu.Unlock()
 	if len(out) == 0 {
 		return nil, nil
@@ -193,10 +193,10 @@ func (e *Engine) grantLocked(k key, m *meta, session string, start, expiry int64
 }
 
 // persistStartsLocked queues the ACTIVE writes of the tasks just granted
-// (keys[i] started at starts[i]) into the next group commit, which no
-// caller waits for: a lease lost in a crash leaves its task PENDING, as a
-// restart would make it anyway.
-func (e *Engine) persistStartsLocked(keys []key, starts []int64) {
+// (keys[i] started at starts[i]; push: to a push endpoint) into the next
+// group commit, which no caller waits for: a lease lost in a crash leaves
+// its task PENDING, as a restart would make it anyway.
+func (e *Engine) persistStartsLocked(keys []key, starts []int64, push bool) {
 	if len(keys) == 0 {
 		return
 	}
@@ -206,6 +206,7 @@ func (e *Engine) persistStartsLocked(keys []key, starts []int64) {
 				st.State = int32(stateActive)
 				st.StartedAt = starts[i]
 				st.StartAuthorized = false // a new attempt starts unauthorized
+				st.PushInvoked = push
 			}); err != nil {
 				return err
 			}

@@ -117,3 +117,23 @@ func (f *fifo) free() {
 	}
 	*f = fifo{}
 }
+
+// first returns the first key from the head that valid accepts, popping
+// nothing: its cost is the stale entries before it.
+func (f *fifo) first(valid func(key) bool) (key, bool) {
+	for i, b := range f.blocks {
+		start, end := 0, len(b.keys)
+		if i == 0 {
+			start = f.head
+		}
+		if i == len(f.blocks)-1 {
+			end = f.tail
+		}
+		for _, k := range b.keys[start:end] {
+			if valid(k) {
+				return k, true
+			}
+		}
+	}
+	return key{}, false
+}

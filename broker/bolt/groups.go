@@ -355,7 +355,7 @@ func (e *Engine) LeaseGroups(ctx context.Context, p broker.GroupLeaseParams) ([]
 		}
 	}
 	scan.done()
-	e.persistStartsLocked(keys, starts)
+	e.persistStartsLocked(keys, starts, false)
 	e.mu.Unlock()
 	for i := range out {
 		filled, err := e.fillSpecs(out[i].Leases)

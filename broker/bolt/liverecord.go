@@ -24,6 +24,7 @@ type liveRecord struct {
 	nextProcessAt                      int64
 	queue                              []byte
 	atMostOnce, startAuthorized        bool
+	pushInvoked                        bool
 	// rare is set when any field below it but enqueuedAt and typ is.
 	rare bool
 
@@ -109,6 +110,8 @@ func (r *liveRecord) setVarint(num protowire.Number, v uint64) {
 		r.atMostOnce = v != 0
 	case 28:
 		r.startAuthorized = v != 0
+	case 29:
+		r.pushInvoked = v != 0
 	}
 }
 

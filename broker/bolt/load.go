@@ -16,7 +16,7 @@ import (
 // existing one and rebuilds every in-memory index from it.
 func (e *Engine) load() error {
 	err := e.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues, bucketIndex, bucketDependents, bucketCron, bucketReleases} {
+		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -78,7 +78,7 @@ func (e *Engine) reloadLocked() error {
 	e.purgeNext, e.endedFirst = 0, [numClasses]int64{}
 	e.purging = 0
 
-	var wasActive, wasCanceled, wasStarted []key
+	var wasActive, wasCanceled, wasStarted, wasPushed []key
 	err := e.db.View(func(tx *bbolt.Tx) error {
 		// Memory is rebuilt from this transaction: reads begun before it
 		// are not current (see Engine.currentLocked).
@@ -138,6 +138,10 @@ func (e *Engine) reloadLocked() error {
 					// An at-most-once attempt that may have run: its
 					// outcome is unknown, and it is not run again.
 					wasStarted = append(wasStarted, k)
+				} else if r.pushInvoked {
+					// Sent to a push endpoint, which may have run it:
+					// the attempt counts.
+					wasPushed = append(wasPushed, k)
 				} else {
 					wasActive = append(wasActive, k)
 				}
@@ -156,7 +160,7 @@ func (e *Engine) reloadLocked() error {
 		return fmt.Errorf("rebuild indexes: %w", err)
 	}
 	e.reloadedBoundsLocked()
-	if len(wasActive)+len(wasCanceled)+len(wasStarted) > 0 {
+	if len(wasActive)+len(wasCanceled)+len(wasStarted)+len(wasPushed) > 0 {
 		now := nanos(e.cfg.Now())
 		// A task canceled while it ran is finished as any cancel is, which
 		// also resolves its dependents; its changes go into the
@@ -171,6 +175,11 @@ func (e *Engine) reloadLocked() error {
 		for _, k := range wasStarted {
 			if m, ok := e.tasks.get(k); ok {
 				e.outcomeUnknownLocked(k, m, now)
+			}
+		}
+		for _, k := range wasPushed {
+			if m, ok := e.tasks.get(k); ok {
+				e.interruptedPushLocked(k, m, now)
 			}
 		}
 		canceled := e.commit.open
@@ -197,7 +206,7 @@ func (e *Engine) reloadLocked() error {
 			f()
 		}
 		e.log.Info("released tasks that were active when the file was closed", "count", len(wasActive),
-			"canceled", len(wasCanceled), "outcome_unknown", len(wasStarted))
+			"canceled", len(wasCanceled), "outcome_unknown", len(wasStarted), "push_attempts_counted", len(wasPushed))
 	}
 	return nil
 }

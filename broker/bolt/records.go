@@ -34,6 +34,10 @@ var (
 	keySchema        = []byte("schema")
 )
 
+// allBuckets are the buckets every file holds, created with it.
+var allBuckets = [][]byte{bucketMeta, bucketTasks, bucketLive, bucketDone, bucketPurge, bucketEnded, bucketQueues,
+	bucketIndex, bucketDependents, bucketCron, bucketReleases, bucketHistory}
+
 // Retention classes of terminal tasks without a retention of their own:
 // the purger gives a horizon per class.
 const (

@@ -51,6 +51,31 @@ func (e *Engine) AuthorizeStart(ctx context.Context, p broker.StartParams) error
 	return e.commit.wait(ctx, b)
 }
 
+// interruptedPushLocked counts the attempt of a task found ACTIVE, leased
+// to a push endpoint, when the file was opened (broker.InterruptedPush).
+func (e *Engine) interruptedPushLocked(k key, m meta, now int64) {
+	attempt := m.retried + 1
+	retried, to := broker.InterruptedPush(m.retried, m.maxRetry)
+	if to == stateArchived {
+		e.finishLocked(k, m, stateArchived, now, func(st *storagev1.TaskStatus) {
+			st.LastError = broker.InterruptedPushError
+			recordError(st, attempt, broker.InterruptedPushError, now)
+		})
+		return
+	}
+	m.retried = retried
+	e.tasks.put(k, m)
+	e.commit.appendLocked(func(w *txw) error {
+		return w.updateLive(k, func(st *storagev1.TaskStatus) {
+			st.State = int32(statePending)
+			st.PushInvoked = false
+			st.Retried = retried
+			st.LastError = broker.InterruptedPushError
+			recordError(st, attempt, broker.InterruptedPushError, now)
+		})
+	}, nil)
+}
+
 // outcomeUnknownLocked archives an at-most-once task found ACTIVE with its
 // start authorized when the file was opened.
 func (e *Engine) outcomeUnknownLocked(k key, m meta, now int64) {

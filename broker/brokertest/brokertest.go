@@ -113,6 +113,8 @@ func groups() []group {
 		{"Cron", cronCases()},
 		{"Route", routeCases()},
 		{"Releases", releaseCases()},
+		{"History", historyCases()},
+		{"Latency", latencyCases()},
 	}
 }
 

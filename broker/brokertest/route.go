@@ -27,6 +27,7 @@ func routeCases() []testCase {
 		{name: "StaleStart", fn: testStartStale},
 		{name: "CanceledBeforeStart", fn: testStartCanceled},
 		{name: "AcrossRestart", env: testStartRestart},
+		{name: "PushInterruptedByRestart", env: testPushRestart},
 		{name: "WaitingKinds", fn: testWaitingKinds},
 	}
 }

@@ -311,12 +311,13 @@ var errNotLeader = errors.New("postgres: this node no longer leads")
 // while it ran is canceled for good instead, as for a closed stream
 // (broker.Decision.Canceled); an at-most-once task whose attempt's start
 // was authorized is archived, its outcome unknown, never run again
-// (broker.UnknownRestart). It returns how many tasks it released.
+// (broker.UnknownRestart); one sent to a push endpoint has its attempt
+// counted (broker.InterruptedPush). It returns how many tasks it released.
 func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int, error) {
 	rows, err := t.query(ctx, `WITH released AS (
 			UPDATE conveyor_tasks SET state = 2, ready_seq = nextval('conveyor_ready_seq'), lease_session = NULL,
 				lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, lease_node = NULL
-			WHERE state = 3 AND NOT canceled AND NOT start_authorized AND `+cond+`
+			WHERE state = 3 AND NOT canceled AND NOT start_authorized AND NOT push_invoked AND `+cond+`
 			RETURNING queue, concurrency_key),
 		keys AS (
 			UPDATE conveyor_ckeys c SET active = c.active - r.n
@@ -347,7 +348,7 @@ func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int,
 		d.ready += c.n
 		released += int(c.n)
 	}
-	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND (canceled OR start_authorized) AND `+cond, args...)
+	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND (canceled OR start_authorized OR push_invoked) AND `+cond, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -370,10 +371,18 @@ func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int,
 
 // endGone ends, at now, an ACTIVE task whose session is gone and that may
 // not be released: canceled by an operator while it ran, it is CANCELED;
-// started under authorization, it is ARCHIVED, its outcome unknown.
+// started under authorization, it is ARCHIVED, its outcome unknown; sent
+// to a push endpoint, its attempt counts (broker.InterruptedPush).
 func (t *txn) endGone(ctx context.Context, lt *liveTask, now int64) error {
 	if lt.canceled {
 		return t.finish(ctx, lt, broker.StateCanceled, now, finishFields{})
+	}
+	if lt.pushInvoked && !lt.startAuthorized {
+		msg := broker.InterruptedPushError
+		if _, to := broker.InterruptedPush(lt.retried, lt.maxRetry); to == broker.StateArchived {
+			return t.finish(ctx, lt, broker.StateArchived, now, finishFields{lastError: &msg, failure: true})
+		}
+		return t.toPending(ctx, lt, now, pendingFields{failure: &msg})
 	}
 	msg := broker.OutcomeUnknownPrefix + broker.UnknownRestart
 	return t.finish(ctx, lt, broker.StateArchived, now, finishFields{lastError: &msg, failure: true})

@@ -74,7 +74,7 @@ func (t *txn) completePlain(ctx context.Context, ds []broker.Decision) ([]bool, 
 		UPDATE conveyor_tasks t SET state = 5, completed_at = d.now,
 			purge_at = CASE WHEN t.retention IS NOT NULL THEN conveyor_sat_add(d.now, t.retention) END,
 			held = false, lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL,
-			start_authorized = false, result = d.result, progress_percent = 100
+			start_authorized = false, push_invoked = false, result = d.result, progress_percent = 100
 		FROM d
 		WHERE t.id = d.id AND t.state = 3 AND t.lease_token = d.tok AND t.lease_session = d.sess AND NOT t.canceled
 			AND t.concurrency_key IS NULL AND t.unique_key IS NULL AND NOT t.has_dependents

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +90,7 @@ func (t *txn) leasePick(ctx context.Context, queue string, n int, at time.Time, 
 	var err error
 	short := memCapped && c == nil
 	if allowed > 0 && w.kind != walkNone {
-		ls, short, err = t.leaseWalk(ctx, queue, allowed, w, leaseArgs{session: p.SessionID, now: nanos(at), expiry: expiry,
+		ls, short, err = t.leaseWalk(ctx, queue, allowed, w, leaseArgs{session: p.SessionID, push: p.Push, now: nanos(at), expiry: expiry,
 			grace: p.LimitGrace, node: node})
 		short = short || memCapped && c == nil
 	}
@@ -173,6 +174,7 @@ type leaseArgs struct {
 	now, expiry int64
 	grace       time.Duration
 	node        string
+	push        bool // broker.LeaseParams.Push
 }
 
 // leased is one row a lease statement took from a ready line.
@@ -195,7 +197,7 @@ type leased struct {
 func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, pickArgs []any, l leaseArgs) ([]leased, readyWalk, error) {
 	var walk readyWalk
 	args := append([]any{queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node}, pickArgs...)
-	rows, err := t.query(ctx, leaseSQL(pick), args...)
+	rows, err := t.query(ctx, leaseSQL(pick, l.push), args...)
 	if err != nil {
 		return nil, walk, err
 	}
@@ -217,11 +219,11 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 
 // leaseSQL is the statement that leases the rows pick picks: $1 the
 // queue, $2 how many, $3 now, $4 the session, $5 the expiry, $6 the
-// grace, $7 the node.
-func leaseSQL(pick string) string {
+// grace, $7 the node; push marks the leases a push endpoint's.
+func leaseSQL(pick string, push bool) string {
 	return `WITH picked AS (` + pick + `)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest($3, t.due_at), lease_session = $4, lease_node = $7,
-			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
+			lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false, push_invoked = ` + strconv.FormatBool(push) + `,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, $3, $6),
 			lease_expiry = least($5, conveyor_lease_limit(t.deadline, t.timeout, $3, $6))
 		FROM picked WHERE t.ctid = picked.tid

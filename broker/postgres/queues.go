@@ -155,6 +155,7 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 			`DELETE FROM conveyor_queue_totals WHERE queue = $1`,
 			`DELETE FROM conveyor_groups WHERE queue = $1`,
 			`DELETE FROM conveyor_ckeys WHERE queue = $1`,
+			`DELETE FROM conveyor_history WHERE queue = $1`,
 		} {
 			if _, err := t.exec(ctx, sql, name); err != nil {
 				return err

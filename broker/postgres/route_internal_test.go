@@ -200,7 +200,7 @@ func requirePlan(t *testing.T, e *Engine, r broker.Route, index, when string) {
 	t.Helper()
 	w := walkOf(r)
 	sql, args := w.pick(&scanFloors{})
-	plan := explain(t, e, leaseSQL(sql), append([]any{"q1", 10, int64(1), "s", int64(2), int64(0), "n"}, args...)...)
+	plan := explain(t, e, leaseSQL(sql, false), append([]any{"q1", 10, int64(1), "s", int64(2), int64(0), "n"}, args...)...)
 	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using "+index) {
 		t.Errorf("route %+v %s: want an index scan of %s, the plan is\n%s", r, when, index, plan)
 	}

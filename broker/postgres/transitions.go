@@ -38,13 +38,16 @@ type liveTask struct {
 	// startAuthorized, an ACTIVE one whose current attempt's start was
 	// authorized (broker.StartAuthorizer).
 	atMostOnce, startAuthorized bool
+	// pushInvoked marks an ACTIVE task whose current attempt was sent to a
+	// push endpoint (broker.StartParams.Push).
+	pushInvoked bool
 }
 
 const liveColumns = `id, queue, type, state, priority, held, canceled, coalesce(concurrency_key, ''),
 	coalesce(unique_key, ''), coalesce(group_key, ''), coalesce(group_gid, 0), retried, max_retry,
 	coalesce(expire_at, 0), expires_at, deadline, retention, due_at, enqueued_at, coalesce(lease_session, ''),
 	coalesce(lease_token, 0), coalesce(lease_expiry, 0), coalesce(lease_limit, 0), release_state, waiting,
-	dep_failed, has_dependents, spec_bytes, at_most_once, start_authorized`
+	dep_failed, has_dependents, spec_bytes, at_most_once, start_authorized, push_invoked`
 
 func scanLive(row pgx.Row) (*liveTask, error) {
 	var lt liveTask
@@ -53,7 +56,7 @@ func scanLive(row pgx.Row) (*liveTask, error) {
 		&lt.unique, &lt.group, &lt.gid, &lt.retried, &lt.maxRetry,
 		&lt.expireAt, &lt.expiresAt, &lt.deadline, &lt.retention, &lt.due, &lt.enqueued, &lt.session,
 		&lt.token, &lt.leaseExpiry, &lt.leaseLim, &release, &lt.waiting,
-		&lt.depFailed, &lt.hasDependents, &lt.specBytes, &lt.atMostOnce, &lt.startAuthorized)
+		&lt.depFailed, &lt.hasDependents, &lt.specBytes, &lt.atMostOnce, &lt.startAuthorized, &lt.pushInvoked)
 	lt.state, lt.release = broker.State(state), broker.State(release)
 	return &lt, err
 }
@@ -116,7 +119,7 @@ func (t *txn) toPending(ctx context.Context, lt *liveTask, now int64, f pendingF
 	}
 	if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET state = 2, due_at = $2, ready_seq = nextval('conveyor_ready_seq'),
 		held = false, lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, canceled = false,
-		start_authorized = false, group_gid = NULL, retried = $3,
+		start_authorized = false, push_invoked = false, group_gid = NULL, retried = $3,
 		last_error = CASE WHEN $4 THEN $5 ELSE last_error END,
 		errors = CASE WHEN $4 THEN conveyor_push_error(errors, $3, $5, $2) ELSE errors END,
 		progress_percent = CASE WHEN $4 THEN 0 ELSE progress_percent END,
@@ -150,7 +153,7 @@ func (t *txn) toRetry(ctx context.Context, lt *liveTask, due, now int64, errMsg 
 	if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET state = 4, due_at = $2, retried = retried + 1, last_error = $3,
 		errors = conveyor_push_error(errors, retried + 1, $3, $4), progress_percent = 0, progress_message = '',
 		lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, canceled = false,
-		start_authorized = false
+		start_authorized = false, push_invoked = false
 		WHERE id = $1`, lt.id, due, errMsg, now); err != nil {
 		return err
 	}
@@ -228,7 +231,7 @@ func (t *txn) finish(ctx context.Context, lt *liveTask, to broker.State, now int
 	}
 	if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET state = $2, completed_at = $3, purge_at = $4,
 		held = false, lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL, canceled = false,
-		start_authorized = false, group_gid = NULL,
+		start_authorized = false, push_invoked = false, group_gid = NULL,
 		last_error = CASE WHEN $5 THEN $6 ELSE last_error END,
 		errors = CASE WHEN $7 THEN conveyor_push_error(errors, retried + 1, $6, $3) ELSE errors END,
 		result = CASE WHEN $8 THEN $9 ELSE result END,

@@ -23,7 +23,7 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"task", "ls", "--queue", ""}, ""}, // a free value
 		{[]string{"task", "ls", "--queue", "q", "--json", "--l"}, "--limit"},
 		{[]string{"task", "run", "--queue", "q", "--state", "arch"}, "archived"},
-		{[]string{"queue", ""}, "config delete ls pause resume"},
+		{[]string{"queue", ""}, "config delete history ls pause resume stats"},
 		{[]string{"queue", "ls", "--"}, "--addr --help --json --token --token-file --wide"},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"server", "--log-level", ""}, "debug error info warn"},
@@ -34,7 +34,7 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"__comp"}, ""}, // hidden
 		// The connection flags may come before the command.
 		{[]string{"--"}, "--addr --help --json --token --token-file"},
-		{[]string{"--addr", "http://h:1", "--json", "queue", ""}, "config delete ls pause resume"},
+		{[]string{"--addr", "http://h:1", "--json", "queue", ""}, "config delete history ls pause resume stats"},
 		{[]string{"--addr=http://h:1", "ta"}, "task"},
 		{[]string{"--token-file", ""}, pathCandidate},
 		{[]string{"--addr", ""}, ""},

@@ -13,13 +13,14 @@ import (
 
 // cronCmd groups the commands on cron entries, one file each (cron_*.go).
 type cronCmd struct {
-	Ls     cronLsCmd     `cmd:"" help:"List the cron entries."`
-	Get    cronGetCmd    `cmd:"" help:"Show one cron entry."`
-	Create cronCreateCmd `cmd:"" help:"Create a cron entry: a task template enqueued on a schedule."`
-	Update cronUpdateCmd `cmd:"" help:"Change some fields of a cron entry."`
-	Delete cronDeleteCmd `cmd:"" help:"Delete a cron entry."`
-	Pause  cronPauseCmd  `cmd:"" help:"Stop a cron entry from firing."`
-	Resume cronResumeCmd `cmd:"" help:"Let a paused cron entry fire again."`
+	Ls      cronLsCmd      `cmd:"" help:"List the cron entries."`
+	Get     cronGetCmd     `cmd:"" help:"Show one cron entry."`
+	Create  cronCreateCmd  `cmd:"" help:"Create a cron entry: a task template enqueued on a schedule."`
+	Update  cronUpdateCmd  `cmd:"" help:"Change some fields of a cron entry."`
+	Delete  cronDeleteCmd  `cmd:"" help:"Delete a cron entry."`
+	Pause   cronPauseCmd   `cmd:"" help:"Stop a cron entry from firing."`
+	Resume  cronResumeCmd  `cmd:"" help:"Let a paused cron entry fire again."`
+	History cronHistoryCmd `cmd:"" help:"List the tasks a cron entry fired that the server still keeps, with their states."`
 }
 
 // cronTemplateFlags are the task template of an entry, as create and update

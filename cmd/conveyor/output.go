@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -110,29 +109,71 @@ func writeIndented(w io.Writer, b []byte) error {
 	return err
 }
 
-// table is an aligned table for people: a header row, then one row per item.
+// table is an aligned table for people: a header row, then one row per
+// item. Columns are as wide as their widest cell (in runes) and two spaces
+// apart; the last cell of a row is not padded. On a terminal the header is
+// bold and cells given a style are coloured (color.go); the widths are
+// the text's, so colour never moves a column.
 type table struct {
-	tw *tabwriter.Writer
+	w      io.Writer
+	color  bool
+	rows   [][]string
+	styles [][]style // per row, per cell; nil: none
 }
 
 func newTable(w io.Writer, headers ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
-	t.row(headers...)
+	t := &table{w: w, color: colorFor(w)}
+	hs := make([]style, len(headers))
+	for i := range hs {
+		hs[i] = styleHeader
+	}
+	t.styledRow(hs, headers...)
 	return t
 }
 
 // row adds one row. Every cell is made safe for a terminal (safeText):
 // a tab or line break in a cell is shown escaped, so it cannot break the
 // alignment, and the widths are those of the escaped text.
-func (t *table) row(cells ...string) {
+func (t *table) row(cells ...string) { t.styledRow(nil, cells...) }
+
+// styledRow is row with a style per cell (styles may be shorter).
+func (t *table) styledRow(styles []style, cells ...string) {
+	safe := make([]string, len(cells))
 	for i, c := range cells {
-		cells[i] = safeText(c)
+		safe[i] = safeText(c)
 	}
-	// A tabwriter buffers; a write error shows at flush.
-	_, _ = fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	t.rows = append(t.rows, safe)
+	t.styles = append(t.styles, styles)
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *table) flush() error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r[:max(len(r)-1, 0)] { // the last cell is not padded
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for ri, r := range t.rows {
+		for i, c := range r {
+			text := c
+			if t.color && i < len(t.styles[ri]) {
+				text = paint(t.styles[ri][i], c)
+			}
+			b.WriteString(text)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	t.rows, t.styles = nil, nil
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
 
 // listing is a key/value listing with the values aligned in one column.
 // A value is one line; a block (a payload, a result, an error) may have

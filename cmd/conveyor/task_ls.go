@@ -151,10 +151,12 @@ func (l *taskList) add(t *conveyorv1.TaskInfo) error {
 	cells := []string{t.GetId(), stateName(t.GetState()), t.GetType(), fmt.Sprint(t.GetPriority()),
 		fmt.Sprintf("%d/%d", t.GetRetried(), t.GetMaxRetry()), showAgo(t.GetEnqueuedAt()), next,
 		orDash(firstLine(t.GetLastError(), 60))}
+	styles := []style{styleNone, stateStyle(cells[1])}
 	if l.byQueue {
 		cells = append([]string{t.GetQueue()}, cells...)
+		styles = append([]style{styleNone}, styles...)
 	}
-	l.table.row(cells...)
+	l.table.styledRow(styles, cells...)
 	return nil
 }
 

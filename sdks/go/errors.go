@@ -25,6 +25,11 @@ var (
 	ErrAlreadyExists = errors.New("conveyor: already exists")
 	// ErrNotFound means the task named does not exist (or was purged).
 	ErrNotFound = errors.New("conveyor: not found")
+	// ErrFailedPrecondition means the task or queue is not in a state the
+	// operation applies to: canceling a task that already finished,
+	// running one that is active, deleting a queue that still holds tasks,
+	// a result for an attempt that is no longer current.
+	ErrFailedPrecondition = errors.New("conveyor: failed precondition")
 	// ErrUnauthenticated means the bearer token is missing or wrong; see
 	// WithToken.
 	ErrUnauthenticated = errors.New("conveyor: unauthenticated")
@@ -49,11 +54,12 @@ const queueFullPrefix = "queue full: "
 
 // sentinels maps connect codes to the sentinel errors they match.
 var sentinels = map[connect.Code]error{
-	connect.CodeInvalidArgument: ErrInvalidArgument,
-	connect.CodeAlreadyExists:   ErrAlreadyExists,
-	connect.CodeNotFound:        ErrNotFound,
-	connect.CodeUnauthenticated: ErrUnauthenticated,
-	connect.CodeUnavailable:     ErrUnavailable,
+	connect.CodeInvalidArgument:    ErrInvalidArgument,
+	connect.CodeAlreadyExists:      ErrAlreadyExists,
+	connect.CodeNotFound:           ErrNotFound,
+	connect.CodeFailedPrecondition: ErrFailedPrecondition,
+	connect.CodeUnauthenticated:    ErrUnauthenticated,
+	connect.CodeUnavailable:        ErrUnavailable,
 }
 
 // Error is a failed call: the server's (or the transport's) status code and

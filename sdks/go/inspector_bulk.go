@@ -16,9 +16,10 @@ type TaskActionResult struct {
 	// ID is the task's id, as given.
 	ID string
 	// Err says why the action did not apply to the task; nil when it did.
-	// It is an *Error with the server's message for the task (such as
-	// "task 01J...: not found"); the server gives no code per task, so its
-	// code is unknown and it matches no sentinel.
+	// It is an *Error with the server's message and code for the task
+	// (such as "task 01J...: not found"), which errors.Is matches against
+	// the sentinels (ErrNotFound, ErrFailedPrecondition) as for a single
+	// call.
 	Err error
 }
 
@@ -56,10 +57,20 @@ func batchResults(res *conveyorv1.BatchTasksResponse, err error) ([]TaskActionRe
 	for k, r := range res.GetResults() {
 		out[k].ID = r.GetId()
 		if r.GetError() != "" {
-			out[k].Err = &Error{err: connect.NewError(connect.CodeUnknown, errors.New(r.GetError()))}
+			out[k].Err = &Error{err: connect.NewError(resultCode(r.GetCode()), errors.New(r.GetError()))}
 		}
 	}
 	return out, nil
+}
+
+// resultCode reads a per-task result's code; a server older than the
+// field sends none, which reads as unknown.
+func resultCode(name string) connect.Code {
+	var c connect.Code
+	if err := c.UnmarshalText([]byte(name)); err != nil {
+		return connect.CodeUnknown
+	}
+	return c
 }
 
 // TaskAction is an operator action on tasks, for BulkTasks. The values

@@ -44,6 +44,7 @@ func TestInspectorTaskActions(t *testing.T) {
 	wantCode(t, "ArchiveTask of an archived task", err, connect.CodeFailedPrecondition)
 	_, err = b.insp.CancelTask(b.ctx, id)
 	wantCode(t, "CancelTask of an archived task", err, connect.CodeFailedPrecondition)
+	wantIs(t, "CancelTask of an archived task", err, conveyor.ErrFailedPrecondition)
 
 	if err := b.insp.DeleteTask(b.ctx, id); err != nil {
 		t.Fatalf("DeleteTask: %v", err)
@@ -167,7 +168,13 @@ func TestInspectorBatchActions(t *testing.T) {
 		eq(t, "canceled", b.state(id), conveyor.TaskStateCanceled)
 	}
 	eq(t, "the missing id's result id", res[2].ID, missing)
-	wantCode(t, "the missing id's result", res[2].Err, connect.CodeUnknown)
+	wantCode(t, "the missing id's result", res[2].Err, connect.CodeNotFound)
+	wantIs(t, "the missing id's result", res[2].Err, conveyor.ErrNotFound)
+	again, err := b.insp.BatchCancelTasks(b.ctx, ids[:1])
+	if err != nil || len(again) != 1 {
+		t.Fatalf("BatchCancelTasks of a canceled task: %v %+v", err, again)
+	}
+	wantIs(t, "canceling a canceled task in a batch", again[0].Err, conveyor.ErrFailedPrecondition)
 
 	check := func(name string, act func([]string) ([]conveyor.TaskActionResult, error), want conveyor.TaskState) {
 		t.Helper()

@@ -150,7 +150,8 @@ func (c *consumer) fill(ctx context.Context) error {
 		}
 		now := c.pool.now()
 		leases, err := c.pool.broker.Lease(ctx, broker.LeaseParams{SessionID: c.sessionID,
-			Picks: []broker.QueuePick{{Queue: c.queue, N: n}}, Now: now, TTL: s.Timeout + leaseMargin, LimitGrace: c.pool.limitGrace})
+			Picks: []broker.QueuePick{{Queue: c.queue, N: n}}, Now: now, TTL: s.Timeout + leaseMargin, LimitGrace: c.pool.limitGrace,
+			Push: true})
 		if err != nil {
 			return err
 		}

@@ -89,6 +89,11 @@ func NewPool(cfg Config) *Pool {
 		done: make(chan struct{}), consumers: map[string]*consumer{}}
 }
 
+// Pushing reports whether this node invokes the endpoints now: always on
+// an engine of one node, only while it leads on one several share (the
+// consumers of the others stand idle).
+func (p *Pool) Pushing() bool { return p.leading() }
+
 func (p *Pool) leading() bool {
 	if p.leadingFn == nil {
 		return true

@@ -31,6 +31,10 @@ type Hub struct {
 	// registry records the sessions for the other nodes (nil: the engine
 	// keeps no session registry).
 	registry *registryWriter
+	// extras are consumers other than sessions that the registry lists
+	// with them (the push endpoints this node invokes); nil: none. Set
+	// before Start.
+	extras func() []broker.SessionInfo
 
 	boot string // bootID, the prefix of attempt ids
 
@@ -300,14 +304,29 @@ func (h *Hub) Takes(queue string, k broker.Kind) bool {
 // loads snapshots the live sessions' loads, for the registry.
 func (h *Hub) loads() []broker.SessionLoad {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
 	out := make([]broker.SessionLoad, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		s.mu.Lock()
 		out = append(out, broker.SessionLoad{ID: s.id, InFlight: int32(s.flight.slots), LastHeartbeat: s.lastHeartbeat})
 		s.mu.Unlock()
 	}
+	h.mu.RUnlock()
+	for _, e := range h.extraInfos() {
+		out = append(out, broker.SessionLoad{ID: e.ID, InFlight: e.InFlight, LastHeartbeat: e.LastHeartbeat})
+	}
 	return out
+}
+
+// SetExtraSessions has the registry list, beside the sessions, the
+// consumers infos returns at each of its writes (the push endpoints this
+// node invokes: none while it does not lead). Call it before Start.
+func (h *Hub) SetExtraSessions(infos func() []broker.SessionInfo) { h.extras = infos }
+
+func (h *Hub) extraInfos() []broker.SessionInfo {
+	if h.extras == nil {
+		return nil
+	}
+	return h.extras()
 }
 
 // registryInfo is the registry's record of the live session id.
@@ -315,8 +334,13 @@ func (h *Hub) registryInfo(id string) (broker.SessionInfo, bool) {
 	h.mu.RLock()
 	s := h.sessions[id]
 	h.mu.RUnlock()
-	if s == nil {
-		return broker.SessionInfo{}, false
+	if s != nil {
+		return s.registryInfo(), true
 	}
-	return s.registryInfo(), true
+	for _, e := range h.extraInfos() {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	return broker.SessionInfo{}, false
 }

@@ -24,6 +24,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// HistoryResolution is the width of a history point.
+type HistoryResolution int32
+
+const (
+	// HISTORY_RESOLUTION_UNSPECIFIED means HISTORY_RESOLUTION_MINUTE.
+	HistoryResolution_HISTORY_RESOLUTION_UNSPECIFIED HistoryResolution = 0
+	// HISTORY_RESOLUTION_MINUTE: one point per minute, over the last 24 hours.
+	HistoryResolution_HISTORY_RESOLUTION_MINUTE HistoryResolution = 1
+	// HISTORY_RESOLUTION_DAY: one point per UTC day, over the last 90 days.
+	HistoryResolution_HISTORY_RESOLUTION_DAY HistoryResolution = 2
+)
+
+// Enum value maps for HistoryResolution.
+var (
+	HistoryResolution_name = map[int32]string{
+		0: "HISTORY_RESOLUTION_UNSPECIFIED",
+		1: "HISTORY_RESOLUTION_MINUTE",
+		2: "HISTORY_RESOLUTION_DAY",
+	}
+	HistoryResolution_value = map[string]int32{
+		"HISTORY_RESOLUTION_UNSPECIFIED": 0,
+		"HISTORY_RESOLUTION_MINUTE":      1,
+		"HISTORY_RESOLUTION_DAY":         2,
+	}
+)
+
+func (x HistoryResolution) Enum() *HistoryResolution {
+	p := new(HistoryResolution)
+	*p = x
+	return p
+}
+
+func (x HistoryResolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HistoryResolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_conveyor_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (HistoryResolution) Type() protoreflect.EnumType {
+	return &file_conveyor_v1_admin_proto_enumTypes[0]
+}
+
+func (x HistoryResolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HistoryResolution.Descriptor instead.
+func (HistoryResolution) EnumDescriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 // TaskAction is an operator action on tasks.
 type TaskAction int32
 
@@ -69,11 +122,11 @@ func (x TaskAction) String() string {
 }
 
 func (TaskAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_conveyor_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_conveyor_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (TaskAction) Type() protoreflect.EnumType {
-	return &file_conveyor_v1_admin_proto_enumTypes[0]
+	return &file_conveyor_v1_admin_proto_enumTypes[1]
 }
 
 func (x TaskAction) Number() protoreflect.EnumNumber {
@@ -82,7 +135,7 @@ func (x TaskAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskAction.Descriptor instead.
 func (TaskAction) EnumDescriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 // QueueInfo describes one queue.
@@ -1138,6 +1191,436 @@ func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
 	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
+// GetQueueStatsRequest names the queue.
+type GetQueueStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the queue's name; required.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueStatsRequest) Reset() {
+	*x = GetQueueStatsRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueStatsRequest) ProtoMessage() {}
+
+func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetQueueStatsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// Durations are quantiles of durations (p50, p95) and how many were seen.
+type Durations struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// count is how many durations were observed.
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// p50 is the median, estimated from the metrics' histogram buckets.
+	P50 *durationpb.Duration `protobuf:"bytes,2,opt,name=p50,proto3" json:"p50,omitempty"`
+	// p95 is the 95th percentile, estimated the same way.
+	P95           *durationpb.Duration `protobuf:"bytes,3,opt,name=p95,proto3" json:"p95,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Durations) Reset() {
+	*x = Durations{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Durations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Durations) ProtoMessage() {}
+
+func (x *Durations) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Durations.ProtoReflect.Descriptor instead.
+func (*Durations) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Durations) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Durations) GetP50() *durationpb.Duration {
+	if x != nil {
+		return x.P50
+	}
+	return nil
+}
+
+func (x *Durations) GetP95() *durationpb.Duration {
+	if x != nil {
+		return x.P95
+	}
+	return nil
+}
+
+// TypeStats are one task type's run durations.
+type TypeStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the task type (or "other" past the metrics' bound on types).
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// run is from dispatch to the worker's Result, per attempt.
+	Run           *Durations `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypeStats) Reset() {
+	*x = TypeStats{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypeStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypeStats) ProtoMessage() {}
+
+func (x *TypeStats) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypeStats.ProtoReflect.Descriptor instead.
+func (*TypeStats) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TypeStats) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *TypeStats) GetRun() *Durations {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// GetQueueStatsResponse says how far behind a queue is and how long its
+// tasks waited and ran.
+type GetQueueStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// oldest_ready_at is when the queue's longest-waiting ready task (PENDING,
+	// not held back by its concurrency key) became ready; unset when none is.
+	OldestReadyAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=oldest_ready_at,json=oldestReadyAt,proto3" json:"oldest_ready_at,omitempty"`
+	// latency is how long that task has waited: now - oldest_ready_at (zero
+	// when nothing is ready).
+	Latency *durationpb.Duration `protobuf:"bytes,2,opt,name=latency,proto3" json:"latency,omitempty"`
+	// wait is from when a task became due to its dispatch, for every type of
+	// the queue.
+	Wait *Durations `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	// types are the run durations per task type, by type.
+	Types []*TypeStats `protobuf:"bytes,4,rep,name=types,proto3" json:"types,omitempty"`
+	// observed_since is when the node that answered started observing: the
+	// durations are its own (the conveyor_task_wait_seconds and
+	// conveyor_task_run_seconds metrics), since then.
+	ObservedSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_since,json=observedSince,proto3" json:"observed_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueStatsResponse) Reset() {
+	*x = GetQueueStatsResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueStatsResponse) ProtoMessage() {}
+
+func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetQueueStatsResponse) GetOldestReadyAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestReadyAt
+	}
+	return nil
+}
+
+func (x *GetQueueStatsResponse) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *GetQueueStatsResponse) GetWait() *Durations {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *GetQueueStatsResponse) GetTypes() []*TypeStats {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *GetQueueStatsResponse) GetObservedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedSince
+	}
+	return nil
+}
+
+// GetQueueHistoryRequest names the queue and the resolution.
+type GetQueueHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue is the queue's name; empty sums every queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// resolution is the width of a point.
+	Resolution    HistoryResolution `protobuf:"varint,2,opt,name=resolution,proto3,enum=conveyor.v1.HistoryResolution" json:"resolution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueHistoryRequest) Reset() {
+	*x = GetQueueHistoryRequest{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueHistoryRequest) ProtoMessage() {}
+
+func (x *GetQueueHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetQueueHistoryRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetQueueHistoryRequest) GetResolution() HistoryResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return HistoryResolution_HISTORY_RESOLUTION_UNSPECIFIED
+}
+
+// HistoryPoint is what happened in one minute or day.
+type HistoryPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start is when the minute or day began.
+	Start *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	// enqueued counts the tasks enqueued.
+	Enqueued int64 `protobuf:"varint,2,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	// completed counts the attempts that succeeded.
+	Completed int64 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	// failed counts the attempts that failed (RETRY or SKIP_RETRY).
+	Failed        int64 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryPoint) Reset() {
+	*x = HistoryPoint{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryPoint) ProtoMessage() {}
+
+func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryPoint.ProtoReflect.Descriptor instead.
+func (*HistoryPoint) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *HistoryPoint) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *HistoryPoint) GetEnqueued() int64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+// GetQueueHistoryResponse holds one point per minute or day, oldest
+// first, with no gap: from the first sample the server kept (at most a
+// day, or 90 days, back) to the current minute or day, which is still
+// filling.
+type GetQueueHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// points are the history, oldest first.
+	Points        []*HistoryPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueHistoryResponse) Reset() {
+	*x = GetQueueHistoryResponse{}
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueHistoryResponse) ProtoMessage() {}
+
+func (x *GetQueueHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetQueueHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetQueueHistoryResponse) GetPoints() []*HistoryPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
 // ListTasksRequest selects a page of tasks.
 type ListTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1163,7 +1646,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1658,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[16]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1671,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -1256,7 +1739,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1751,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[17]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1764,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskInfo {
@@ -1309,7 +1792,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1804,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[18]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1817,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelTaskRequest) GetId() string {
@@ -1355,7 +1838,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1850,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[19]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1863,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -1399,7 +1882,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1894,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[20]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1907,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 // RunTaskRequest names one task.
@@ -1438,7 +1921,7 @@ type RunTaskRequest struct {
 
 func (x *RunTaskRequest) Reset() {
 	*x = RunTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1933,7 @@ func (x *RunTaskRequest) String() string {
 func (*RunTaskRequest) ProtoMessage() {}
 
 func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[21]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1946,7 @@ func (x *RunTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RunTaskRequest) GetId() string {
@@ -1484,7 +1967,7 @@ type ArchiveTaskRequest struct {
 
 func (x *ArchiveTaskRequest) Reset() {
 	*x = ArchiveTaskRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1979,7 @@ func (x *ArchiveTaskRequest) String() string {
 func (*ArchiveTaskRequest) ProtoMessage() {}
 
 func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[22]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1992,7 @@ func (x *ArchiveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ArchiveTaskRequest) GetId() string {
@@ -1530,7 +2013,7 @@ type BatchCancelTasksRequest struct {
 
 func (x *BatchCancelTasksRequest) Reset() {
 	*x = BatchCancelTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +2025,7 @@ func (x *BatchCancelTasksRequest) String() string {
 func (*BatchCancelTasksRequest) ProtoMessage() {}
 
 func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[23]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +2038,7 @@ func (x *BatchCancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchCancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BatchCancelTasksRequest) GetIds() []string {
@@ -1576,7 +2059,7 @@ type BatchDeleteTasksRequest struct {
 
 func (x *BatchDeleteTasksRequest) Reset() {
 	*x = BatchDeleteTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +2071,7 @@ func (x *BatchDeleteTasksRequest) String() string {
 func (*BatchDeleteTasksRequest) ProtoMessage() {}
 
 func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[24]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +2084,7 @@ func (x *BatchDeleteTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BatchDeleteTasksRequest) GetIds() []string {
@@ -1622,7 +2105,7 @@ type BatchRunTasksRequest struct {
 
 func (x *BatchRunTasksRequest) Reset() {
 	*x = BatchRunTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +2117,7 @@ func (x *BatchRunTasksRequest) String() string {
 func (*BatchRunTasksRequest) ProtoMessage() {}
 
 func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[25]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +2130,7 @@ func (x *BatchRunTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRunTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchRunTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BatchRunTasksRequest) GetIds() []string {
@@ -1668,7 +2151,7 @@ type BatchArchiveTasksRequest struct {
 
 func (x *BatchArchiveTasksRequest) Reset() {
 	*x = BatchArchiveTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +2163,7 @@ func (x *BatchArchiveTasksRequest) String() string {
 func (*BatchArchiveTasksRequest) ProtoMessage() {}
 
 func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[26]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +2176,7 @@ func (x *BatchArchiveTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchArchiveTasksRequest.ProtoReflect.Descriptor instead.
 func (*BatchArchiveTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BatchArchiveTasksRequest) GetIds() []string {
@@ -1709,14 +2192,18 @@ type BatchTaskResult struct {
 	// id is the task's ULID, as given.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// error says why the action failed; empty on success.
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// code is the error's code, as the call's would be if the task had been
+	// acted on alone, in Connect's spelling ("not_found",
+	// "failed_precondition", ...); empty on success.
+	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchTaskResult) Reset() {
 	*x = BatchTaskResult{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +2215,7 @@ func (x *BatchTaskResult) String() string {
 func (*BatchTaskResult) ProtoMessage() {}
 
 func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[27]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +2228,7 @@ func (x *BatchTaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTaskResult.ProtoReflect.Descriptor instead.
 func (*BatchTaskResult) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BatchTaskResult) GetId() string {
@@ -1758,6 +2245,13 @@ func (x *BatchTaskResult) GetError() string {
 	return ""
 }
 
+func (x *BatchTaskResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // BatchTasksResponse holds one result per requested id, in request order.
 type BatchTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1769,7 +2263,7 @@ type BatchTasksResponse struct {
 
 func (x *BatchTasksResponse) Reset() {
 	*x = BatchTasksResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2275,7 @@ func (x *BatchTasksResponse) String() string {
 func (*BatchTasksResponse) ProtoMessage() {}
 
 func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[28]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2288,7 @@ func (x *BatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*BatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BatchTasksResponse) GetResults() []*BatchTaskResult {
@@ -1825,7 +2319,7 @@ type BulkTasksRequest struct {
 
 func (x *BulkTasksRequest) Reset() {
 	*x = BulkTasksRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2331,7 @@ func (x *BulkTasksRequest) String() string {
 func (*BulkTasksRequest) ProtoMessage() {}
 
 func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[29]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2344,7 @@ func (x *BulkTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksRequest.ProtoReflect.Descriptor instead.
 func (*BulkTasksRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BulkTasksRequest) GetAction() TaskAction {
@@ -1918,7 +2412,7 @@ type BulkTasksProgress struct {
 
 func (x *BulkTasksProgress) Reset() {
 	*x = BulkTasksProgress{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2424,7 @@ func (x *BulkTasksProgress) String() string {
 func (*BulkTasksProgress) ProtoMessage() {}
 
 func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[30]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2437,7 @@ func (x *BulkTasksProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkTasksProgress.ProtoReflect.Descriptor instead.
 func (*BulkTasksProgress) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BulkTasksProgress) GetTotal() int64 {
@@ -2017,7 +2511,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2523,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[31]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2536,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CronEntry) GetId() string {
@@ -2147,7 +2641,7 @@ type CreateCronRequest struct {
 
 func (x *CreateCronRequest) Reset() {
 	*x = CreateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2653,7 @@ func (x *CreateCronRequest) String() string {
 func (*CreateCronRequest) ProtoMessage() {}
 
 func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[32]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2666,7 @@ func (x *CreateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCronRequest.ProtoReflect.Descriptor instead.
 func (*CreateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateCronRequest) GetEntry() *CronEntry {
@@ -2193,7 +2687,7 @@ type GetCronRequest struct {
 
 func (x *GetCronRequest) Reset() {
 	*x = GetCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2699,7 @@ func (x *GetCronRequest) String() string {
 func (*GetCronRequest) ProtoMessage() {}
 
 func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[33]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2712,7 @@ func (x *GetCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCronRequest.ProtoReflect.Descriptor instead.
 func (*GetCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetCronRequest) GetId() string {
@@ -2237,7 +2731,7 @@ type ListCronsRequest struct {
 
 func (x *ListCronsRequest) Reset() {
 	*x = ListCronsRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2743,7 @@ func (x *ListCronsRequest) String() string {
 func (*ListCronsRequest) ProtoMessage() {}
 
 func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[34]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2756,7 @@ func (x *ListCronsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsRequest.ProtoReflect.Descriptor instead.
 func (*ListCronsRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 // ListCronsResponse lists every cron entry.
@@ -2276,7 +2770,7 @@ type ListCronsResponse struct {
 
 func (x *ListCronsResponse) Reset() {
 	*x = ListCronsResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2782,7 @@ func (x *ListCronsResponse) String() string {
 func (*ListCronsResponse) ProtoMessage() {}
 
 func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[35]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2795,7 @@ func (x *ListCronsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronsResponse.ProtoReflect.Descriptor instead.
 func (*ListCronsResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListCronsResponse) GetEntries() []*CronEntry {
@@ -2335,7 +2829,7 @@ type UpdateCronRequest struct {
 
 func (x *UpdateCronRequest) Reset() {
 	*x = UpdateCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2841,7 @@ func (x *UpdateCronRequest) String() string {
 func (*UpdateCronRequest) ProtoMessage() {}
 
 func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[36]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2854,7 @@ func (x *UpdateCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCronRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateCronRequest) GetEntry() *CronEntry {
@@ -2388,7 +2882,7 @@ type DeleteCronRequest struct {
 
 func (x *DeleteCronRequest) Reset() {
 	*x = DeleteCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2894,7 @@ func (x *DeleteCronRequest) String() string {
 func (*DeleteCronRequest) ProtoMessage() {}
 
 func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[37]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2907,7 @@ func (x *DeleteCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteCronRequest) GetId() string {
@@ -2432,7 +2926,7 @@ type DeleteCronResponse struct {
 
 func (x *DeleteCronResponse) Reset() {
 	*x = DeleteCronResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2938,7 @@ func (x *DeleteCronResponse) String() string {
 func (*DeleteCronResponse) ProtoMessage() {}
 
 func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[38]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2951,7 @@ func (x *DeleteCronResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCronResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCronResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 // PauseCronRequest names one cron entry.
@@ -2471,7 +2965,7 @@ type PauseCronRequest struct {
 
 func (x *PauseCronRequest) Reset() {
 	*x = PauseCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2977,7 @@ func (x *PauseCronRequest) String() string {
 func (*PauseCronRequest) ProtoMessage() {}
 
 func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[39]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2990,7 @@ func (x *PauseCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCronRequest.ProtoReflect.Descriptor instead.
 func (*PauseCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PauseCronRequest) GetId() string {
@@ -2517,7 +3011,7 @@ type ResumeCronRequest struct {
 
 func (x *ResumeCronRequest) Reset() {
 	*x = ResumeCronRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +3023,7 @@ func (x *ResumeCronRequest) String() string {
 func (*ResumeCronRequest) ProtoMessage() {}
 
 func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[40]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +3036,7 @@ func (x *ResumeCronRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCronRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCronRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResumeCronRequest) GetId() string {
@@ -2561,7 +3055,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +3067,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[41]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +3080,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 // NodeInfo describes one serving node.
@@ -2612,7 +3106,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +3118,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[42]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +3131,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -2699,7 +3193,7 @@ type GetClusterInfoResponse struct {
 
 func (x *GetClusterInfoResponse) Reset() {
 	*x = GetClusterInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +3205,7 @@ func (x *GetClusterInfoResponse) String() string {
 func (*GetClusterInfoResponse) ProtoMessage() {}
 
 func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[43]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +3218,7 @@ func (x *GetClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetClusterInfoResponse) GetNodes() []*NodeInfo {
@@ -2764,7 +3258,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +3270,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[44]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +3283,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 // WorkerInfo describes one live worker session.
@@ -2834,7 +3328,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3340,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[45]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3353,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkerInfo) GetSessionId() string {
@@ -2979,7 +3473,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3485,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[46]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3498,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -3023,7 +3517,7 @@ type GetBrokerInfoRequest struct {
 
 func (x *GetBrokerInfoRequest) Reset() {
 	*x = GetBrokerInfoRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3529,7 @@ func (x *GetBrokerInfoRequest) String() string {
 func (*GetBrokerInfoRequest) ProtoMessage() {}
 
 func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[47]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3542,7 @@ func (x *GetBrokerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 // GetBrokerInfoResponse describes the storage engine.
@@ -3078,7 +3572,7 @@ type GetBrokerInfoResponse struct {
 
 func (x *GetBrokerInfoResponse) Reset() {
 	*x = GetBrokerInfoResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3090,7 +3584,7 @@ func (x *GetBrokerInfoResponse) String() string {
 func (*GetBrokerInfoResponse) ProtoMessage() {}
 
 func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[48]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3103,7 +3597,7 @@ func (x *GetBrokerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBrokerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetBrokerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetBrokerInfoResponse) GetEngine() string {
@@ -3173,7 +3667,7 @@ type DrainReleaseRequest struct {
 
 func (x *DrainReleaseRequest) Reset() {
 	*x = DrainReleaseRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3679,7 @@ func (x *DrainReleaseRequest) String() string {
 func (*DrainReleaseRequest) ProtoMessage() {}
 
 func (x *DrainReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[49]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3692,7 @@ func (x *DrainReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReleaseRequest.ProtoReflect.Descriptor instead.
 func (*DrainReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DrainReleaseRequest) GetReleaseId() string {
@@ -3218,7 +3712,7 @@ type DrainReleaseResponse struct {
 
 func (x *DrainReleaseResponse) Reset() {
 	*x = DrainReleaseResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3724,7 @@ func (x *DrainReleaseResponse) String() string {
 func (*DrainReleaseResponse) ProtoMessage() {}
 
 func (x *DrainReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[50]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3737,7 @@ func (x *DrainReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReleaseResponse.ProtoReflect.Descriptor instead.
 func (*DrainReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 // ListReleasesRequest lists the releases seen.
@@ -3255,7 +3749,7 @@ type ListReleasesRequest struct {
 
 func (x *ListReleasesRequest) Reset() {
 	*x = ListReleasesRequest{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3761,7 @@ func (x *ListReleasesRequest) String() string {
 func (*ListReleasesRequest) ProtoMessage() {}
 
 func (x *ListReleasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[51]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3774,7 @@ func (x *ListReleasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReleasesRequest.ProtoReflect.Descriptor instead.
 func (*ListReleasesRequest) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 // ReleaseInfo describes one release.
@@ -3301,7 +3795,7 @@ type ReleaseInfo struct {
 
 func (x *ReleaseInfo) Reset() {
 	*x = ReleaseInfo{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3807,7 @@ func (x *ReleaseInfo) String() string {
 func (*ReleaseInfo) ProtoMessage() {}
 
 func (x *ReleaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[52]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3820,7 @@ func (x *ReleaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseInfo.ProtoReflect.Descriptor instead.
 func (*ReleaseInfo) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReleaseInfo) GetReleaseId() string {
@@ -3368,7 +3862,7 @@ type ListReleasesResponse struct {
 
 func (x *ListReleasesResponse) Reset() {
 	*x = ListReleasesResponse{}
-	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3874,7 @@ func (x *ListReleasesResponse) String() string {
 func (*ListReleasesResponse) ProtoMessage() {}
 
 func (x *ListReleasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conveyor_v1_admin_proto_msgTypes[53]
+	mi := &file_conveyor_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3887,7 @@ func (x *ListReleasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReleasesResponse.ProtoReflect.Descriptor instead.
 func (*ListReleasesResponse) Descriptor() ([]byte, []int) {
-	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_conveyor_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListReleasesResponse) GetReleases() []*ReleaseInfo {
@@ -3477,7 +3971,34 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
 	"\x12DeleteQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n" +
-	"\x13DeleteQueueResponse\"\xd4\x01\n" +
+	"\x13DeleteQueueResponse\",\n" +
+	"\x14GetQueueStatsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"{\n" +
+	"\tDurations\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12+\n" +
+	"\x03p50\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03p50\x12+\n" +
+	"\x03p95\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03p95\"I\n" +
+	"\tTypeStats\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12(\n" +
+	"\x03run\x18\x02 \x01(\v2\x16.conveyor.v1.DurationsR\x03run\"\xad\x02\n" +
+	"\x15GetQueueStatsResponse\x12B\n" +
+	"\x0foldest_ready_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\roldestReadyAt\x123\n" +
+	"\alatency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12*\n" +
+	"\x04wait\x18\x03 \x01(\v2\x16.conveyor.v1.DurationsR\x04wait\x12,\n" +
+	"\x05types\x18\x04 \x03(\v2\x16.conveyor.v1.TypeStatsR\x05types\x12A\n" +
+	"\x0eobserved_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\robservedSince\"n\n" +
+	"\x16GetQueueHistoryRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12>\n" +
+	"\n" +
+	"resolution\x18\x02 \x01(\x0e2\x1e.conveyor.v1.HistoryResolutionR\n" +
+	"resolution\"\x92\x01\n" +
+	"\fHistoryPoint\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1a\n" +
+	"\benqueued\x18\x02 \x01(\x03R\benqueued\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\x03R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\x03R\x06failed\"L\n" +
+	"\x17GetQueueHistoryResponse\x121\n" +
+	"\x06points\x18\x01 \x03(\v2\x19.conveyor.v1.HistoryPointR\x06points\"\xd4\x01\n" +
 	"\x10ListTasksRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.conveyor.v1.TaskStateR\x05state\x12\x1b\n" +
@@ -3506,10 +4027,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\x14BatchRunTasksRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\",\n" +
 	"\x18BatchArchiveTasksRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"7\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"K\n" +
 	"\x0fBatchTaskResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"L\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\"L\n" +
 	"\x12BatchTasksResponse\x126\n" +
 	"\aresults\x18\x01 \x03(\v2\x1c.conveyor.v1.BatchTaskResultR\aresults\"\xc9\x01\n" +
 	"\x10BulkTasksRequest\x12/\n" +
@@ -3639,7 +4161,11 @@ const file_conveyor_v1_admin_proto_rawDesc = "" +
 	"\bdraining\x18\x03 \x01(\bR\bdraining\x12\x1a\n" +
 	"\bsessions\x18\x04 \x01(\x05R\bsessions\"L\n" +
 	"\x14ListReleasesResponse\x124\n" +
-	"\breleases\x18\x01 \x03(\v2\x18.conveyor.v1.ReleaseInfoR\breleases*\x87\x01\n" +
+	"\breleases\x18\x01 \x03(\v2\x18.conveyor.v1.ReleaseInfoR\breleases*r\n" +
+	"\x11HistoryResolution\x12\"\n" +
+	"\x1eHISTORY_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19HISTORY_RESOLUTION_MINUTE\x10\x01\x12\x1a\n" +
+	"\x16HISTORY_RESOLUTION_DAY\x10\x02*\x87\x01\n" +
 	"\n" +
 	"TaskAction\x12\x1b\n" +
 	"\x17TASK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -3662,120 +4188,139 @@ func file_conveyor_v1_admin_proto_rawDescGZIP() []byte {
 	return file_conveyor_v1_admin_proto_rawDescData
 }
 
-var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_conveyor_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_conveyor_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_conveyor_v1_admin_proto_goTypes = []any{
-	(TaskAction)(0),                  // 0: conveyor.v1.TaskAction
-	(*QueueInfo)(nil),                // 1: conveyor.v1.QueueInfo
-	(*QueueConfig)(nil),              // 2: conveyor.v1.QueueConfig
-	(*PushEndpoint)(nil),             // 3: conveyor.v1.PushEndpoint
-	(*RateLimit)(nil),                // 4: conveyor.v1.RateLimit
-	(*GroupPolicy)(nil),              // 5: conveyor.v1.GroupPolicy
-	(*GetQueueConfigRequest)(nil),    // 6: conveyor.v1.GetQueueConfigRequest
-	(*UpdateQueueConfigRequest)(nil), // 7: conveyor.v1.UpdateQueueConfigRequest
-	(*ListGroupsRequest)(nil),        // 8: conveyor.v1.ListGroupsRequest
-	(*GroupInfo)(nil),                // 9: conveyor.v1.GroupInfo
-	(*ListGroupsResponse)(nil),       // 10: conveyor.v1.ListGroupsResponse
-	(*ListQueuesRequest)(nil),        // 11: conveyor.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),       // 12: conveyor.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),        // 13: conveyor.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),       // 14: conveyor.v1.ResumeQueueRequest
-	(*DeleteQueueRequest)(nil),       // 15: conveyor.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),      // 16: conveyor.v1.DeleteQueueResponse
-	(*ListTasksRequest)(nil),         // 17: conveyor.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 18: conveyor.v1.ListTasksResponse
-	(*CancelTaskRequest)(nil),        // 19: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 20: conveyor.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),       // 21: conveyor.v1.DeleteTaskResponse
-	(*RunTaskRequest)(nil),           // 22: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 23: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 24: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 25: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 26: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 27: conveyor.v1.BatchArchiveTasksRequest
-	(*BatchTaskResult)(nil),          // 28: conveyor.v1.BatchTaskResult
-	(*BatchTasksResponse)(nil),       // 29: conveyor.v1.BatchTasksResponse
-	(*BulkTasksRequest)(nil),         // 30: conveyor.v1.BulkTasksRequest
-	(*BulkTasksProgress)(nil),        // 31: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 32: conveyor.v1.CronEntry
-	(*CreateCronRequest)(nil),        // 33: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 34: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 35: conveyor.v1.ListCronsRequest
-	(*ListCronsResponse)(nil),        // 36: conveyor.v1.ListCronsResponse
-	(*UpdateCronRequest)(nil),        // 37: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 38: conveyor.v1.DeleteCronRequest
-	(*DeleteCronResponse)(nil),       // 39: conveyor.v1.DeleteCronResponse
-	(*PauseCronRequest)(nil),         // 40: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 41: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 42: conveyor.v1.GetClusterInfoRequest
-	(*NodeInfo)(nil),                 // 43: conveyor.v1.NodeInfo
-	(*GetClusterInfoResponse)(nil),   // 44: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersRequest)(nil),       // 45: conveyor.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),               // 46: conveyor.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),      // 47: conveyor.v1.ListWorkersResponse
-	(*GetBrokerInfoRequest)(nil),     // 48: conveyor.v1.GetBrokerInfoRequest
-	(*GetBrokerInfoResponse)(nil),    // 49: conveyor.v1.GetBrokerInfoResponse
-	(*DrainReleaseRequest)(nil),      // 50: conveyor.v1.DrainReleaseRequest
-	(*DrainReleaseResponse)(nil),     // 51: conveyor.v1.DrainReleaseResponse
-	(*ListReleasesRequest)(nil),      // 52: conveyor.v1.ListReleasesRequest
-	(*ReleaseInfo)(nil),              // 53: conveyor.v1.ReleaseInfo
-	(*ListReleasesResponse)(nil),     // 54: conveyor.v1.ListReleasesResponse
-	nil,                              // 55: conveyor.v1.CronEntry.MetadataEntry
-	nil,                              // 56: conveyor.v1.WorkerInfo.QueuesEntry
-	nil,                              // 57: conveyor.v1.WorkerInfo.LabelsEntry
-	nil,                              // 58: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	(*durationpb.Duration)(nil),      // 59: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 60: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
-	(TaskState)(0),                   // 62: conveyor.v1.TaskState
-	(*TaskInfo)(nil),                 // 63: conveyor.v1.TaskInfo
-	(*TaskOptions)(nil),              // 64: conveyor.v1.TaskOptions
+	(HistoryResolution)(0),           // 0: conveyor.v1.HistoryResolution
+	(TaskAction)(0),                  // 1: conveyor.v1.TaskAction
+	(*QueueInfo)(nil),                // 2: conveyor.v1.QueueInfo
+	(*QueueConfig)(nil),              // 3: conveyor.v1.QueueConfig
+	(*PushEndpoint)(nil),             // 4: conveyor.v1.PushEndpoint
+	(*RateLimit)(nil),                // 5: conveyor.v1.RateLimit
+	(*GroupPolicy)(nil),              // 6: conveyor.v1.GroupPolicy
+	(*GetQueueConfigRequest)(nil),    // 7: conveyor.v1.GetQueueConfigRequest
+	(*UpdateQueueConfigRequest)(nil), // 8: conveyor.v1.UpdateQueueConfigRequest
+	(*ListGroupsRequest)(nil),        // 9: conveyor.v1.ListGroupsRequest
+	(*GroupInfo)(nil),                // 10: conveyor.v1.GroupInfo
+	(*ListGroupsResponse)(nil),       // 11: conveyor.v1.ListGroupsResponse
+	(*ListQueuesRequest)(nil),        // 12: conveyor.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),       // 13: conveyor.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),        // 14: conveyor.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 15: conveyor.v1.ResumeQueueRequest
+	(*DeleteQueueRequest)(nil),       // 16: conveyor.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 17: conveyor.v1.DeleteQueueResponse
+	(*GetQueueStatsRequest)(nil),     // 18: conveyor.v1.GetQueueStatsRequest
+	(*Durations)(nil),                // 19: conveyor.v1.Durations
+	(*TypeStats)(nil),                // 20: conveyor.v1.TypeStats
+	(*GetQueueStatsResponse)(nil),    // 21: conveyor.v1.GetQueueStatsResponse
+	(*GetQueueHistoryRequest)(nil),   // 22: conveyor.v1.GetQueueHistoryRequest
+	(*HistoryPoint)(nil),             // 23: conveyor.v1.HistoryPoint
+	(*GetQueueHistoryResponse)(nil),  // 24: conveyor.v1.GetQueueHistoryResponse
+	(*ListTasksRequest)(nil),         // 25: conveyor.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 26: conveyor.v1.ListTasksResponse
+	(*CancelTaskRequest)(nil),        // 27: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 28: conveyor.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),       // 29: conveyor.v1.DeleteTaskResponse
+	(*RunTaskRequest)(nil),           // 30: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 31: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 32: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 33: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 34: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 35: conveyor.v1.BatchArchiveTasksRequest
+	(*BatchTaskResult)(nil),          // 36: conveyor.v1.BatchTaskResult
+	(*BatchTasksResponse)(nil),       // 37: conveyor.v1.BatchTasksResponse
+	(*BulkTasksRequest)(nil),         // 38: conveyor.v1.BulkTasksRequest
+	(*BulkTasksProgress)(nil),        // 39: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 40: conveyor.v1.CronEntry
+	(*CreateCronRequest)(nil),        // 41: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 42: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 43: conveyor.v1.ListCronsRequest
+	(*ListCronsResponse)(nil),        // 44: conveyor.v1.ListCronsResponse
+	(*UpdateCronRequest)(nil),        // 45: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 46: conveyor.v1.DeleteCronRequest
+	(*DeleteCronResponse)(nil),       // 47: conveyor.v1.DeleteCronResponse
+	(*PauseCronRequest)(nil),         // 48: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 49: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 50: conveyor.v1.GetClusterInfoRequest
+	(*NodeInfo)(nil),                 // 51: conveyor.v1.NodeInfo
+	(*GetClusterInfoResponse)(nil),   // 52: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersRequest)(nil),       // 53: conveyor.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),               // 54: conveyor.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),      // 55: conveyor.v1.ListWorkersResponse
+	(*GetBrokerInfoRequest)(nil),     // 56: conveyor.v1.GetBrokerInfoRequest
+	(*GetBrokerInfoResponse)(nil),    // 57: conveyor.v1.GetBrokerInfoResponse
+	(*DrainReleaseRequest)(nil),      // 58: conveyor.v1.DrainReleaseRequest
+	(*DrainReleaseResponse)(nil),     // 59: conveyor.v1.DrainReleaseResponse
+	(*ListReleasesRequest)(nil),      // 60: conveyor.v1.ListReleasesRequest
+	(*ReleaseInfo)(nil),              // 61: conveyor.v1.ReleaseInfo
+	(*ListReleasesResponse)(nil),     // 62: conveyor.v1.ListReleasesResponse
+	nil,                              // 63: conveyor.v1.CronEntry.MetadataEntry
+	nil,                              // 64: conveyor.v1.WorkerInfo.QueuesEntry
+	nil,                              // 65: conveyor.v1.WorkerInfo.LabelsEntry
+	nil,                              // 66: conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	(*durationpb.Duration)(nil),      // 67: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 68: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),    // 69: google.protobuf.Timestamp
+	(TaskState)(0),                   // 70: conveyor.v1.TaskState
+	(*TaskInfo)(nil),                 // 71: conveyor.v1.TaskInfo
+	(*TaskOptions)(nil),              // 72: conveyor.v1.TaskOptions
 }
 var file_conveyor_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
-	4,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
-	5,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
-	3,  // 3: conveyor.v1.QueueConfig.push:type_name -> conveyor.v1.PushEndpoint
-	59, // 4: conveyor.v1.PushEndpoint.timeout:type_name -> google.protobuf.Duration
-	59, // 5: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
-	59, // 6: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
-	2,  // 7: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
-	60, // 8: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
-	61, // 9: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	61, // 10: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
-	61, // 11: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
-	1,  // 13: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
-	62, // 14: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
-	63, // 15: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
-	28, // 16: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
-	0,  // 17: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
-	62, // 18: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
-	64, // 19: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
-	61, // 20: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
-	61, // 21: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
-	55, // 22: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
-	32, // 23: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	32, // 24: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
-	32, // 25: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
-	60, // 26: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
-	61, // 27: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
-	61, // 28: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
-	43, // 29: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
-	59, // 30: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
-	56, // 31: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
-	57, // 32: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
-	61, // 33: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	61, // 34: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	46, // 35: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
-	58, // 36: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
-	61, // 37: conveyor.v1.ReleaseInfo.first_seen_at:type_name -> google.protobuf.Timestamp
-	53, // 38: conveyor.v1.ListReleasesResponse.releases:type_name -> conveyor.v1.ReleaseInfo
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	3,  // 0: conveyor.v1.QueueInfo.config:type_name -> conveyor.v1.QueueConfig
+	5,  // 1: conveyor.v1.QueueConfig.rate_limit:type_name -> conveyor.v1.RateLimit
+	6,  // 2: conveyor.v1.QueueConfig.group_policy:type_name -> conveyor.v1.GroupPolicy
+	4,  // 3: conveyor.v1.QueueConfig.push:type_name -> conveyor.v1.PushEndpoint
+	67, // 4: conveyor.v1.PushEndpoint.timeout:type_name -> google.protobuf.Duration
+	67, // 5: conveyor.v1.GroupPolicy.max_delay:type_name -> google.protobuf.Duration
+	67, // 6: conveyor.v1.GroupPolicy.grace_period:type_name -> google.protobuf.Duration
+	3,  // 7: conveyor.v1.UpdateQueueConfigRequest.config:type_name -> conveyor.v1.QueueConfig
+	68, // 8: conveyor.v1.UpdateQueueConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
+	69, // 9: conveyor.v1.GroupInfo.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	69, // 10: conveyor.v1.GroupInfo.last_enqueued_at:type_name -> google.protobuf.Timestamp
+	69, // 11: conveyor.v1.GroupInfo.fires_at:type_name -> google.protobuf.Timestamp
+	10, // 12: conveyor.v1.ListGroupsResponse.groups:type_name -> conveyor.v1.GroupInfo
+	2,  // 13: conveyor.v1.ListQueuesResponse.queues:type_name -> conveyor.v1.QueueInfo
+	67, // 14: conveyor.v1.Durations.p50:type_name -> google.protobuf.Duration
+	67, // 15: conveyor.v1.Durations.p95:type_name -> google.protobuf.Duration
+	19, // 16: conveyor.v1.TypeStats.run:type_name -> conveyor.v1.Durations
+	69, // 17: conveyor.v1.GetQueueStatsResponse.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	67, // 18: conveyor.v1.GetQueueStatsResponse.latency:type_name -> google.protobuf.Duration
+	19, // 19: conveyor.v1.GetQueueStatsResponse.wait:type_name -> conveyor.v1.Durations
+	20, // 20: conveyor.v1.GetQueueStatsResponse.types:type_name -> conveyor.v1.TypeStats
+	69, // 21: conveyor.v1.GetQueueStatsResponse.observed_since:type_name -> google.protobuf.Timestamp
+	0,  // 22: conveyor.v1.GetQueueHistoryRequest.resolution:type_name -> conveyor.v1.HistoryResolution
+	69, // 23: conveyor.v1.HistoryPoint.start:type_name -> google.protobuf.Timestamp
+	23, // 24: conveyor.v1.GetQueueHistoryResponse.points:type_name -> conveyor.v1.HistoryPoint
+	70, // 25: conveyor.v1.ListTasksRequest.state:type_name -> conveyor.v1.TaskState
+	71, // 26: conveyor.v1.ListTasksResponse.tasks:type_name -> conveyor.v1.TaskInfo
+	36, // 27: conveyor.v1.BatchTasksResponse.results:type_name -> conveyor.v1.BatchTaskResult
+	1,  // 28: conveyor.v1.BulkTasksRequest.action:type_name -> conveyor.v1.TaskAction
+	70, // 29: conveyor.v1.BulkTasksRequest.state:type_name -> conveyor.v1.TaskState
+	72, // 30: conveyor.v1.CronEntry.options:type_name -> conveyor.v1.TaskOptions
+	69, // 31: conveyor.v1.CronEntry.next_run_at:type_name -> google.protobuf.Timestamp
+	69, // 32: conveyor.v1.CronEntry.last_run_at:type_name -> google.protobuf.Timestamp
+	63, // 33: conveyor.v1.CronEntry.metadata:type_name -> conveyor.v1.CronEntry.MetadataEntry
+	40, // 34: conveyor.v1.CreateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	40, // 35: conveyor.v1.ListCronsResponse.entries:type_name -> conveyor.v1.CronEntry
+	40, // 36: conveyor.v1.UpdateCronRequest.entry:type_name -> conveyor.v1.CronEntry
+	68, // 37: conveyor.v1.UpdateCronRequest.update_mask:type_name -> google.protobuf.FieldMask
+	69, // 38: conveyor.v1.NodeInfo.started_at:type_name -> google.protobuf.Timestamp
+	69, // 39: conveyor.v1.NodeInfo.last_seen_at:type_name -> google.protobuf.Timestamp
+	51, // 40: conveyor.v1.GetClusterInfoResponse.nodes:type_name -> conveyor.v1.NodeInfo
+	67, // 41: conveyor.v1.GetClusterInfoResponse.uptime:type_name -> google.protobuf.Duration
+	64, // 42: conveyor.v1.WorkerInfo.queues:type_name -> conveyor.v1.WorkerInfo.QueuesEntry
+	65, // 43: conveyor.v1.WorkerInfo.labels:type_name -> conveyor.v1.WorkerInfo.LabelsEntry
+	69, // 44: conveyor.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	69, // 45: conveyor.v1.WorkerInfo.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	54, // 46: conveyor.v1.ListWorkersResponse.workers:type_name -> conveyor.v1.WorkerInfo
+	66, // 47: conveyor.v1.GetBrokerInfoResponse.task_counts:type_name -> conveyor.v1.GetBrokerInfoResponse.TaskCountsEntry
+	69, // 48: conveyor.v1.ReleaseInfo.first_seen_at:type_name -> google.protobuf.Timestamp
+	61, // 49: conveyor.v1.ListReleasesResponse.releases:type_name -> conveyor.v1.ReleaseInfo
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_conveyor_v1_admin_proto_init() }
@@ -3789,8 +4334,8 @@ func file_conveyor_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conveyor_v1_admin_proto_rawDesc), len(file_conveyor_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   58,
+			NumEnums:      2,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

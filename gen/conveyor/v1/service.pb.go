@@ -31,7 +31,7 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\"\x00\x12B\n" +
 	"\aGetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x15.conveyor.v1.TaskInfo\"\x03\x90\x02\x012X\n" +
 	"\rWorkerService\x12G\n" +
-	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\xc9\x12\n" +
+	"\aSession\x12\x1a.conveyor.v1.WorkerMessage\x1a\x1a.conveyor.v1.ServerMessage\"\x00(\x010\x012\x89\x14\n" +
 	"\fAdminService\x12R\n" +
 	"\n" +
 	"ListQueues\x12\x1e.conveyor.v1.ListQueuesRequest\x1a\x1f.conveyor.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12F\n" +
@@ -40,7 +40,9 @@ const file_conveyor_v1_service_proto_rawDesc = "" +
 	"\vResumeQueue\x12\x1f.conveyor.v1.ResumeQueueRequest\x1a\x16.conveyor.v1.QueueInfo\"\x00\x12R\n" +
 	"\vDeleteQueue\x12\x1f.conveyor.v1.DeleteQueueRequest\x1a .conveyor.v1.DeleteQueueResponse\"\x00\x12S\n" +
 	"\x0eGetQueueConfig\x12\".conveyor.v1.GetQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x03\x90\x02\x01\x12V\n" +
-	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12R\n" +
+	"\x11UpdateQueueConfig\x12%.conveyor.v1.UpdateQueueConfigRequest\x1a\x18.conveyor.v1.QueueConfig\"\x00\x12a\n" +
+	"\x0fGetQueueHistory\x12#.conveyor.v1.GetQueueHistoryRequest\x1a$.conveyor.v1.GetQueueHistoryResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\rGetQueueStats\x12!.conveyor.v1.GetQueueStatsRequest\x1a\".conveyor.v1.GetQueueStatsResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\n" +
 	"ListGroups\x12\x1e.conveyor.v1.ListGroupsRequest\x1a\x1f.conveyor.v1.ListGroupsResponse\"\x03\x90\x02\x01\x12O\n" +
 	"\tListTasks\x12\x1d.conveyor.v1.ListTasksRequest\x1a\x1e.conveyor.v1.ListTasksResponse\"\x03\x90\x02\x01\x12E\n" +
@@ -85,51 +87,55 @@ var file_conveyor_v1_service_proto_goTypes = []any{
 	(*DeleteQueueRequest)(nil),       // 8: conveyor.v1.DeleteQueueRequest
 	(*GetQueueConfigRequest)(nil),    // 9: conveyor.v1.GetQueueConfigRequest
 	(*UpdateQueueConfigRequest)(nil), // 10: conveyor.v1.UpdateQueueConfigRequest
-	(*ListGroupsRequest)(nil),        // 11: conveyor.v1.ListGroupsRequest
-	(*ListTasksRequest)(nil),         // 12: conveyor.v1.ListTasksRequest
-	(*CancelTaskRequest)(nil),        // 13: conveyor.v1.CancelTaskRequest
-	(*DeleteTaskRequest)(nil),        // 14: conveyor.v1.DeleteTaskRequest
-	(*RunTaskRequest)(nil),           // 15: conveyor.v1.RunTaskRequest
-	(*ArchiveTaskRequest)(nil),       // 16: conveyor.v1.ArchiveTaskRequest
-	(*BatchCancelTasksRequest)(nil),  // 17: conveyor.v1.BatchCancelTasksRequest
-	(*BatchDeleteTasksRequest)(nil),  // 18: conveyor.v1.BatchDeleteTasksRequest
-	(*BatchRunTasksRequest)(nil),     // 19: conveyor.v1.BatchRunTasksRequest
-	(*BatchArchiveTasksRequest)(nil), // 20: conveyor.v1.BatchArchiveTasksRequest
-	(*BulkTasksRequest)(nil),         // 21: conveyor.v1.BulkTasksRequest
-	(*CreateCronRequest)(nil),        // 22: conveyor.v1.CreateCronRequest
-	(*GetCronRequest)(nil),           // 23: conveyor.v1.GetCronRequest
-	(*ListCronsRequest)(nil),         // 24: conveyor.v1.ListCronsRequest
-	(*UpdateCronRequest)(nil),        // 25: conveyor.v1.UpdateCronRequest
-	(*DeleteCronRequest)(nil),        // 26: conveyor.v1.DeleteCronRequest
-	(*PauseCronRequest)(nil),         // 27: conveyor.v1.PauseCronRequest
-	(*ResumeCronRequest)(nil),        // 28: conveyor.v1.ResumeCronRequest
-	(*GetClusterInfoRequest)(nil),    // 29: conveyor.v1.GetClusterInfoRequest
-	(*ListWorkersRequest)(nil),       // 30: conveyor.v1.ListWorkersRequest
-	(*DrainReleaseRequest)(nil),      // 31: conveyor.v1.DrainReleaseRequest
-	(*ListReleasesRequest)(nil),      // 32: conveyor.v1.ListReleasesRequest
-	(*GetBrokerInfoRequest)(nil),     // 33: conveyor.v1.GetBrokerInfoRequest
-	(*EnqueueResponse)(nil),          // 34: conveyor.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 35: conveyor.v1.EnqueueBatchResponse
-	(*EnqueueTxResponse)(nil),        // 36: conveyor.v1.EnqueueTxResponse
-	(*TaskInfo)(nil),                 // 37: conveyor.v1.TaskInfo
-	(*ServerMessage)(nil),            // 38: conveyor.v1.ServerMessage
-	(*ListQueuesResponse)(nil),       // 39: conveyor.v1.ListQueuesResponse
-	(*QueueInfo)(nil),                // 40: conveyor.v1.QueueInfo
-	(*DeleteQueueResponse)(nil),      // 41: conveyor.v1.DeleteQueueResponse
-	(*QueueConfig)(nil),              // 42: conveyor.v1.QueueConfig
-	(*ListGroupsResponse)(nil),       // 43: conveyor.v1.ListGroupsResponse
-	(*ListTasksResponse)(nil),        // 44: conveyor.v1.ListTasksResponse
-	(*DeleteTaskResponse)(nil),       // 45: conveyor.v1.DeleteTaskResponse
-	(*BatchTasksResponse)(nil),       // 46: conveyor.v1.BatchTasksResponse
-	(*BulkTasksProgress)(nil),        // 47: conveyor.v1.BulkTasksProgress
-	(*CronEntry)(nil),                // 48: conveyor.v1.CronEntry
-	(*ListCronsResponse)(nil),        // 49: conveyor.v1.ListCronsResponse
-	(*DeleteCronResponse)(nil),       // 50: conveyor.v1.DeleteCronResponse
-	(*GetClusterInfoResponse)(nil),   // 51: conveyor.v1.GetClusterInfoResponse
-	(*ListWorkersResponse)(nil),      // 52: conveyor.v1.ListWorkersResponse
-	(*DrainReleaseResponse)(nil),     // 53: conveyor.v1.DrainReleaseResponse
-	(*ListReleasesResponse)(nil),     // 54: conveyor.v1.ListReleasesResponse
-	(*GetBrokerInfoResponse)(nil),    // 55: conveyor.v1.GetBrokerInfoResponse
+	(*GetQueueHistoryRequest)(nil),   // 11: conveyor.v1.GetQueueHistoryRequest
+	(*GetQueueStatsRequest)(nil),     // 12: conveyor.v1.GetQueueStatsRequest
+	(*ListGroupsRequest)(nil),        // 13: conveyor.v1.ListGroupsRequest
+	(*ListTasksRequest)(nil),         // 14: conveyor.v1.ListTasksRequest
+	(*CancelTaskRequest)(nil),        // 15: conveyor.v1.CancelTaskRequest
+	(*DeleteTaskRequest)(nil),        // 16: conveyor.v1.DeleteTaskRequest
+	(*RunTaskRequest)(nil),           // 17: conveyor.v1.RunTaskRequest
+	(*ArchiveTaskRequest)(nil),       // 18: conveyor.v1.ArchiveTaskRequest
+	(*BatchCancelTasksRequest)(nil),  // 19: conveyor.v1.BatchCancelTasksRequest
+	(*BatchDeleteTasksRequest)(nil),  // 20: conveyor.v1.BatchDeleteTasksRequest
+	(*BatchRunTasksRequest)(nil),     // 21: conveyor.v1.BatchRunTasksRequest
+	(*BatchArchiveTasksRequest)(nil), // 22: conveyor.v1.BatchArchiveTasksRequest
+	(*BulkTasksRequest)(nil),         // 23: conveyor.v1.BulkTasksRequest
+	(*CreateCronRequest)(nil),        // 24: conveyor.v1.CreateCronRequest
+	(*GetCronRequest)(nil),           // 25: conveyor.v1.GetCronRequest
+	(*ListCronsRequest)(nil),         // 26: conveyor.v1.ListCronsRequest
+	(*UpdateCronRequest)(nil),        // 27: conveyor.v1.UpdateCronRequest
+	(*DeleteCronRequest)(nil),        // 28: conveyor.v1.DeleteCronRequest
+	(*PauseCronRequest)(nil),         // 29: conveyor.v1.PauseCronRequest
+	(*ResumeCronRequest)(nil),        // 30: conveyor.v1.ResumeCronRequest
+	(*GetClusterInfoRequest)(nil),    // 31: conveyor.v1.GetClusterInfoRequest
+	(*ListWorkersRequest)(nil),       // 32: conveyor.v1.ListWorkersRequest
+	(*DrainReleaseRequest)(nil),      // 33: conveyor.v1.DrainReleaseRequest
+	(*ListReleasesRequest)(nil),      // 34: conveyor.v1.ListReleasesRequest
+	(*GetBrokerInfoRequest)(nil),     // 35: conveyor.v1.GetBrokerInfoRequest
+	(*EnqueueResponse)(nil),          // 36: conveyor.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 37: conveyor.v1.EnqueueBatchResponse
+	(*EnqueueTxResponse)(nil),        // 38: conveyor.v1.EnqueueTxResponse
+	(*TaskInfo)(nil),                 // 39: conveyor.v1.TaskInfo
+	(*ServerMessage)(nil),            // 40: conveyor.v1.ServerMessage
+	(*ListQueuesResponse)(nil),       // 41: conveyor.v1.ListQueuesResponse
+	(*QueueInfo)(nil),                // 42: conveyor.v1.QueueInfo
+	(*DeleteQueueResponse)(nil),      // 43: conveyor.v1.DeleteQueueResponse
+	(*QueueConfig)(nil),              // 44: conveyor.v1.QueueConfig
+	(*GetQueueHistoryResponse)(nil),  // 45: conveyor.v1.GetQueueHistoryResponse
+	(*GetQueueStatsResponse)(nil),    // 46: conveyor.v1.GetQueueStatsResponse
+	(*ListGroupsResponse)(nil),       // 47: conveyor.v1.ListGroupsResponse
+	(*ListTasksResponse)(nil),        // 48: conveyor.v1.ListTasksResponse
+	(*DeleteTaskResponse)(nil),       // 49: conveyor.v1.DeleteTaskResponse
+	(*BatchTasksResponse)(nil),       // 50: conveyor.v1.BatchTasksResponse
+	(*BulkTasksProgress)(nil),        // 51: conveyor.v1.BulkTasksProgress
+	(*CronEntry)(nil),                // 52: conveyor.v1.CronEntry
+	(*ListCronsResponse)(nil),        // 53: conveyor.v1.ListCronsResponse
+	(*DeleteCronResponse)(nil),       // 54: conveyor.v1.DeleteCronResponse
+	(*GetClusterInfoResponse)(nil),   // 55: conveyor.v1.GetClusterInfoResponse
+	(*ListWorkersResponse)(nil),      // 56: conveyor.v1.ListWorkersResponse
+	(*DrainReleaseResponse)(nil),     // 57: conveyor.v1.DrainReleaseResponse
+	(*ListReleasesResponse)(nil),     // 58: conveyor.v1.ListReleasesResponse
+	(*GetBrokerInfoResponse)(nil),    // 59: conveyor.v1.GetBrokerInfoResponse
 }
 var file_conveyor_v1_service_proto_depIdxs = []int32{
 	0,  // 0: conveyor.v1.TaskService.Enqueue:input_type -> conveyor.v1.EnqueueRequest
@@ -143,65 +149,69 @@ var file_conveyor_v1_service_proto_depIdxs = []int32{
 	8,  // 8: conveyor.v1.AdminService.DeleteQueue:input_type -> conveyor.v1.DeleteQueueRequest
 	9,  // 9: conveyor.v1.AdminService.GetQueueConfig:input_type -> conveyor.v1.GetQueueConfigRequest
 	10, // 10: conveyor.v1.AdminService.UpdateQueueConfig:input_type -> conveyor.v1.UpdateQueueConfigRequest
-	11, // 11: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
-	12, // 12: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
-	13, // 13: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
-	14, // 14: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
-	15, // 15: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
-	16, // 16: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
-	17, // 17: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
-	18, // 18: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
-	19, // 19: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
-	20, // 20: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
-	21, // 21: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
-	22, // 22: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
-	23, // 23: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
-	24, // 24: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
-	25, // 25: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
-	26, // 26: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
-	27, // 27: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
-	28, // 28: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
-	29, // 29: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
-	30, // 30: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
-	31, // 31: conveyor.v1.AdminService.DrainRelease:input_type -> conveyor.v1.DrainReleaseRequest
-	32, // 32: conveyor.v1.AdminService.ListReleases:input_type -> conveyor.v1.ListReleasesRequest
-	33, // 33: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
-	34, // 34: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
-	35, // 35: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
-	36, // 36: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
-	37, // 37: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
-	38, // 38: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
-	39, // 39: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
-	40, // 40: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
-	40, // 41: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
-	41, // 42: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
-	42, // 43: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
-	42, // 44: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
-	43, // 45: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
-	44, // 46: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
-	37, // 47: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
-	45, // 48: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
-	37, // 49: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
-	37, // 50: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
-	46, // 51: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 52: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 53: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
-	46, // 54: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
-	47, // 55: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
-	48, // 56: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
-	48, // 57: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
-	49, // 58: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
-	48, // 59: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
-	50, // 60: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
-	48, // 61: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
-	48, // 62: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
-	51, // 63: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
-	52, // 64: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
-	53, // 65: conveyor.v1.AdminService.DrainRelease:output_type -> conveyor.v1.DrainReleaseResponse
-	54, // 66: conveyor.v1.AdminService.ListReleases:output_type -> conveyor.v1.ListReleasesResponse
-	55, // 67: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
-	34, // [34:68] is the sub-list for method output_type
-	0,  // [0:34] is the sub-list for method input_type
+	11, // 11: conveyor.v1.AdminService.GetQueueHistory:input_type -> conveyor.v1.GetQueueHistoryRequest
+	12, // 12: conveyor.v1.AdminService.GetQueueStats:input_type -> conveyor.v1.GetQueueStatsRequest
+	13, // 13: conveyor.v1.AdminService.ListGroups:input_type -> conveyor.v1.ListGroupsRequest
+	14, // 14: conveyor.v1.AdminService.ListTasks:input_type -> conveyor.v1.ListTasksRequest
+	15, // 15: conveyor.v1.AdminService.CancelTask:input_type -> conveyor.v1.CancelTaskRequest
+	16, // 16: conveyor.v1.AdminService.DeleteTask:input_type -> conveyor.v1.DeleteTaskRequest
+	17, // 17: conveyor.v1.AdminService.RunTask:input_type -> conveyor.v1.RunTaskRequest
+	18, // 18: conveyor.v1.AdminService.ArchiveTask:input_type -> conveyor.v1.ArchiveTaskRequest
+	19, // 19: conveyor.v1.AdminService.BatchCancelTasks:input_type -> conveyor.v1.BatchCancelTasksRequest
+	20, // 20: conveyor.v1.AdminService.BatchDeleteTasks:input_type -> conveyor.v1.BatchDeleteTasksRequest
+	21, // 21: conveyor.v1.AdminService.BatchRunTasks:input_type -> conveyor.v1.BatchRunTasksRequest
+	22, // 22: conveyor.v1.AdminService.BatchArchiveTasks:input_type -> conveyor.v1.BatchArchiveTasksRequest
+	23, // 23: conveyor.v1.AdminService.BulkTasks:input_type -> conveyor.v1.BulkTasksRequest
+	24, // 24: conveyor.v1.AdminService.CreateCron:input_type -> conveyor.v1.CreateCronRequest
+	25, // 25: conveyor.v1.AdminService.GetCron:input_type -> conveyor.v1.GetCronRequest
+	26, // 26: conveyor.v1.AdminService.ListCrons:input_type -> conveyor.v1.ListCronsRequest
+	27, // 27: conveyor.v1.AdminService.UpdateCron:input_type -> conveyor.v1.UpdateCronRequest
+	28, // 28: conveyor.v1.AdminService.DeleteCron:input_type -> conveyor.v1.DeleteCronRequest
+	29, // 29: conveyor.v1.AdminService.PauseCron:input_type -> conveyor.v1.PauseCronRequest
+	30, // 30: conveyor.v1.AdminService.ResumeCron:input_type -> conveyor.v1.ResumeCronRequest
+	31, // 31: conveyor.v1.AdminService.GetClusterInfo:input_type -> conveyor.v1.GetClusterInfoRequest
+	32, // 32: conveyor.v1.AdminService.ListWorkers:input_type -> conveyor.v1.ListWorkersRequest
+	33, // 33: conveyor.v1.AdminService.DrainRelease:input_type -> conveyor.v1.DrainReleaseRequest
+	34, // 34: conveyor.v1.AdminService.ListReleases:input_type -> conveyor.v1.ListReleasesRequest
+	35, // 35: conveyor.v1.AdminService.GetBrokerInfo:input_type -> conveyor.v1.GetBrokerInfoRequest
+	36, // 36: conveyor.v1.TaskService.Enqueue:output_type -> conveyor.v1.EnqueueResponse
+	37, // 37: conveyor.v1.TaskService.EnqueueBatch:output_type -> conveyor.v1.EnqueueBatchResponse
+	38, // 38: conveyor.v1.TaskService.EnqueueTx:output_type -> conveyor.v1.EnqueueTxResponse
+	39, // 39: conveyor.v1.TaskService.GetTask:output_type -> conveyor.v1.TaskInfo
+	40, // 40: conveyor.v1.WorkerService.Session:output_type -> conveyor.v1.ServerMessage
+	41, // 41: conveyor.v1.AdminService.ListQueues:output_type -> conveyor.v1.ListQueuesResponse
+	42, // 42: conveyor.v1.AdminService.PauseQueue:output_type -> conveyor.v1.QueueInfo
+	42, // 43: conveyor.v1.AdminService.ResumeQueue:output_type -> conveyor.v1.QueueInfo
+	43, // 44: conveyor.v1.AdminService.DeleteQueue:output_type -> conveyor.v1.DeleteQueueResponse
+	44, // 45: conveyor.v1.AdminService.GetQueueConfig:output_type -> conveyor.v1.QueueConfig
+	44, // 46: conveyor.v1.AdminService.UpdateQueueConfig:output_type -> conveyor.v1.QueueConfig
+	45, // 47: conveyor.v1.AdminService.GetQueueHistory:output_type -> conveyor.v1.GetQueueHistoryResponse
+	46, // 48: conveyor.v1.AdminService.GetQueueStats:output_type -> conveyor.v1.GetQueueStatsResponse
+	47, // 49: conveyor.v1.AdminService.ListGroups:output_type -> conveyor.v1.ListGroupsResponse
+	48, // 50: conveyor.v1.AdminService.ListTasks:output_type -> conveyor.v1.ListTasksResponse
+	39, // 51: conveyor.v1.AdminService.CancelTask:output_type -> conveyor.v1.TaskInfo
+	49, // 52: conveyor.v1.AdminService.DeleteTask:output_type -> conveyor.v1.DeleteTaskResponse
+	39, // 53: conveyor.v1.AdminService.RunTask:output_type -> conveyor.v1.TaskInfo
+	39, // 54: conveyor.v1.AdminService.ArchiveTask:output_type -> conveyor.v1.TaskInfo
+	50, // 55: conveyor.v1.AdminService.BatchCancelTasks:output_type -> conveyor.v1.BatchTasksResponse
+	50, // 56: conveyor.v1.AdminService.BatchDeleteTasks:output_type -> conveyor.v1.BatchTasksResponse
+	50, // 57: conveyor.v1.AdminService.BatchRunTasks:output_type -> conveyor.v1.BatchTasksResponse
+	50, // 58: conveyor.v1.AdminService.BatchArchiveTasks:output_type -> conveyor.v1.BatchTasksResponse
+	51, // 59: conveyor.v1.AdminService.BulkTasks:output_type -> conveyor.v1.BulkTasksProgress
+	52, // 60: conveyor.v1.AdminService.CreateCron:output_type -> conveyor.v1.CronEntry
+	52, // 61: conveyor.v1.AdminService.GetCron:output_type -> conveyor.v1.CronEntry
+	53, // 62: conveyor.v1.AdminService.ListCrons:output_type -> conveyor.v1.ListCronsResponse
+	52, // 63: conveyor.v1.AdminService.UpdateCron:output_type -> conveyor.v1.CronEntry
+	54, // 64: conveyor.v1.AdminService.DeleteCron:output_type -> conveyor.v1.DeleteCronResponse
+	52, // 65: conveyor.v1.AdminService.PauseCron:output_type -> conveyor.v1.CronEntry
+	52, // 66: conveyor.v1.AdminService.ResumeCron:output_type -> conveyor.v1.CronEntry
+	55, // 67: conveyor.v1.AdminService.GetClusterInfo:output_type -> conveyor.v1.GetClusterInfoResponse
+	56, // 68: conveyor.v1.AdminService.ListWorkers:output_type -> conveyor.v1.ListWorkersResponse
+	57, // 69: conveyor.v1.AdminService.DrainRelease:output_type -> conveyor.v1.DrainReleaseResponse
+	58, // 70: conveyor.v1.AdminService.ListReleases:output_type -> conveyor.v1.ListReleasesResponse
+	59, // 71: conveyor.v1.AdminService.GetBrokerInfo:output_type -> conveyor.v1.GetBrokerInfoResponse
+	36, // [36:72] is the sub-list for method output_type
+	0,  // [0:36] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -42,7 +42,7 @@ func DrainOnce(ctx context.Context, t testing.TB, s *Server, w *conveyor.Worker)
 		ctx, cancel = context.WithTimeout(ctx, DefaultDrainTimeout)
 		defer cancel()
 	}
-	waiting, err := s.waitingTasks(ctx, nil)
+	waiting, err := s.snapshot(ctx)
 	if err != nil {
 		t.Fatalf("conveyortest: DrainOnce: %v", err)
 	}
@@ -64,6 +64,16 @@ func DrainOnce(ctx context.Context, t testing.TB, s *Server, w *conveyor.Worker)
 			t.Fatalf("conveyortest: DrainOnce: %v", err)
 		}
 	}
+}
+
+// snapshot lists the tasks DrainOnce waits for. It is not cut short by
+// ctx's deadline, which bounds the wait for them: on a loaded machine a
+// short deadline could otherwise end before the list, and the failure
+// could not name the tasks. DefaultDrainTimeout still bounds it.
+func (s *Server) snapshot(ctx context.Context) (map[string]*conveyorv1.TaskInfo, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDrainTimeout)
+	defer cancel()
+	return s.waitingTasks(ctx, nil)
 }
 
 // waitingTasks returns the PENDING and ACTIVE tasks by id: all of them

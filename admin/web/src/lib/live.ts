@@ -2,7 +2,9 @@
 // page shows them. ListQueues reads the server's in-memory counters (the
 // ones /metrics reads), never a scan, so polling it costs the server
 // nothing that grows with the number of tasks. Rates are deltas of the
-// persisted totals between two polls.
+// persisted totals between two polls: the figures "now". The charts are
+// drawn from the history the server keeps (lib/history.ts), not from
+// these polls.
 import { useEffect } from "preact/hooks";
 import type { ConnectError } from "@connectrpc/connect";
 import type { QueueInfo } from "../gen/conveyor/v1/admin_pb";
@@ -12,25 +14,11 @@ import { store, useStore } from "./store";
 /** POLL_MS is the refresh period of the live numbers. */
 export const POLL_MS = 1000;
 
-/** HISTORY is how many samples the throughput charts keep (5 minutes). */
-export const HISTORY = 300;
-
 /** Rates are a queue's throughput, per second. */
 export interface Rates {
   enqueued: number;
   completed: number;
   failed: number;
-}
-
-/**
- * Series is a throughput history for a chart: times in seconds since the
- * epoch and one rate array per line, null where the page was hidden.
- */
-export interface Series {
-  t: number[];
-  enqueued: (number | null)[];
-  completed: (number | null)[];
-  failed: (number | null)[];
 }
 
 /** Live is the latest poll. */
@@ -41,8 +29,11 @@ export interface Live {
   at: number;
   rates: Map<string, Rates>;
   total: Rates;
-  /** history maps a queue name, or "" for all queues, to its series. */
-  history: Map<string, Series>;
+  /**
+   * rated says whether rates and total measure something: the latest two
+   * answers came close enough apart (not across a hidden tab).
+   */
+  rated: boolean;
 }
 
 const zero: Rates = { enqueued: 0, completed: 0, failed: 0 };
@@ -54,7 +45,7 @@ export const live = store<Live>({
   at: 0,
   rates: new Map(),
   total: zero,
-  history: new Map(),
+  rated: false,
 });
 
 interface Sample {
@@ -69,28 +60,6 @@ let inFlight = false;
 // again is set by a refresh asked for while a poll runs (after an action):
 // that poll's answer may predate the action, so another follows at once.
 let again = false;
-
-function push(s: Series, t: number, r: Rates | null): void {
-  s.t.push(t);
-  s.enqueued.push(r ? r.enqueued : null);
-  s.completed.push(r ? r.completed : null);
-  s.failed.push(r ? r.failed : null);
-  if (s.t.length > HISTORY) {
-    s.t.shift();
-    s.enqueued.shift();
-    s.completed.shift();
-    s.failed.shift();
-  }
-}
-
-function series(h: Map<string, Series>, name: string): Series {
-  let s = h.get(name);
-  if (!s) {
-    s = { t: [], enqueued: [], completed: [], failed: [] };
-    h.set(name, s);
-  }
-  return s;
-}
 
 // delta is how much a persisted total grew; a server that restarted with a
 // lower count (a new data directory) counts as no growth.
@@ -111,8 +80,8 @@ function record(queues: QueueInfo[], at: number): void {
   const rates = new Map<string, Rates>();
   const total: Rates = { enqueued: 0, completed: 0, failed: 0 };
   const prev = previous;
-  // A gap (the page was hidden, the server slow) shows as a break in the
-  // line rather than as an average over the gap.
+  // A gap (the page was hidden, the server slow) measures nothing rather
+  // than an average over the gap.
   const gap = !prev || at - prev.at > 3 * POLL_MS;
   if (prev && !gap) {
     const dt = (at - prev.at) / 1000;
@@ -127,13 +96,8 @@ function record(queues: QueueInfo[], at: number): void {
       total.failed += r.failed;
     }
   }
-  if (prev) {
-    const t = at / 1000;
-    push(series(state.history, ""), t, gap ? null : total);
-    for (const name of cur.totals.keys()) push(series(state.history, name), t, gap ? null : (rates.get(name) ?? zero));
-  }
   previous = cur;
-  live.set({ queues, error: undefined, at, rates, total, history: state.history });
+  live.set({ queues, error: undefined, at, rates, total, rated: !gap });
 }
 
 async function poll(): Promise<void> {

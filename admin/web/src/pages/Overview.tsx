@@ -9,21 +9,19 @@ import { useTitle } from "../lib/title";
 import { Link } from "../components/Link";
 import { DeleteQueueButton } from "../components/DeleteQueueButton";
 import { PauseButton, PausedBadge } from "../components/PauseButton";
-import { RateChart } from "../components/RateChart";
-import { Rates } from "../components/Rates";
 import { Empty, ErrorBox, Loading } from "../components/Status";
+import { Throughput } from "../components/Throughput";
 import { UnservedBadge } from "../components/Unserved";
 
 /**
  * Overview lists the queues with their live counts per state (and a mark
  * on a queue whose ready tasks include types no live worker takes) and
- * charts the throughput of all of them.
+ * charts the history of all of them, as the server keeps it.
  */
 export function Overview() {
   useTitle("Queues");
   const lv = useLive();
   const queues = lv.queues;
-  const history = lv.history.get("");
   useEffect(() => {
     // Marks when the counts first show, for the first-paint check of the
     // browser test (performance.getEntriesByName("conveyor-overview")).
@@ -37,11 +35,7 @@ export function Overview() {
         <h1>Queues</h1>
       </div>
       {lv.error && <ErrorBox error={lv.error} what="The live numbers could not be refreshed" />}
-      <section aria-labelledby="throughput-h" class="panel">
-        <h2 id="throughput-h">Throughput</h2>
-        <Rates rates={lv.total} waiting={!history || history.t.length === 0} />
-        <RateChart series={history} label="All queues, tasks per second, last 5 minutes" />
-      </section>
+      <Throughput queue="" queues={queues?.length} rates={lv.total} rated={lv.rated} />
       <section aria-labelledby="queues-h" class="panel">
         <h2 id="queues-h">Queues</h2>
         {!queues ? (

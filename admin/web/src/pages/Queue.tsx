@@ -5,21 +5,21 @@ import { STATES, countOf } from "../lib/states";
 import { useTitle } from "../lib/title";
 import { Link } from "../components/Link";
 import { PauseButton, PausedBadge } from "../components/PauseButton";
-import { RateChart } from "../components/RateChart";
-import { Rates } from "../components/Rates";
 import { Empty, ErrorBox, Loading } from "../components/Status";
+import { QueueStats } from "../components/QueueStats";
+import { Throughput } from "../components/Throughput";
 import { UnservedWarning } from "../components/Unserved";
 import { QueueConfigPanel } from "./QueueConfig";
 
 /**
- * QueuePage shows one queue: live counts, throughput, configuration, and
- * a warning when some of its ready tasks are of types no live worker takes.
+ * QueuePage shows one queue: live counts, throughput now and its history
+ * (as the server keeps it), configuration, and a warning when some of its
+ * ready tasks are of types no live worker takes.
  */
 export function QueuePage({ name }: { name: string }) {
   useTitle(`Queue ${name}`);
   const lv = useLive();
   const q = lv.queues?.find((x) => x.name === name);
-  const history = lv.history.get(name);
   return (
     <>
       <p class="crumbs">
@@ -61,11 +61,8 @@ export function QueuePage({ name }: { name: string }) {
               <Link to={withQuery("/groups", { queue: name })}>Groups waiting in {name}</Link>
             </p>
           </section>
-          <section class="panel" aria-labelledby="tp-h">
-            <h2 id="tp-h">Throughput</h2>
-            <Rates rates={lv.rates.get(name)} waiting={!history || history.t.length === 0} />
-            <RateChart series={history} label={`${name}, tasks per second, last 5 minutes`} />
-          </section>
+          <Throughput queue={name} rates={lv.rates.get(name)} rated={lv.rated} key={seg(name)} />
+          <QueueStats queue={name} key={seg(name)} />
           <QueueConfigPanel queue={name} fromList={q.config} key={seg(name)} />
         </>
       )}

@@ -348,8 +348,13 @@ type TaskStatus struct {
 	// authorized: if it ends with no Result, the task is archived
 	// ("outcome unknown"), never run again. Cleared when it leaves ACTIVE.
 	StartAuthorized bool `protobuf:"varint,28,opt,name=start_authorized,json=startAuthorized,proto3" json:"start_authorized,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// push_invoked is set while the current attempt is a request to a push
+	// endpoint that was durably recorded before it was sent: a restart that
+	// finds the task ACTIVE counts the attempt (the endpoint may have run
+	// it) instead of handing it back unrun.
+	PushInvoked   bool `protobuf:"varint,29,opt,name=push_invoked,json=pushInvoked,proto3" json:"push_invoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
@@ -574,6 +579,13 @@ func (x *TaskStatus) GetAtMostOnce() bool {
 func (x *TaskStatus) GetStartAuthorized() bool {
 	if x != nil {
 		return x.StartAuthorized
+	}
+	return false
+}
+
+func (x *TaskStatus) GetPushInvoked() bool {
+	if x != nil {
+		return x.PushInvoked
 	}
 	return false
 }
@@ -1303,7 +1315,7 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x10DependencyRecord\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\fR\x06taskId\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\xeb\a\n" +
+	"on_failure\x18\x02 \x01(\x05R\tonFailure\"\x8e\b\n" +
 	"\n" +
 	"TaskStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
@@ -1341,7 +1353,8 @@ const file_conveyor_storage_v1_record_proto_rawDesc = "" +
 	"\x11dependency_failed\x18\x1a \x01(\bR\x10dependencyFailed\x12 \n" +
 	"\fat_most_once\x18\x1b \x01(\bR\n" +
 	"atMostOnce\x12)\n" +
-	"\x10start_authorized\x18\x1c \x01(\bR\x0fstartAuthorizedB\f\n" +
+	"\x10start_authorized\x18\x1c \x01(\bR\x0fstartAuthorized\x12!\n" +
+	"\fpush_invoked\x18\x1d \x01(\bR\vpushInvokedB\f\n" +
 	"\n" +
 	"_retention\"X\n" +
 	"\x12AttemptErrorRecord\x12\x18\n" +

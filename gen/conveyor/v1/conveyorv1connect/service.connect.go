@@ -64,6 +64,12 @@ const (
 	// AdminServiceUpdateQueueConfigProcedure is the fully-qualified name of the AdminService's
 	// UpdateQueueConfig RPC.
 	AdminServiceUpdateQueueConfigProcedure = "/conveyor.v1.AdminService/UpdateQueueConfig"
+	// AdminServiceGetQueueHistoryProcedure is the fully-qualified name of the AdminService's
+	// GetQueueHistory RPC.
+	AdminServiceGetQueueHistoryProcedure = "/conveyor.v1.AdminService/GetQueueHistory"
+	// AdminServiceGetQueueStatsProcedure is the fully-qualified name of the AdminService's
+	// GetQueueStats RPC.
+	AdminServiceGetQueueStatsProcedure = "/conveyor.v1.AdminService/GetQueueStats"
 	// AdminServiceListGroupsProcedure is the fully-qualified name of the AdminService's ListGroups RPC.
 	AdminServiceListGroupsProcedure = "/conveyor.v1.AdminService/ListGroups"
 	// AdminServiceListTasksProcedure is the fully-qualified name of the AdminService's ListTasks RPC.
@@ -372,6 +378,15 @@ type AdminServiceClient interface {
 	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
 	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// GetQueueHistory returns what a queue (or every queue) did per minute
+	// over the last day or per day over the last 90 days: tasks enqueued,
+	// attempts completed and failed. The server samples each queue's
+	// counters every minute and keeps the samples in its engine, so the
+	// history survives restarts.
+	GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error)
+	// GetQueueStats returns how far behind a queue is (the age of its
+	// longest-waiting ready task) and how long its tasks waited and ran.
+	GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks, in one state or all.
@@ -469,6 +484,20 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AdminServiceUpdateQueueConfigProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("UpdateQueueConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		getQueueHistory: connect.NewClient[v1.GetQueueHistoryRequest, v1.GetQueueHistoryResponse](
+			httpClient,
+			baseURL+AdminServiceGetQueueHistoryProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetQueueHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getQueueStats: connect.NewClient[v1.GetQueueStatsRequest, v1.GetQueueStatsResponse](
+			httpClient,
+			baseURL+AdminServiceGetQueueStatsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetQueueStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listGroups: connect.NewClient[v1.ListGroupsRequest, v1.ListGroupsResponse](
@@ -629,6 +658,8 @@ type adminServiceClient struct {
 	deleteQueue       *connect.Client[v1.DeleteQueueRequest, v1.DeleteQueueResponse]
 	getQueueConfig    *connect.Client[v1.GetQueueConfigRequest, v1.QueueConfig]
 	updateQueueConfig *connect.Client[v1.UpdateQueueConfigRequest, v1.QueueConfig]
+	getQueueHistory   *connect.Client[v1.GetQueueHistoryRequest, v1.GetQueueHistoryResponse]
+	getQueueStats     *connect.Client[v1.GetQueueStatsRequest, v1.GetQueueStatsResponse]
 	listGroups        *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
 	listTasks         *connect.Client[v1.ListTasksRequest, v1.ListTasksResponse]
 	cancelTask        *connect.Client[v1.CancelTaskRequest, v1.TaskInfo]
@@ -682,6 +713,16 @@ func (c *adminServiceClient) GetQueueConfig(ctx context.Context, req *connect.Re
 // UpdateQueueConfig calls conveyor.v1.AdminService.UpdateQueueConfig.
 func (c *adminServiceClient) UpdateQueueConfig(ctx context.Context, req *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
 	return c.updateQueueConfig.CallUnary(ctx, req)
+}
+
+// GetQueueHistory calls conveyor.v1.AdminService.GetQueueHistory.
+func (c *adminServiceClient) GetQueueHistory(ctx context.Context, req *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error) {
+	return c.getQueueHistory.CallUnary(ctx, req)
+}
+
+// GetQueueStats calls conveyor.v1.AdminService.GetQueueStats.
+func (c *adminServiceClient) GetQueueStats(ctx context.Context, req *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error) {
+	return c.getQueueStats.CallUnary(ctx, req)
 }
 
 // ListGroups calls conveyor.v1.AdminService.ListGroups.
@@ -817,6 +858,15 @@ type AdminServiceHandler interface {
 	GetQueueConfig(context.Context, *connect.Request[v1.GetQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
 	// UpdateQueueConfig replaces a queue's configuration and returns what was stored.
 	UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error)
+	// GetQueueHistory returns what a queue (or every queue) did per minute
+	// over the last day or per day over the last 90 days: tasks enqueued,
+	// attempts completed and failed. The server samples each queue's
+	// counters every minute and keeps the samples in its engine, so the
+	// history survives restarts.
+	GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error)
+	// GetQueueStats returns how far behind a queue is (the age of its
+	// longest-waiting ready task) and how long its tasks waited and ran.
+	GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error)
 	// ListGroups lists the aggregation groups waiting to fire.
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// ListTasks pages through a queue's tasks, in one state or all.
@@ -910,6 +960,20 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceUpdateQueueConfigProcedure,
 		svc.UpdateQueueConfig,
 		connect.WithSchema(adminServiceMethods.ByName("UpdateQueueConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetQueueHistoryHandler := connect.NewUnaryHandler(
+		AdminServiceGetQueueHistoryProcedure,
+		svc.GetQueueHistory,
+		connect.WithSchema(adminServiceMethods.ByName("GetQueueHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetQueueStatsHandler := connect.NewUnaryHandler(
+		AdminServiceGetQueueStatsProcedure,
+		svc.GetQueueStats,
+		connect.WithSchema(adminServiceMethods.ByName("GetQueueStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceListGroupsHandler := connect.NewUnaryHandler(
@@ -1073,6 +1137,10 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceGetQueueConfigHandler.ServeHTTP(w, r)
 		case AdminServiceUpdateQueueConfigProcedure:
 			adminServiceUpdateQueueConfigHandler.ServeHTTP(w, r)
+		case AdminServiceGetQueueHistoryProcedure:
+			adminServiceGetQueueHistoryHandler.ServeHTTP(w, r)
+		case AdminServiceGetQueueStatsProcedure:
+			adminServiceGetQueueStatsHandler.ServeHTTP(w, r)
 		case AdminServiceListGroupsProcedure:
 			adminServiceListGroupsHandler.ServeHTTP(w, r)
 		case AdminServiceListTasksProcedure:
@@ -1150,6 +1218,14 @@ func (UnimplementedAdminServiceHandler) GetQueueConfig(context.Context, *connect
 
 func (UnimplementedAdminServiceHandler) UpdateQueueConfig(context.Context, *connect.Request[v1.UpdateQueueConfigRequest]) (*connect.Response[v1.QueueConfig], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.UpdateQueueConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetQueueHistory(context.Context, *connect.Request[v1.GetQueueHistoryRequest]) (*connect.Response[v1.GetQueueHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.GetQueueHistory is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetQueueStats(context.Context, *connect.Request[v1.GetQueueStatsRequest]) (*connect.Response[v1.GetQueueStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conveyor.v1.AdminService.GetQueueStats is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {

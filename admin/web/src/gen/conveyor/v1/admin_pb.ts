@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin.proto.
  */
 export const file_conveyor_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiwAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAxIWCg51bnNlcnZlZF90eXBlcxgQIAMoCSLlAQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5EhMKC21heF93YWl0aW5nGAYgASgDEicKBHB1c2gYByABKAsyGS5jb252ZXlvci52MS5QdXNoRW5kcG9pbnQiXAoMUHVzaEVuZHBvaW50EgsKA3VybBgBIAEoCRITCgtjb25jdXJyZW5jeRgCIAEoBRIqCgd0aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTRGVsZXRlUXVldWVSZXNwb25zZSKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiLAoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJIkMKEkJhdGNoVGFza3NSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuY29udmV5b3IudjEuQmF0Y2hUYXNrUmVzdWx0Ip4BChBCdWxrVGFza3NSZXF1ZXN0EicKBmFjdGlvbhgBIAEoDjIXLmNvbnZleW9yLnYxLlRhc2tBY3Rpb24SDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDAoEdHlwZRgEIAEoCRIOCgZzZWFyY2gYBSABKAkSDQoFZ3JvdXAYBiABKAkiaAoRQnVsa1Rhc2tzUHJvZ3Jlc3MSDQoFdG90YWwYASABKAMSEQoJc3VjY2VlZGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAxIMCgRkb25lGAQgASgIEhMKC2ZpcnN0X2Vycm9yGAUgASgJIpkDCglDcm9uRW50cnkSCgoCaWQYASABKAkSDAoEc3BlYxgCIAEoCRINCgVxdWV1ZRgDIAEoCRIMCgR0eXBlGAQgASgJEg8KB3BheWxvYWQYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJEikKB29wdGlvbnMYByABKAsyGC5jb252ZXlvci52MS5UYXNrT3B0aW9ucxIOCgZwYXVzZWQYCCABKAgSLwoLbmV4dF9ydW5fYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2xhc3RfcnVuX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CghtZXRhZGF0YRgLIAMoCzIkLmNvbnZleW9yLnYxLkNyb25FbnRyeS5NZXRhZGF0YUVudHJ5EhQKDGxhc3RfdGFza19pZBgMIAEoCRISCgpsYXN0X2Vycm9yGA0gASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI6ChFDcmVhdGVDcm9uUmVxdWVzdBIlCgVlbnRyeRgBIAEoCzIWLmNvbnZleW9yLnYxLkNyb25FbnRyeSIcCg5HZXRDcm9uUmVxdWVzdBIKCgJpZBgBIAEoCSISChBMaXN0Q3JvbnNSZXF1ZXN0IjwKEUxpc3RDcm9uc1Jlc3BvbnNlEicKB2VudHJpZXMYASADKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkiawoRVXBkYXRlQ3JvblJlcXVlc3QSJQoFZW50cnkYASABKAsyFi5jb252ZXlvci52MS5Dcm9uRW50cnkSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIh8KEURlbGV0ZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZUNyb25SZXNwb25zZSIeChBQYXVzZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIh8KEVJlc3VtZUNyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCKqAQoITm9kZUluZm8SCgoCaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3Rfc2Vlbl9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGbGVhZGVyGAYgASgIIpIBChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuY29udmV5b3IudjEuTm9kZUluZm8SDwoHdmVyc2lvbhgCIAEoCRIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOc3RvcmFnZV9lbmdpbmUYBCABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IpgECgpXb3JrZXJJbmZvEhIKCnNlc3Npb25faWQYASABKAkSMwoGcXVldWVzGAIgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5RdWV1ZXNFbnRyeRITCgtjb25jdXJyZW5jeRgDIAEoBRIRCglpbl9mbGlnaHQYBCABKAUSMwoGbGFiZWxzGAUgAygLMiMuY29udmV5b3IudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRITCgtzZGtfdmVyc2lvbhgGIAEoCRIwCgxjb25uZWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0YXNrX2lkcxgJIAMoCRITCgtiYXRjaF90eXBlcxgKIAMoCRIPCgdub2RlX2lkGAsgASgJEg0KBXR5cGVzGAwgAygJEhIKCnJlbGVhc2VfaWQYDSABKAkSEAoIZHJhaW5pbmcYDiABKAgSGwoTc3RhcnRfYXV0aG9yaXphdGlvbhgPIAEoCBotCgtRdWV1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPwoTTGlzdFdvcmtlcnNSZXNwb25zZRIoCgd3b3JrZXJzGAEgAygLMhcuY29udmV5b3IudjEuV29ya2VySW5mbyIWChRHZXRCcm9rZXJJbmZvUmVxdWVzdCKqAgoVR2V0QnJva2VySW5mb1Jlc3BvbnNlEg4KBmVuZ2luZRgBIAEoCRIRCglkYXRhX3BhdGgYAiABKAkSFwoPZmlsZV9zaXplX2J5dGVzGAMgASgDEhIKCmZyZWVfcGFnZXMYBCABKAMSRwoLdGFza19jb3VudHMYBSADKAsyMi5jb252ZXlvci52MS5HZXRCcm9rZXJJbmZvUmVzcG9uc2UuVGFza0NvdW50c0VudHJ5EhsKE2RhdGFiYXNlX3NpemVfYnl0ZXMYBiABKAMSEwoLbGl2ZV90dXBsZXMYByABKAMSEwoLZGVhZF90dXBsZXMYCCABKAMaMQoPVGFza0NvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiKQoTRHJhaW5SZWxlYXNlUmVxdWVzdBISCgpyZWxlYXNlX2lkGAEgASgJIhYKFERyYWluUmVsZWFzZVJlc3BvbnNlIhUKE0xpc3RSZWxlYXNlc1JlcXVlc3QieAoLUmVsZWFzZUluZm8SEgoKcmVsZWFzZV9pZBgBIAEoCRIxCg1maXJzdF9zZWVuX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghkcmFpbmluZxgDIAEoCBIQCghzZXNzaW9ucxgEIAEoBSJCChRMaXN0UmVsZWFzZXNSZXNwb25zZRIqCghyZWxlYXNlcxgBIAMoCzIYLmNvbnZleW9yLnYxLlJlbGVhc2VJbmZvKocBCgpUYXNrQWN0aW9uEhsKF1RBU0tfQUNUSU9OX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19BQ1RJT05fQ0FOQ0VMEAESFgoSVEFTS19BQ1RJT05fREVMRVRFEAISEwoPVEFTS19BQ1RJT05fUlVOEAMSFwoTVEFTS19BQ1RJT05fQVJDSElWRRAEYgZwcm90bzM", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("Chdjb252ZXlvci92MS9hZG1pbi5wcm90bxILY29udmV5b3IudjEiwAIKCVF1ZXVlSW5mbxIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCBIRCglzY2hlZHVsZWQYAyABKAMSDwoHcGVuZGluZxgEIAEoAxIOCgZhY3RpdmUYBSABKAMSDQoFcmV0cnkYBiABKAMSEQoJY29tcGxldGVkGAcgASgDEhAKCGFyY2hpdmVkGAggASgDEhAKCGNhbmNlbGVkGAkgASgDEhMKC2FnZ3JlZ2F0aW5nGAogASgDEg8KB2Jsb2NrZWQYCyABKAMSEQoJcHJvY2Vzc2VkGAwgASgDEg4KBmZhaWxlZBgNIAEoAxIoCgZjb25maWcYDiABKAsyGC5jb252ZXlvci52MS5RdWV1ZUNvbmZpZxIQCghlbnF1ZXVlZBgPIAEoAxIWCg51bnNlcnZlZF90eXBlcxgQIAMoCSLlAQoLUXVldWVDb25maWcSDQoFcXVldWUYASABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYAiABKAUSEgoKbWF4X2FjdGl2ZRgDIAEoBRIqCgpyYXRlX2xpbWl0GAQgASgLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei4KDGdyb3VwX3BvbGljeRgFIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwUG9saWN5EhMKC21heF93YWl0aW5nGAYgASgDEicKBHB1c2gYByABKAsyGS5jb252ZXlvci52MS5QdXNoRW5kcG9pbnQiXAoMUHVzaEVuZHBvaW50EgsKA3VybBgBIAEoCRITCgtjb25jdXJyZW5jeRgCIAEoBRIqCgd0aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KCVJhdGVMaW1pdBISCgpwZXJfc2Vjb25kGAEgASgFEg0KBWJ1cnN0GAIgASgFIn4KC0dyb3VwUG9saWN5EhAKCG1heF9zaXplGAEgASgFEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxncmFjZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNgoVR2V0UXVldWVDb25maWdSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBnN0b3JlZBgCIAEoCCJ1ChhVcGRhdGVRdWV1ZUNvbmZpZ1JlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguY29udmV5b3IudjEuUXVldWVDb25maWcSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIuABCglHcm91cEluZm8SDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSDAoEdHlwZRgDIAEoCRIMCgRzaXplGAQgASgFEjUKEWZpcnN0X2VucXVldWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2VucXVldWVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghmaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoSTGlzdEdyb3Vwc1Jlc3BvbnNlEiYKBmdyb3VwcxgBIAMoCzIWLmNvbnZleW9yLnYxLkdyb3VwSW5mbyITChFMaXN0UXVldWVzUmVxdWVzdCI8ChJMaXN0UXVldWVzUmVzcG9uc2USJgoGcXVldWVzGAEgAygLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIjChJEZWxldGVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTRGVsZXRlUXVldWVSZXNwb25zZSIlChRHZXRRdWV1ZVN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSJqCglEdXJhdGlvbnMSDQoFY291bnQYASABKAMSJgoDcDUwGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3A5NRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI+CglUeXBlU3RhdHMSDAoEdHlwZRgBIAEoCRIjCgNydW4YAiABKAsyFi5jb252ZXlvci52MS5EdXJhdGlvbnMi+QEKFUdldFF1ZXVlU3RhdHNSZXNwb25zZRIzCg9vbGRlc3RfcmVhZHlfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKB2xhdGVuY3kYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJAoEd2FpdBgDIAEoCzIWLmNvbnZleW9yLnYxLkR1cmF0aW9ucxIlCgV0eXBlcxgEIAMoCzIWLmNvbnZleW9yLnYxLlR5cGVTdGF0cxIyCg5vYnNlcnZlZF9zaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWwoWR2V0UXVldWVIaXN0b3J5UmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIyCgpyZXNvbHV0aW9uGAIgASgOMh4uY29udmV5b3IudjEuSGlzdG9yeVJlc29sdXRpb24ibgoMSGlzdG9yeVBvaW50EikKBXN0YXJ0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghlbnF1ZXVlZBgCIAEoAxIRCgljb21wbGV0ZWQYAyABKAMSDgoGZmFpbGVkGAQgASgDIkQKF0dldFF1ZXVlSGlzdG9yeVJlc3BvbnNlEikKBnBvaW50cxgBIAMoCzIZLmNvbnZleW9yLnYxLkhpc3RvcnlQb2ludCKcAQoQTGlzdFRhc2tzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIlCgVzdGF0ZRgCIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEg4KBnNlYXJjaBgGIAEoCRINCgVncm91cBgHIAEoCSJSChFMaXN0VGFza3NSZXNwb25zZRIkCgV0YXNrcxgBIAMoCzIVLmNvbnZleW9yLnYxLlRhc2tJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIfChFDYW5jZWxUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIfChFEZWxldGVUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiHAoOUnVuVGFza1JlcXVlc3QSCgoCaWQYASABKAkiIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIiYKF0JhdGNoQ2FuY2VsVGFza3NSZXF1ZXN0EgsKA2lkcxgBIAMoCSImChdCYXRjaERlbGV0ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiIwoUQmF0Y2hSdW5UYXNrc1JlcXVlc3QSCwoDaWRzGAEgAygJIicKGEJhdGNoQXJjaGl2ZVRhc2tzUmVxdWVzdBILCgNpZHMYASADKAkiOgoPQmF0Y2hUYXNrUmVzdWx0EgoKAmlkGAEgASgJEg0KBWVycm9yGAIgASgJEgwKBGNvZGUYAyABKAkiQwoSQmF0Y2hUYXNrc1Jlc3BvbnNlEi0KB3Jlc3VsdHMYASADKAsyHC5jb252ZXlvci52MS5CYXRjaFRhc2tSZXN1bHQingEKEEJ1bGtUYXNrc1JlcXVlc3QSJwoGYWN0aW9uGAEgASgOMhcuY29udmV5b3IudjEuVGFza0FjdGlvbhINCgVxdWV1ZRgCIAEoCRIlCgVzdGF0ZRgDIAEoDjIWLmNvbnZleW9yLnYxLlRhc2tTdGF0ZRIMCgR0eXBlGAQgASgJEg4KBnNlYXJjaBgFIAEoCRINCgVncm91cBgGIAEoCSJoChFCdWxrVGFza3NQcm9ncmVzcxINCgV0b3RhbBgBIAEoAxIRCglzdWNjZWVkZWQYAiABKAMSDgoGZmFpbGVkGAMgASgDEgwKBGRvbmUYBCABKAgSEwoLZmlyc3RfZXJyb3IYBSABKAkimQMKCUNyb25FbnRyeRIKCgJpZBgBIAEoCRIMCgRzcGVjGAIgASgJEg0KBXF1ZXVlGAMgASgJEgwKBHR5cGUYBCABKAkSDwoHcGF5bG9hZBgFIAEoDBIUCgxjb250ZW50X3R5cGUYBiABKAkSKQoHb3B0aW9ucxgHIAEoCzIYLmNvbnZleW9yLnYxLlRhc2tPcHRpb25zEg4KBnBhdXNlZBgIIAEoCBIvCgtuZXh0X3J1bl9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLbGFzdF9ydW5fYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCG1ldGFkYXRhGAsgAygLMiQuY29udmV5b3IudjEuQ3JvbkVudHJ5Lk1ldGFkYXRhRW50cnkSFAoMbGFzdF90YXNrX2lkGAwgASgJEhIKCmxhc3RfZXJyb3IYDSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjoKEUNyZWF0ZUNyb25SZXF1ZXN0EiUKBWVudHJ5GAEgASgLMhYuY29udmV5b3IudjEuQ3JvbkVudHJ5IhwKDkdldENyb25SZXF1ZXN0EgoKAmlkGAEgASgJIhIKEExpc3RDcm9uc1JlcXVlc3QiPAoRTGlzdENyb25zUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLmNvbnZleW9yLnYxLkNyb25FbnRyeSJrChFVcGRhdGVDcm9uUmVxdWVzdBIlCgVlbnRyeRgBIAEoCzIWLmNvbnZleW9yLnYxLkNyb25FbnRyeRIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siHwoRRGVsZXRlQ3JvblJlcXVlc3QSCgoCaWQYASABKAkiFAoSRGVsZXRlQ3JvblJlc3BvbnNlIh4KEFBhdXNlQ3JvblJlcXVlc3QSCgoCaWQYASABKAkiHwoRUmVzdW1lQ3JvblJlcXVlc3QSCgoCaWQYASABKAkiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0IqoBCghOb2RlSW5mbxIKCgJpZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSLgoKc3RhcnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF9zZWVuX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZsZWFkZXIYBiABKAgikgEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USJAoFbm9kZXMYASADKAsyFS5jb252ZXlvci52MS5Ob2RlSW5mbxIPCgd2ZXJzaW9uGAIgASgJEikKBnVwdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCg5zdG9yYWdlX2VuZ2luZRgEIAEoCSIUChJMaXN0V29ya2Vyc1JlcXVlc3QimAQKCldvcmtlckluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIzCgZxdWV1ZXMYAiADKAsyIy5jb252ZXlvci52MS5Xb3JrZXJJbmZvLlF1ZXVlc0VudHJ5EhMKC2NvbmN1cnJlbmN5GAMgASgFEhEKCWluX2ZsaWdodBgEIAEoBRIzCgZsYWJlbHMYBSADKAsyIy5jb252ZXlvci52MS5Xb3JrZXJJbmZvLkxhYmVsc0VudHJ5EhMKC3Nka192ZXJzaW9uGAYgASgJEjAKDGNvbm5lY3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRhc2tfaWRzGAkgAygJEhMKC2JhdGNoX3R5cGVzGAogAygJEg8KB25vZGVfaWQYCyABKAkSDQoFdHlwZXMYDCADKAkSEgoKcmVsZWFzZV9pZBgNIAEoCRIQCghkcmFpbmluZxgOIAEoCBIbChNzdGFydF9hdXRob3JpemF0aW9uGA8gASgIGi0KC1F1ZXVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI/ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEigKB3dvcmtlcnMYASADKAsyFy5jb252ZXlvci52MS5Xb3JrZXJJbmZvIhYKFEdldEJyb2tlckluZm9SZXF1ZXN0IqoCChVHZXRCcm9rZXJJbmZvUmVzcG9uc2USDgoGZW5naW5lGAEgASgJEhEKCWRhdGFfcGF0aBgCIAEoCRIXCg9maWxlX3NpemVfYnl0ZXMYAyABKAMSEgoKZnJlZV9wYWdlcxgEIAEoAxJHCgt0YXNrX2NvdW50cxgFIAMoCzIyLmNvbnZleW9yLnYxLkdldEJyb2tlckluZm9SZXNwb25zZS5UYXNrQ291bnRzRW50cnkSGwoTZGF0YWJhc2Vfc2l6ZV9ieXRlcxgGIAEoAxITCgtsaXZlX3R1cGxlcxgHIAEoAxITCgtkZWFkX3R1cGxlcxgIIAEoAxoxCg9UYXNrQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASIpChNEcmFpblJlbGVhc2VSZXF1ZXN0EhIKCnJlbGVhc2VfaWQYASABKAkiFgoURHJhaW5SZWxlYXNlUmVzcG9uc2UiFQoTTGlzdFJlbGVhc2VzUmVxdWVzdCJ4CgtSZWxlYXNlSW5mbxISCgpyZWxlYXNlX2lkGAEgASgJEjEKDWZpcnN0X3NlZW5fYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRyYWluaW5nGAMgASgIEhAKCHNlc3Npb25zGAQgASgFIkIKFExpc3RSZWxlYXNlc1Jlc3BvbnNlEioKCHJlbGVhc2VzGAEgAygLMhguY29udmV5b3IudjEuUmVsZWFzZUluZm8qcgoRSGlzdG9yeVJlc29sdXRpb24SIgoeSElTVE9SWV9SRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASHQoZSElTVE9SWV9SRVNPTFVUSU9OX01JTlVURRABEhoKFkhJU1RPUllfUkVTT0xVVElPTl9EQVkQAiqHAQoKVGFza0FjdGlvbhIbChdUQVNLX0FDVElPTl9VTlNQRUNJRklFRBAAEhYKElRBU0tfQUNUSU9OX0NBTkNFTBABEhYKElRBU0tfQUNUSU9OX0RFTEVURRACEhMKD1RBU0tfQUNUSU9OX1JVThADEhcKE1RBU0tfQUNUSU9OX0FSQ0hJVkUQBGIGcHJvdG8z", [file_conveyor_v1_task, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * QueueInfo describes one queue.
@@ -608,6 +608,239 @@ export const DeleteQueueResponseSchema: GenMessage<DeleteQueueResponse> = /*@__P
   messageDesc(file_conveyor_v1_admin, 15);
 
 /**
+ * GetQueueStatsRequest names the queue.
+ *
+ * @generated from message conveyor.v1.GetQueueStatsRequest
+ */
+export type GetQueueStatsRequest = Message<"conveyor.v1.GetQueueStatsRequest"> & {
+  /**
+   * queue is the queue's name; required.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.GetQueueStatsRequest.
+ * Use `create(GetQueueStatsRequestSchema)` to create a new message.
+ */
+export const GetQueueStatsRequestSchema: GenMessage<GetQueueStatsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 16);
+
+/**
+ * Durations are quantiles of durations (p50, p95) and how many were seen.
+ *
+ * @generated from message conveyor.v1.Durations
+ */
+export type Durations = Message<"conveyor.v1.Durations"> & {
+  /**
+   * count is how many durations were observed.
+   *
+   * @generated from field: int64 count = 1;
+   */
+  count: bigint;
+
+  /**
+   * p50 is the median, estimated from the metrics' histogram buckets.
+   *
+   * @generated from field: google.protobuf.Duration p50 = 2;
+   */
+  p50?: Duration | undefined;
+
+  /**
+   * p95 is the 95th percentile, estimated the same way.
+   *
+   * @generated from field: google.protobuf.Duration p95 = 3;
+   */
+  p95?: Duration | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.Durations.
+ * Use `create(DurationsSchema)` to create a new message.
+ */
+export const DurationsSchema: GenMessage<Durations> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 17);
+
+/**
+ * TypeStats are one task type's run durations.
+ *
+ * @generated from message conveyor.v1.TypeStats
+ */
+export type TypeStats = Message<"conveyor.v1.TypeStats"> & {
+  /**
+   * type is the task type (or "other" past the metrics' bound on types).
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * run is from dispatch to the worker's Result, per attempt.
+   *
+   * @generated from field: conveyor.v1.Durations run = 2;
+   */
+  run?: Durations | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.TypeStats.
+ * Use `create(TypeStatsSchema)` to create a new message.
+ */
+export const TypeStatsSchema: GenMessage<TypeStats> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 18);
+
+/**
+ * GetQueueStatsResponse says how far behind a queue is and how long its
+ * tasks waited and ran.
+ *
+ * @generated from message conveyor.v1.GetQueueStatsResponse
+ */
+export type GetQueueStatsResponse = Message<"conveyor.v1.GetQueueStatsResponse"> & {
+  /**
+   * oldest_ready_at is when the queue's longest-waiting ready task (PENDING,
+   * not held back by its concurrency key) became ready; unset when none is.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest_ready_at = 1;
+   */
+  oldestReadyAt?: Timestamp | undefined;
+
+  /**
+   * latency is how long that task has waited: now - oldest_ready_at (zero
+   * when nothing is ready).
+   *
+   * @generated from field: google.protobuf.Duration latency = 2;
+   */
+  latency?: Duration | undefined;
+
+  /**
+   * wait is from when a task became due to its dispatch, for every type of
+   * the queue.
+   *
+   * @generated from field: conveyor.v1.Durations wait = 3;
+   */
+  wait?: Durations | undefined;
+
+  /**
+   * types are the run durations per task type, by type.
+   *
+   * @generated from field: repeated conveyor.v1.TypeStats types = 4;
+   */
+  types: TypeStats[];
+
+  /**
+   * observed_since is when the node that answered started observing: the
+   * durations are its own (the conveyor_task_wait_seconds and
+   * conveyor_task_run_seconds metrics), since then.
+   *
+   * @generated from field: google.protobuf.Timestamp observed_since = 5;
+   */
+  observedSince?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.GetQueueStatsResponse.
+ * Use `create(GetQueueStatsResponseSchema)` to create a new message.
+ */
+export const GetQueueStatsResponseSchema: GenMessage<GetQueueStatsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 19);
+
+/**
+ * GetQueueHistoryRequest names the queue and the resolution.
+ *
+ * @generated from message conveyor.v1.GetQueueHistoryRequest
+ */
+export type GetQueueHistoryRequest = Message<"conveyor.v1.GetQueueHistoryRequest"> & {
+  /**
+   * queue is the queue's name; empty sums every queue.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * resolution is the width of a point.
+   *
+   * @generated from field: conveyor.v1.HistoryResolution resolution = 2;
+   */
+  resolution: HistoryResolution;
+};
+
+/**
+ * Describes the message conveyor.v1.GetQueueHistoryRequest.
+ * Use `create(GetQueueHistoryRequestSchema)` to create a new message.
+ */
+export const GetQueueHistoryRequestSchema: GenMessage<GetQueueHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 20);
+
+/**
+ * HistoryPoint is what happened in one minute or day.
+ *
+ * @generated from message conveyor.v1.HistoryPoint
+ */
+export type HistoryPoint = Message<"conveyor.v1.HistoryPoint"> & {
+  /**
+   * start is when the minute or day began.
+   *
+   * @generated from field: google.protobuf.Timestamp start = 1;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * enqueued counts the tasks enqueued.
+   *
+   * @generated from field: int64 enqueued = 2;
+   */
+  enqueued: bigint;
+
+  /**
+   * completed counts the attempts that succeeded.
+   *
+   * @generated from field: int64 completed = 3;
+   */
+  completed: bigint;
+
+  /**
+   * failed counts the attempts that failed (RETRY or SKIP_RETRY).
+   *
+   * @generated from field: int64 failed = 4;
+   */
+  failed: bigint;
+};
+
+/**
+ * Describes the message conveyor.v1.HistoryPoint.
+ * Use `create(HistoryPointSchema)` to create a new message.
+ */
+export const HistoryPointSchema: GenMessage<HistoryPoint> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 21);
+
+/**
+ * GetQueueHistoryResponse holds one point per minute or day, oldest
+ * first, with no gap: from the first sample the server kept (at most a
+ * day, or 90 days, back) to the current minute or day, which is still
+ * filling.
+ *
+ * @generated from message conveyor.v1.GetQueueHistoryResponse
+ */
+export type GetQueueHistoryResponse = Message<"conveyor.v1.GetQueueHistoryResponse"> & {
+  /**
+   * points are the history, oldest first.
+   *
+   * @generated from field: repeated conveyor.v1.HistoryPoint points = 1;
+   */
+  points: HistoryPoint[];
+};
+
+/**
+ * Describes the message conveyor.v1.GetQueueHistoryResponse.
+ * Use `create(GetQueueHistoryResponseSchema)` to create a new message.
+ */
+export const GetQueueHistoryResponseSchema: GenMessage<GetQueueHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin, 22);
+
+/**
  * ListTasksRequest selects a page of tasks.
  *
  * @generated from message conveyor.v1.ListTasksRequest
@@ -670,7 +903,7 @@ export type ListTasksRequest = Message<"conveyor.v1.ListTasksRequest"> & {
  * Use `create(ListTasksRequestSchema)` to create a new message.
  */
 export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 16);
+  messageDesc(file_conveyor_v1_admin, 23);
 
 /**
  * ListTasksResponse is one page of tasks.
@@ -701,7 +934,7 @@ export type ListTasksResponse = Message<"conveyor.v1.ListTasksResponse"> & {
  * Use `create(ListTasksResponseSchema)` to create a new message.
  */
 export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 17);
+  messageDesc(file_conveyor_v1_admin, 24);
 
 /**
  * CancelTaskRequest names one task.
@@ -722,7 +955,7 @@ export type CancelTaskRequest = Message<"conveyor.v1.CancelTaskRequest"> & {
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 18);
+  messageDesc(file_conveyor_v1_admin, 25);
 
 /**
  * DeleteTaskRequest names one task.
@@ -743,7 +976,7 @@ export type DeleteTaskRequest = Message<"conveyor.v1.DeleteTaskRequest"> & {
  * Use `create(DeleteTaskRequestSchema)` to create a new message.
  */
 export const DeleteTaskRequestSchema: GenMessage<DeleteTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 19);
+  messageDesc(file_conveyor_v1_admin, 26);
 
 /**
  * DeleteTaskResponse is empty.
@@ -758,7 +991,7 @@ export type DeleteTaskResponse = Message<"conveyor.v1.DeleteTaskResponse"> & {
  * Use `create(DeleteTaskResponseSchema)` to create a new message.
  */
 export const DeleteTaskResponseSchema: GenMessage<DeleteTaskResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 20);
+  messageDesc(file_conveyor_v1_admin, 27);
 
 /**
  * RunTaskRequest names one task.
@@ -779,7 +1012,7 @@ export type RunTaskRequest = Message<"conveyor.v1.RunTaskRequest"> & {
  * Use `create(RunTaskRequestSchema)` to create a new message.
  */
 export const RunTaskRequestSchema: GenMessage<RunTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 21);
+  messageDesc(file_conveyor_v1_admin, 28);
 
 /**
  * ArchiveTaskRequest names one task.
@@ -800,7 +1033,7 @@ export type ArchiveTaskRequest = Message<"conveyor.v1.ArchiveTaskRequest"> & {
  * Use `create(ArchiveTaskRequestSchema)` to create a new message.
  */
 export const ArchiveTaskRequestSchema: GenMessage<ArchiveTaskRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 22);
+  messageDesc(file_conveyor_v1_admin, 29);
 
 /**
  * BatchCancelTasksRequest names many tasks.
@@ -821,7 +1054,7 @@ export type BatchCancelTasksRequest = Message<"conveyor.v1.BatchCancelTasksReque
  * Use `create(BatchCancelTasksRequestSchema)` to create a new message.
  */
 export const BatchCancelTasksRequestSchema: GenMessage<BatchCancelTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 23);
+  messageDesc(file_conveyor_v1_admin, 30);
 
 /**
  * BatchDeleteTasksRequest names many tasks.
@@ -842,7 +1075,7 @@ export type BatchDeleteTasksRequest = Message<"conveyor.v1.BatchDeleteTasksReque
  * Use `create(BatchDeleteTasksRequestSchema)` to create a new message.
  */
 export const BatchDeleteTasksRequestSchema: GenMessage<BatchDeleteTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 24);
+  messageDesc(file_conveyor_v1_admin, 31);
 
 /**
  * BatchRunTasksRequest names many tasks.
@@ -863,7 +1096,7 @@ export type BatchRunTasksRequest = Message<"conveyor.v1.BatchRunTasksRequest"> &
  * Use `create(BatchRunTasksRequestSchema)` to create a new message.
  */
 export const BatchRunTasksRequestSchema: GenMessage<BatchRunTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 25);
+  messageDesc(file_conveyor_v1_admin, 32);
 
 /**
  * BatchArchiveTasksRequest names many tasks.
@@ -884,7 +1117,7 @@ export type BatchArchiveTasksRequest = Message<"conveyor.v1.BatchArchiveTasksReq
  * Use `create(BatchArchiveTasksRequestSchema)` to create a new message.
  */
 export const BatchArchiveTasksRequestSchema: GenMessage<BatchArchiveTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 26);
+  messageDesc(file_conveyor_v1_admin, 33);
 
 /**
  * BatchTaskResult is the outcome for one id of a batch action.
@@ -905,6 +1138,15 @@ export type BatchTaskResult = Message<"conveyor.v1.BatchTaskResult"> & {
    * @generated from field: string error = 2;
    */
   error: string;
+
+  /**
+   * code is the error's code, as the call's would be if the task had been
+   * acted on alone, in Connect's spelling ("not_found",
+   * "failed_precondition", ...); empty on success.
+   *
+   * @generated from field: string code = 3;
+   */
+  code: string;
 };
 
 /**
@@ -912,7 +1154,7 @@ export type BatchTaskResult = Message<"conveyor.v1.BatchTaskResult"> & {
  * Use `create(BatchTaskResultSchema)` to create a new message.
  */
 export const BatchTaskResultSchema: GenMessage<BatchTaskResult> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 27);
+  messageDesc(file_conveyor_v1_admin, 34);
 
 /**
  * BatchTasksResponse holds one result per requested id, in request order.
@@ -933,7 +1175,7 @@ export type BatchTasksResponse = Message<"conveyor.v1.BatchTasksResponse"> & {
  * Use `create(BatchTasksResponseSchema)` to create a new message.
  */
 export const BatchTasksResponseSchema: GenMessage<BatchTasksResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 28);
+  messageDesc(file_conveyor_v1_admin, 35);
 
 /**
  * BulkTasksRequest applies one action to every task that matches a filter.
@@ -989,7 +1231,7 @@ export type BulkTasksRequest = Message<"conveyor.v1.BulkTasksRequest"> & {
  * Use `create(BulkTasksRequestSchema)` to create a new message.
  */
 export const BulkTasksRequestSchema: GenMessage<BulkTasksRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 29);
+  messageDesc(file_conveyor_v1_admin, 36);
 
 /**
  * BulkTasksProgress reports how far a bulk action has come. The last
@@ -1042,7 +1284,7 @@ export type BulkTasksProgress = Message<"conveyor.v1.BulkTasksProgress"> & {
  * Use `create(BulkTasksProgressSchema)` to create a new message.
  */
 export const BulkTasksProgressSchema: GenMessage<BulkTasksProgress> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 30);
+  messageDesc(file_conveyor_v1_admin, 37);
 
 /**
  * CronEntry is a periodic task template.
@@ -1148,7 +1390,7 @@ export type CronEntry = Message<"conveyor.v1.CronEntry"> & {
  * Use `create(CronEntrySchema)` to create a new message.
  */
 export const CronEntrySchema: GenMessage<CronEntry> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 31);
+  messageDesc(file_conveyor_v1_admin, 38);
 
 /**
  * CreateCronRequest describes a new cron entry.
@@ -1169,7 +1411,7 @@ export type CreateCronRequest = Message<"conveyor.v1.CreateCronRequest"> & {
  * Use `create(CreateCronRequestSchema)` to create a new message.
  */
 export const CreateCronRequestSchema: GenMessage<CreateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 32);
+  messageDesc(file_conveyor_v1_admin, 39);
 
 /**
  * GetCronRequest names one cron entry.
@@ -1190,7 +1432,7 @@ export type GetCronRequest = Message<"conveyor.v1.GetCronRequest"> & {
  * Use `create(GetCronRequestSchema)` to create a new message.
  */
 export const GetCronRequestSchema: GenMessage<GetCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 33);
+  messageDesc(file_conveyor_v1_admin, 40);
 
 /**
  * ListCronsRequest has no fields.
@@ -1205,7 +1447,7 @@ export type ListCronsRequest = Message<"conveyor.v1.ListCronsRequest"> & {
  * Use `create(ListCronsRequestSchema)` to create a new message.
  */
 export const ListCronsRequestSchema: GenMessage<ListCronsRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 34);
+  messageDesc(file_conveyor_v1_admin, 41);
 
 /**
  * ListCronsResponse lists every cron entry.
@@ -1226,7 +1468,7 @@ export type ListCronsResponse = Message<"conveyor.v1.ListCronsResponse"> & {
  * Use `create(ListCronsResponseSchema)` to create a new message.
  */
 export const ListCronsResponseSchema: GenMessage<ListCronsResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 35);
+  messageDesc(file_conveyor_v1_admin, 42);
 
 /**
  * UpdateCronRequest replaces a cron entry, or changes some of its fields.
@@ -1265,7 +1507,7 @@ export type UpdateCronRequest = Message<"conveyor.v1.UpdateCronRequest"> & {
  * Use `create(UpdateCronRequestSchema)` to create a new message.
  */
 export const UpdateCronRequestSchema: GenMessage<UpdateCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 36);
+  messageDesc(file_conveyor_v1_admin, 43);
 
 /**
  * DeleteCronRequest names one cron entry.
@@ -1286,7 +1528,7 @@ export type DeleteCronRequest = Message<"conveyor.v1.DeleteCronRequest"> & {
  * Use `create(DeleteCronRequestSchema)` to create a new message.
  */
 export const DeleteCronRequestSchema: GenMessage<DeleteCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 37);
+  messageDesc(file_conveyor_v1_admin, 44);
 
 /**
  * DeleteCronResponse is empty.
@@ -1301,7 +1543,7 @@ export type DeleteCronResponse = Message<"conveyor.v1.DeleteCronResponse"> & {
  * Use `create(DeleteCronResponseSchema)` to create a new message.
  */
 export const DeleteCronResponseSchema: GenMessage<DeleteCronResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 38);
+  messageDesc(file_conveyor_v1_admin, 45);
 
 /**
  * PauseCronRequest names one cron entry.
@@ -1322,7 +1564,7 @@ export type PauseCronRequest = Message<"conveyor.v1.PauseCronRequest"> & {
  * Use `create(PauseCronRequestSchema)` to create a new message.
  */
 export const PauseCronRequestSchema: GenMessage<PauseCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 39);
+  messageDesc(file_conveyor_v1_admin, 46);
 
 /**
  * ResumeCronRequest names one cron entry.
@@ -1343,7 +1585,7 @@ export type ResumeCronRequest = Message<"conveyor.v1.ResumeCronRequest"> & {
  * Use `create(ResumeCronRequestSchema)` to create a new message.
  */
 export const ResumeCronRequestSchema: GenMessage<ResumeCronRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 40);
+  messageDesc(file_conveyor_v1_admin, 47);
 
 /**
  * GetClusterInfoRequest has no fields.
@@ -1358,7 +1600,7 @@ export type GetClusterInfoRequest = Message<"conveyor.v1.GetClusterInfoRequest">
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 41);
+  messageDesc(file_conveyor_v1_admin, 48);
 
 /**
  * NodeInfo describes one serving node.
@@ -1416,7 +1658,7 @@ export type NodeInfo = Message<"conveyor.v1.NodeInfo"> & {
  * Use `create(NodeInfoSchema)` to create a new message.
  */
 export const NodeInfoSchema: GenMessage<NodeInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 42);
+  messageDesc(file_conveyor_v1_admin, 49);
 
 /**
  * GetClusterInfoResponse describes the cluster.
@@ -1458,7 +1700,7 @@ export type GetClusterInfoResponse = Message<"conveyor.v1.GetClusterInfoResponse
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 43);
+  messageDesc(file_conveyor_v1_admin, 50);
 
 /**
  * ListWorkersRequest has no fields.
@@ -1473,7 +1715,7 @@ export type ListWorkersRequest = Message<"conveyor.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 44);
+  messageDesc(file_conveyor_v1_admin, 51);
 
 /**
  * WorkerInfo describes one live worker session.
@@ -1595,7 +1837,7 @@ export type WorkerInfo = Message<"conveyor.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 45);
+  messageDesc(file_conveyor_v1_admin, 52);
 
 /**
  * ListWorkersResponse lists the live sessions (of every node, when several
@@ -1617,7 +1859,7 @@ export type ListWorkersResponse = Message<"conveyor.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 46);
+  messageDesc(file_conveyor_v1_admin, 53);
 
 /**
  * GetBrokerInfoRequest has no fields.
@@ -1632,7 +1874,7 @@ export type GetBrokerInfoRequest = Message<"conveyor.v1.GetBrokerInfoRequest"> &
  * Use `create(GetBrokerInfoRequestSchema)` to create a new message.
  */
 export const GetBrokerInfoRequestSchema: GenMessage<GetBrokerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 47);
+  messageDesc(file_conveyor_v1_admin, 54);
 
 /**
  * GetBrokerInfoResponse describes the storage engine.
@@ -1703,7 +1945,7 @@ export type GetBrokerInfoResponse = Message<"conveyor.v1.GetBrokerInfoResponse">
  * Use `create(GetBrokerInfoResponseSchema)` to create a new message.
  */
 export const GetBrokerInfoResponseSchema: GenMessage<GetBrokerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 48);
+  messageDesc(file_conveyor_v1_admin, 55);
 
 /**
  * DrainReleaseRequest names a release to drain.
@@ -1724,7 +1966,7 @@ export type DrainReleaseRequest = Message<"conveyor.v1.DrainReleaseRequest"> & {
  * Use `create(DrainReleaseRequestSchema)` to create a new message.
  */
 export const DrainReleaseRequestSchema: GenMessage<DrainReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 49);
+  messageDesc(file_conveyor_v1_admin, 56);
 
 /**
  * DrainReleaseResponse is empty: once it returns, the release's sessions
@@ -1740,7 +1982,7 @@ export type DrainReleaseResponse = Message<"conveyor.v1.DrainReleaseResponse"> &
  * Use `create(DrainReleaseResponseSchema)` to create a new message.
  */
 export const DrainReleaseResponseSchema: GenMessage<DrainReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 50);
+  messageDesc(file_conveyor_v1_admin, 57);
 
 /**
  * ListReleasesRequest lists the releases seen.
@@ -1755,7 +1997,7 @@ export type ListReleasesRequest = Message<"conveyor.v1.ListReleasesRequest"> & {
  * Use `create(ListReleasesRequestSchema)` to create a new message.
  */
 export const ListReleasesRequestSchema: GenMessage<ListReleasesRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 51);
+  messageDesc(file_conveyor_v1_admin, 58);
 
 /**
  * ReleaseInfo describes one release.
@@ -1798,7 +2040,7 @@ export type ReleaseInfo = Message<"conveyor.v1.ReleaseInfo"> & {
  * Use `create(ReleaseInfoSchema)` to create a new message.
  */
 export const ReleaseInfoSchema: GenMessage<ReleaseInfo> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 52);
+  messageDesc(file_conveyor_v1_admin, 59);
 
 /**
  * ListReleasesResponse lists the releases, the newest first.
@@ -1819,7 +2061,41 @@ export type ListReleasesResponse = Message<"conveyor.v1.ListReleasesResponse"> &
  * Use `create(ListReleasesResponseSchema)` to create a new message.
  */
 export const ListReleasesResponseSchema: GenMessage<ListReleasesResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_admin, 53);
+  messageDesc(file_conveyor_v1_admin, 60);
+
+/**
+ * HistoryResolution is the width of a history point.
+ *
+ * @generated from enum conveyor.v1.HistoryResolution
+ */
+export enum HistoryResolution {
+  /**
+   * HISTORY_RESOLUTION_UNSPECIFIED means HISTORY_RESOLUTION_MINUTE.
+   *
+   * @generated from enum value: HISTORY_RESOLUTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * HISTORY_RESOLUTION_MINUTE: one point per minute, over the last 24 hours.
+   *
+   * @generated from enum value: HISTORY_RESOLUTION_MINUTE = 1;
+   */
+  MINUTE = 1,
+
+  /**
+   * HISTORY_RESOLUTION_DAY: one point per UTC day, over the last 90 days.
+   *
+   * @generated from enum value: HISTORY_RESOLUTION_DAY = 2;
+   */
+  DAY = 2,
+}
+
+/**
+ * Describes the enum conveyor.v1.HistoryResolution.
+ */
+export const HistoryResolutionSchema: GenEnum<HistoryResolution> = /*@__PURE__*/
+  enumDesc(file_conveyor_v1_admin, 0);
 
 /**
  * TaskAction is an operator action on tasks.
@@ -1867,5 +2143,5 @@ export enum TaskAction {
  * Describes the enum conveyor.v1.TaskAction.
  */
 export const TaskActionSchema: GenEnum<TaskAction> = /*@__PURE__*/
-  enumDesc(file_conveyor_v1_admin, 0);
+  enumDesc(file_conveyor_v1_admin, 1);
 

@@ -3,13 +3,16 @@ import type { CallOptions } from "./client.js";
 import type {
   BulkTasksProgress,
   CronEntry,
+  GetQueueStatsResponse,
   GroupInfo,
+  HistoryPoint,
   QueueConfig,
   QueueInfo,
   ReleaseInfo,
   TaskAction,
   WorkerInfo,
 } from "./gen/conveyor/v1/admin_pb.js";
+import { HistoryResolution } from "./gen/conveyor/v1/admin_pb.js";
 import { AdminService, TaskService } from "./gen/conveyor/v1/service_pb.js";
 import type { TaskInfo } from "./gen/conveyor/v1/task_pb.js";
 import { type BulkTasksCallOptions, type BulkTasksOptions, bulkTasks, bulkTasksProgress } from "./inspector_bulk.js";
@@ -217,6 +220,31 @@ export class Inspector {
    */
   deleteQueue(name: string, call: CallOptions = {}): Promise<void> {
     return queues.deleteQueue(this.rpc, name, call);
+  }
+
+  /**
+   * getQueueHistory returns what the queue (every queue, summed, when name
+   * is empty) did per minute (HistoryResolution.MINUTE, the default) or
+   * per UTC day (HistoryResolution.DAY): the tasks enqueued and the
+   * attempts completed and failed. Points are oldest first, with no gap,
+   * up to the current minute or day, which is still filling. The server
+   * samples every minute and keeps a day of minutes and 90 days of days,
+   * across restarts. An unknown queue fails with NotFoundError.
+   */
+  getQueueHistory(name: string, resolution = HistoryResolution.MINUTE, call: CallOptions = {}): Promise<HistoryPoint[]> {
+    return queues.getQueueHistory(this.rpc, name, resolution, call);
+  }
+
+  /**
+   * getQueueStats returns how far behind the queue is and how long its
+   * tasks wait and run: `latency`, the age of its longest-waiting ready
+   * task (zero when none is), and `oldestReadyAt`; the wait from due to
+   * dispatch (p50, p95) and the run time per type. The durations are those
+   * the answering node observed since `observedSince`. An unknown queue
+   * fails with NotFoundError.
+   */
+  getQueueStats(name: string, call: CallOptions = {}): Promise<GetQueueStatsResponse> {
+    return queues.getQueueStats(this.rpc, name, call);
   }
 
   /**

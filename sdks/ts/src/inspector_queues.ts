@@ -2,7 +2,14 @@ import { clone, create, isMessage } from "@bufbuild/protobuf";
 import { type Duration, durationFromMs, FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { errorFor } from "./errors.js";
-import { type QueueConfig, QueueConfigSchema, type QueueInfo } from "./gen/conveyor/v1/admin_pb.js";
+import {
+  type GetQueueStatsResponse,
+  type HistoryPoint,
+  HistoryResolution,
+  type QueueConfig,
+  QueueConfigSchema,
+  type QueueInfo,
+} from "./gen/conveyor/v1/admin_pb.js";
 import { checkInt32, type InspectorRpc, invalid, rpc } from "./inspector_rpc.js";
 import { MAX_NAME_BYTES, validQueueName } from "./task_options.js";
 import type { CallOptions } from "./client.js";
@@ -109,6 +116,22 @@ export async function setPaused(c: InspectorRpc, name: string, paused: boolean, 
 /** deleteQueue is Inspector.deleteQueue. */
 export async function deleteQueue(c: InspectorRpc, name: string, call: CallOptions): Promise<void> {
   await rpc(call.signal, () => c.admin.deleteQueue({ queue: name }, { signal: call.signal }));
+}
+
+/** getQueueHistory is Inspector.getQueueHistory. */
+export async function getQueueHistory(
+  c: InspectorRpc,
+  name: string,
+  resolution: HistoryResolution,
+  call: CallOptions,
+): Promise<HistoryPoint[]> {
+  const res = await rpc(call.signal, () => c.admin.getQueueHistory({ queue: name, resolution }, { signal: call.signal }));
+  return res.points;
+}
+
+/** getQueueStats is Inspector.getQueueStats. */
+export async function getQueueStats(c: InspectorRpc, name: string, call: CallOptions): Promise<GetQueueStatsResponse> {
+  return rpc(call.signal, () => c.admin.getQueueStats({ queue: name }, { signal: call.signal }));
 }
 
 /** getQueueConfig is Inspector.getQueueConfig and getStoredQueueConfig. */

@@ -1,5 +1,5 @@
 import { Code } from "@connectrpc/connect";
-import { type ConveyorError, errorFor } from "./errors.js";
+import { codeOf, type ConveyorError, errorFor } from "./errors.js";
 import type { BatchTasksResponse } from "./gen/conveyor/v1/admin_pb.js";
 import { type TaskInfo, TaskState } from "./gen/conveyor/v1/task_pb.js";
 import { checkInt32, type InspectorRpc, invalid, rpc } from "./inspector_rpc.js";
@@ -49,9 +49,11 @@ export interface TaskActionResult {
   id: string;
   /**
    * Why the action did not apply to the task; unset when it did. It holds
-   * the server's message for the task (such as "task 01J...: not found");
-   * the server gives no code per task, so it is a plain ConveyorError of
-   * code `unknown`.
+   * the server's message for the task (such as "task 01J...: not found")
+   * and is of the class of the code the server gives for it, as the
+   * single-task call's would be: NotFoundError for an unknown id,
+   * FailedPreconditionError for a task in a state the action does not
+   * take.
    */
   error?: ConveyorError;
 }
@@ -126,5 +128,5 @@ function batchResults(res: BatchTasksResponse, sent: number): TaskActionResult[]
   if (res.results.length !== sent) {
     throw errorFor(Code.Internal, `conveyor: the server's batch response holds ${res.results.length} results for ${sent} ids`);
   }
-  return res.results.map((r) => (r.error === "" ? { id: r.id } : { id: r.id, error: errorFor(Code.Unknown, r.error) }));
+  return res.results.map((r) => (r.error === "" ? { id: r.id } : { id: r.id, error: errorFor(codeOf(r.code), r.error) }));
 }

@@ -8,6 +8,7 @@ import {
   AlreadyExistsError,
   Client,
   FailedPreconditionError,
+  HistoryResolution,
   Inspector,
   InvalidArgumentError,
   NotFoundError,
@@ -218,6 +219,51 @@ test("tasks enqueued into a group are listed as one waiting group", async () => 
   assert.ok(timestampMs(g.firesAt) > timestampMs(g.firstEnqueuedAt));
   assert.equal((await insp.listGroups()).filter((x) => x.queue.startsWith("digests")).length, 2, "every queue's");
   assert.ok((await rejects(insp.listGroups("no good"))) instanceof InvalidArgumentError);
+});
+
+test("a queue's history counts its enqueues and attempts at once; its stats give its latency and durations", async (t) => {
+  await client.enqueueJSON("t", {}, { queue: "h-emails" });
+  await client.enqueueJSON("t", {}, { queue: "h-emails" });
+  const sum = (points, field) => points.reduce((n, p) => n + p[field], 0n);
+  for (const [name, resolution] of [["minute", HistoryResolution.MINUTE], ["day", HistoryResolution.DAY]]) {
+    const points = await insp.getQueueHistory("h-emails", resolution);
+    assert.ok(points.length > 0, `points by ${name}`);
+    assert.equal(sum(points, "enqueued"), 2n, `enqueued by ${name}`);
+    assert.equal(points.at(-1).enqueued, 2n, `the latest ${name}, still filling, holds them`);
+    assert.ok(timestampMs(points.at(-1).start) <= Date.now(), `the latest ${name} has begun`);
+  }
+  assert.ok(sum(await insp.getQueueHistory(""), "enqueued") >= 2n, "every queue, summed");
+
+  const waiting = await insp.getQueueStats("h-emails");
+  assert.ok(waiting.oldestReadyAt !== undefined, "two tasks ready: an oldest one");
+  assert.ok(durationMs(waiting.latency) >= 0, "its latency");
+  assert.ok(waiting.observedSince !== undefined);
+
+  const worker = new Worker({ url: server.url, queues: { "h-emails": 1 } });
+  worker.handle("t", () => "done");
+  const running = worker.run();
+  t.after(async () => {
+    await worker.stop();
+    await running;
+  });
+  const done = await waitFor(async () => {
+    const points = await insp.getQueueHistory("h-emails");
+    return sum(points, "completed") === 2n ? points : undefined;
+  }, "both attempts in the history");
+  assert.equal(sum(done, "failed"), 0n);
+  // A node observes a run's duration as it takes the result, not in the
+  // commit that counts it: wait for both.
+  const ran = await waitFor(async () => {
+    const st = await insp.getQueueStats("h-emails");
+    return st.types.find((s) => s.type === "t")?.run?.count === 2n ? st : undefined;
+  }, "both runs in the stats");
+  assert.equal(ran.oldestReadyAt, undefined, "nothing ready after both ran");
+  assert.equal(durationMs(ran.latency ?? { seconds: 0n, nanos: 0 }), 0);
+  assert.equal(ran.wait?.count, 2n, "both waits observed");
+  assert.ok(durationMs(ran.types.find((s) => s.type === "t").run.p95) >= 0, "a run p95");
+
+  assert.ok((await rejects(insp.getQueueHistory("never-used"))) instanceof NotFoundError, "history of an unknown queue");
+  assert.ok((await rejects(insp.getQueueStats("never-used"))) instanceof NotFoundError, "stats of an unknown queue");
 });
 
 test("a running Worker is listed, its release too, and draining the release marks both", async (t) => {

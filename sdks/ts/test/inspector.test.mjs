@@ -7,7 +7,6 @@ import { after, before, test } from "node:test";
 import {
   CanceledError,
   Client,
-  ConveyorError,
   FailedPreconditionError,
   Inspector,
   InvalidArgumentError,
@@ -148,9 +147,12 @@ test("the batch forms act on every id they can, and say why not for the others, 
     assert.equal(await state(id), TaskState.CANCELED);
   }
   assert.equal(res[2].id, missing);
-  assert.ok(res[2].error instanceof ConveyorError, "the missing id's error");
-  assert.equal(res[2].error.code, "unknown", "the server gives no code per task");
+  assert.ok(res[2].error instanceof NotFoundError, "the missing id's error is typed by the server's code");
+  assert.equal(res[2].error.code, "not_found");
   assert.match(res[2].error.message, /not found/);
+  const again = await insp.batchCancelTasks([batch[0]]);
+  assert.ok(again[0].error instanceof FailedPreconditionError, "canceling a canceled task again");
+  assert.equal(again[0].error.code, "failed_precondition");
 
   for (const [name, act, want] of [
     ["batchRunTasks", (x) => insp.batchRunTasks(x), TaskState.PENDING],

@@ -41,6 +41,16 @@ const names: Record<Code, CodeName> = {
   [Code.Unauthenticated]: "unauthenticated",
 };
 
+const codes = new Map<string, Code>(Object.entries(names).map(([code, name]) => [name, Number(code) as Code]));
+
+/**
+ * codeOf returns the Connect code the protocol spells name (as
+ * BatchTaskResult.code does); Code.Unknown for a name it does not know.
+ */
+export function codeOf(name: string): Code {
+  return codes.get(name) ?? Code.Unknown;
+}
+
 /** codeName returns the protocol's name of a Connect code. */
 export function codeName(code: Code): CodeName {
   return names[code] ?? "unknown";

@@ -20,6 +20,12 @@ export {
 } from "./task_options.js";
 export { DEFAULT_ENQUEUE_IN_FLIGHT } from "./batcher.js";
 export * from "./admin.js";
+export { Inspector } from "./inspector.js";
+export type { AllTasksOptions, ListTasksOptions, TaskActionResult, TaskPage } from "./inspector_tasks.js";
+export type { BulkTasksCallOptions, BulkTasksOptions } from "./inspector_bulk.js";
+export type { GroupPolicyInput, PushEndpointInput, QueueConfigInput, QueueSetting, RateLimitInput } from "./inspector_queues.js";
+export type { CronEntryInput, CronEntryUpdate, CronField, CronTaskOptions } from "./inspector_cron.js";
+export type { BrokerInfo, ClusterInfo } from "./inspector_cluster.js";
 export * from "./json.js";
 export * from "./worker.js";
 export type { PeriodicJob } from "./periodic.js";

@@ -121,7 +121,18 @@ func (e *Engine) newDepGenLocked(k key, n int) uint32 {
 
 // leftBlockedLocked is called when task k leaves BLOCKED (its edges left
 // in its dependencies' lists are stale from now on).
-func (e *Engine) leftBlockedLocked(k key) { delete(e.depGen, k) }
+func (e *Engine) leftBlockedLocked(k key) {
+	delete(e.depGen, k)
+	delete(e.depEndedAt, k)
+}
+
+// dependencyEndedLocked notes that a dependency of BLOCKED task k ended
+// at t (see Engine.depEndedAt).
+func (e *Engine) dependencyEndedLocked(k key, t int64) {
+	if t > e.depEndedAt[k] {
+		e.depEndedAt[k] = t
+	}
+}
 
 // addDepEdgeLocked records that task k, of incarnation gen, waits for the
 // task whose binary id is on, and takes state release once done waiting.
@@ -211,9 +222,12 @@ func (e *Engine) cascadeLocked(first endFrame, now int64) {
 			}
 		}
 		if release {
-			e.releaseLocked(dependent, m, ed.release, now, update)
+			// Ready no earlier than any of its dependencies ended.
+			at := max(now, e.depEndedAt[dependent])
+			e.releaseLocked(dependent, m, ed.release, at, update)
 			continue
 		}
+		e.dependencyEndedLocked(dependent, now)
 		e.commit.appendLocked(func(w *txw) error { return w.updateLive(dependent, update) }, nil)
 	}
 }

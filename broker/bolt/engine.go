@@ -137,6 +137,12 @@ type Engine struct {
 	deps    map[key][]depEdge
 	depGen  map[key]uint32
 	depGens uint32
+	// depEndedAt holds, for a BLOCKED task some of whose dependencies
+	// have ended, when the latest of those ended (Unix ns): decisions
+	// read their Now before they take the lock, so the dependency that
+	// releases the task may carry an older Now than one applied before
+	// it, and the task must not be ready before either.
+	depEndedAt map[key]int64
 	// crons holds every cron entry (cron.go).
 	crons map[string]*storagev1.CronRecord
 	// openGroups are the aggregation groups gathering, groupHeap their

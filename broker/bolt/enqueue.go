@@ -312,6 +312,9 @@ func (e *Engine) startBlockedLocked(pt *pendingTask, m *meta, q *queue) {
 	ds := pt.deps
 	release := releaseState(pt.nt.Group != "", pt.status.GetNextProcessAt(), pt.status.GetEnqueuedAt())
 	e.linkDepsLocked(pt.k, m, ds.waitingOn, release)
+	if len(ds.waitingOn) > 0 && ds.endedAt > 0 {
+		e.dependencyEndedLocked(pt.k, ds.endedAt)
+	}
 	pt.status.WaitingOn = ds.waitingOn
 	if ds.failed != "" {
 		m.flags |= flagDepFailed

@@ -69,6 +69,7 @@ func (e *Engine) reloadLocked() error {
 	e.settling = make(map[key]settled)
 	e.deps = make(map[key][]depEdge)
 	e.depGen = make(map[key]uint32)
+	e.depEndedAt = make(map[key]int64)
 	e.openGroups = make(map[groupID]*group)
 	e.memberGen = make(map[key]memberOf)
 	e.crons = make(map[string]*storagev1.CronRecord)

@@ -23,6 +23,7 @@ func depCases() []testCase {
 		{name: "DeletedDependentIDUsedAgain", env: testDepsDeletedDependentIDReused},
 		{name: "SurviveRestart", env: testDepsRestart},
 		{name: "StartedNotBeforeRelease", fn: testDepsStartedAfterRelease},
+		{name: "StartedNotBeforeEveryDependency", fn: testDepsStartedAfterEveryDependency},
 		{name: "GroupedJoinsOnRelease", env: testDepsGrouped},
 		{name: "DelayKeptPastRelease", env: testDepsDelay},
 	}
@@ -278,6 +279,34 @@ func testDepsStartedAfterRelease(t *testing.T, b broker.Broker) {
 		if got := GetTask(t, b, l.Task.ID); got.StartedAt.Before(done) {
 			t.Fatalf("dependent %s: stored started_at %s is before its dependency completed, %s", l.Task.ID, got.StartedAt, done)
 		}
+	}
+}
+
+// testDepsStartedAfterEveryDependency: the dependency whose end releases
+// a task may carry an older Now than another dependency that ended
+// before it (two sessions' results, their clocks read before the engine
+// took them in the other order). The dependent still starts no earlier
+// than either ended.
+func testDepsStartedAfterEveryDependency(t *testing.T, b broker.Broker) {
+	first, second := EnqueueOne(t, b, T0, NewTask("deps")), EnqueueOne(t, b, T0, NewTask("deps"))
+	d := EnqueueOne(t, b, T0, dependent("q", dep(first.ID, 0), dep(second.ID, 0)))
+	ls := Lease(t, b, "s1", "deps", 2, T0, TTL)
+	if len(ls) != 2 {
+		t.Fatalf("leased %d dependencies, want 2", len(ls))
+	}
+	Succeed(t, b, "s1", ls[0], at(3*time.Second)) // ended first, with the later Now
+	Succeed(t, b, "s1", ls[1], at(2*time.Second)) // its end releases d
+	RequireState(t, b, d.ID, pending)
+	latest := GetTask(t, b, ls[0].Task.ID).CompletedAt
+	l := LeaseOne(t, b, "s2", "q", at(2*time.Second))
+	if l.Task.ID != d.ID {
+		t.Fatalf("leased %s, want the dependent %s", l.Task.ID, d.ID)
+	}
+	if l.Task.StartedAt.Before(latest) {
+		t.Fatalf("the dependent started at %s, before its dependency %s completed, %s", l.Task.StartedAt, ls[0].Task.ID, latest)
+	}
+	if got := GetTask(t, b, d.ID); got.StartedAt.Before(latest) {
+		t.Fatalf("the dependent's stored started_at %s is before its dependency completed, %s", got.StartedAt, latest)
 	}
 }
 

@@ -252,13 +252,19 @@ func (t *txn) dependencyEnded(ctx context.Context, lt *liveTask, failed bool, wh
 			lt.id, lt.waiting, lt.depFailed, lastError)
 		return 0, err
 	}
-	if _, err := t.exec(ctx, `UPDATE conveyor_tasks SET waiting = 0 WHERE id = $1`, lt.id); err != nil {
+	// Ready no earlier than any of its dependencies ended: decisions read
+	// their Now before their transactions serialize, so the dependency
+	// that releases lt may carry an older Now than one that ended before.
+	var lastEnded int64
+	if err := t.queryRow(ctx, `UPDATE conveyor_tasks SET waiting = 0 WHERE id = $1
+		RETURNING (SELECT coalesce(max(d.completed_at), 0) FROM conveyor_deps e JOIN conveyor_tasks d ON d.id = e.dep_id
+		WHERE e.task_id = $1)`, lt.id).Scan(&lastEnded); err != nil {
 		return 0, err
 	}
 	if lt.expiredBy(now) {
 		return broker.StateArchived, t.expire(ctx, lt, now)
 	}
-	return 0, t.release(ctx, lt, now)
+	return 0, t.release(ctx, lt, max(now, lastEnded))
 }
 
 // release starts BLOCKED task lt, whose dependencies are all done, in its

@@ -82,6 +82,15 @@ func (e *wtEnv) waitQueue(queue string, timeout time.Duration, what string, cond
 	}
 }
 
+// reachedCap waits until g has seen n running at once, ctx ends or
+// bound passes.
+func reachedCap(ctx context.Context, g *gauge, n int64, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for g.max.Load() < n && ctx.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestQueueLimitsUnderManyWorkers runs three limited queues at once on
 // six Workers of eight slots each, and checks from the handlers' side
 // that no limit is ever exceeded and that each is reached (so a limit
@@ -137,6 +146,11 @@ func TestQueueLimitsUnderManyWorkers(t *testing.T) {
 		w.HandleFunc("capped", func(ctx context.Context, _ *conveyor.Delivery) error {
 			capped.enter()
 			defer capped.exit()
+			// The first tasks wait for each other until max_active of
+			// them run at once, so that reaching the limit does not hang
+			// on how fast a loaded machine leases: a limit applied too
+			// strictly never gets there, and the bound ends the wait.
+			reachedCap(ctx, &capped, maxActive, 10*time.Second)
 			return work(ctx)
 		})
 		w.HandleFunc("rated", func(context.Context, *conveyor.Delivery) error {

@@ -121,7 +121,9 @@ func TestHandleBatchResultsOverTheFrameBound(t *testing.T) {
 	ids := e.enqueueAll(reqs)
 	var retried int
 	for _, id := range ids {
-		info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 30*time.Second)
+		// 40 MiB of results through the engine, and nine retries of 1 MiB
+		// each: generous for a loaded machine under -race.
+		info := e.waitState(id, conveyorv1.TaskState_TASK_STATE_COMPLETED, 2*time.Minute)
 		if len(info.GetResult()) != conveyor.MaxResultBytes {
 			t.Errorf("task %s: a result of %d bytes, want %d", id, len(info.GetResult()), conveyor.MaxResultBytes)
 		}

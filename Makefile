@@ -138,7 +138,7 @@ ts-check: ts-gen ## Fail if sdks/ts/src/gen is not what protos/ generate.
 
 .PHONY: screenshots
 screenshots: ## Retake docs/screenshots with the dashboard's browser test (needs Chromium).
-	CONVEYOR_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run '^TestDashboard(TaskBrowser|AcrossQueues|DependencyGraph)?$$' ./admin/
+	CONVEYOR_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run '^TestDashboard(TaskBrowser|AcrossQueues|DependencyGraph|QueueStats)?$$' ./admin/
 
 .PHONY: lint
 lint: $(BIN)/buf $(BIN)/golangci-lint ## Lint the protos (buf) and the Go code (golangci-lint).

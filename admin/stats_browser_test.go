@@ -2,6 +2,8 @@ package admin_test
 
 import (
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestDashboardQueueStats: a queue's page shows its latency while a ready
@@ -29,5 +31,9 @@ func TestDashboardQueueStats(t *testing.T) {
 		if got := eval[string](b, "the run count", `document.querySelector('tr[data-stat=run] td.num').innerText`); got != "4" {
 			t.Errorf("the run row counts %q attempts, want 4", got)
 		}
+		if screenshots() {
+			b.do("scroll to the panel", chromedp.ScrollIntoView("section[aria-labelledby=stats-h]"))
+		}
+		b.screenshot("queue-stats")
 	})
 }

@@ -57,7 +57,10 @@ export class Execution {
   readonly batch: boolean;
   readonly group: string;
   readonly received = Date.now();
-  readonly controller = new AbortController();
+  /** ctl backs signal, made on the first read: most handlers never read it. */
+  private ctl: AbortController | undefined;
+  /** abortReason is why the delivery was stopped; undefined until it is. */
+  abortReason: Error | undefined;
   /** bound is the earliest member's own bound (ms since the epoch). */
   readonly bound: number | undefined;
   /**
@@ -73,9 +76,10 @@ export class Execution {
   started = false;
   settled = false;
   boundTimer: NodeJS.Timeout | undefined;
-  /** failed holds the outcomes a batch handler gave members with fail(). */
-  readonly failed = new Map<number, unknown>();
-  readonly progress: ProgressState = { pending: undefined, lastSent: 0, timer: undefined };
+  /** failed holds the outcomes a batch handler gave members with fail(); made on the first. */
+  failed: Map<number, unknown> | undefined;
+  /** progress is made on the handler's first progress call. */
+  progress: ProgressState | undefined;
 
   /**
    * bound, when given, is the delivery's bound instead of the members' own
@@ -96,17 +100,42 @@ export class Execution {
     this.bound = bound;
   }
 
+  /**
+   * signal aborts when the delivery must stop, with abortReason. It is
+   * made on its first read, already aborted if abort came first: one
+   * AbortController a task cost a few percent of a worker's time (W3).
+   */
+  get signal(): AbortSignal {
+    if (!this.ctl) {
+      this.ctl = new AbortController();
+      if (this.abortReason) this.ctl.abort(this.abortReason);
+    }
+    return this.ctl.signal;
+  }
+
   /** abort stops the handler with reason, if it has not been stopped yet. */
   abort(reason: Error): void {
-    if (!this.controller.signal.aborted) this.controller.abort(reason);
+    if (this.abortReason) return;
+    this.abortReason = reason;
+    this.ctl?.abort(reason);
+  }
+
+  /** fail records member i's own failure (BatchContext.fail). */
+  fail(i: number, err: unknown): void {
+    (this.failed ??= new Map()).set(i, err);
+  }
+
+  /** progressState is the delivery's progress coalescing state, made on first use. */
+  progressState(): ProgressState {
+    return (this.progress ??= { pending: undefined, lastSent: 0, timer: undefined });
   }
 
   /** clearTimers stops the execution's timers. */
   clearTimers(): void {
     if (this.boundTimer) clearTimeout(this.boundTimer);
     this.boundTimer = undefined;
-    if (this.progress.timer) clearTimeout(this.progress.timer);
-    this.progress.timer = undefined;
+    if (this.progress?.timer) clearTimeout(this.progress.timer);
+    if (this.progress) this.progress.timer = undefined;
   }
 
   /** all gives every member the same outcome. */
@@ -135,7 +164,7 @@ export class Execution {
     if (!perMember) return [this.outcome(0, ok, value, ok ? value : undefined)];
     const values = ok && Array.isArray(value) ? value : [];
     return this.tasks.map((_, i) => {
-      if (this.failed.has(i)) return this.outcome(i, false, this.failed.get(i), undefined);
+      if (this.failed?.has(i)) return this.outcome(i, false, this.failed.get(i), undefined);
       return this.outcome(i, ok, value, values[i]);
     });
   }
@@ -143,8 +172,7 @@ export class Execution {
   /** outcome maps one member's end (protocol §5.8, §5.10). */
   private outcome(i: number, ok: boolean, err: unknown, value: unknown): Result {
     if (ok) return this.result(i, TaskOutcome.SUCCESS, "", encodeResult(value));
-    const signal = this.controller.signal;
-    const reason: unknown = signal.aborted ? signal.reason : undefined;
+    const reason = this.abortReason;
     const msg = errorMessage(err);
     if (reason instanceof WorkerShutdownError) {
       // The drain abandoned the task: whatever the handler made of its

@@ -36,7 +36,6 @@ export function checkPercent(percent: number): void {
 export async function invoke(handlers: HandlerSet, ex: Execution, log: Log, progress: ProgressSink): Promise<Result[]> {
   const first = ex.tasks[0];
   if (!first) return [];
-  const signal = ex.controller.signal;
   const deadline = ex.bound === undefined ? undefined : new Date(ex.bound);
   const batchHandler = handlers.batchHandlerFor(first.type);
   const asBatch = ex.batch || (batchHandler !== undefined && !handlers.handlerFor(first.type));
@@ -46,12 +45,14 @@ export async function invoke(handlers: HandlerSet, ex: Execution, log: Log, prog
       const value = await batchHandler({
         tasks: ex.tasks,
         group: ex.group,
-        signal,
+        get signal() {
+          return ex.signal;
+        },
         deadline,
         fail: (member, err) => {
           const i = ex.memberIndex(member);
           if (i < 0) throw new RangeError("conveyor: fail() names no member of this batch");
-          ex.failed.set(i, err);
+          ex.fail(i, err);
         },
       });
       return ex.resultsFor(true, value, true);
@@ -62,7 +63,9 @@ export async function invoke(handlers: HandlerSet, ex: Execution, log: Log, prog
     }
     const value = await handler({
       task: first,
-      signal,
+      get signal() {
+        return ex.signal;
+      },
       deadline,
       attempt: first.retried + 1,
       progress: (percent, message) => {

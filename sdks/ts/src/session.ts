@@ -277,7 +277,7 @@ export class Session {
   /** progress coalesces a handler's progress: the latest value, at most one frame per interval. */
   private progress(ex: Execution, percent: number, message: string): void {
     if (ex.settled || this.ended) return;
-    const p = ex.progress;
+    const p = ex.progressState();
     p.pending = { percent: Math.round(percent), message };
     if (p.timer) return;
     const wait = p.lastSent + this.host.progressIntervalMs - Date.now();
@@ -294,9 +294,9 @@ export class Session {
 
   private flushProgress(ex: Execution): void {
     const p = ex.progress;
-    const pending = p.pending;
+    const pending = p?.pending;
     const task = ex.tasks[0];
-    if (!pending || !task) return;
+    if (!p || !pending || !task) return;
     p.pending = undefined;
     p.lastSent = Date.now();
     this.send({

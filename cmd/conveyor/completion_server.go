@@ -87,38 +87,30 @@ func (c *completion) flagValue(name string) string {
 
 func queueNames(ctx context.Context, cn *conn) ([]string, error) {
 	res, err := cn.admin.ListQueues(ctx, connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(res.Msg.GetQueues()))
-	for _, q := range res.Msg.GetQueues() {
-		names = append(names, q.GetName())
-	}
-	return names, nil
+	return namesOf(res, err, (*conveyorv1.ListQueuesResponse).GetQueues, (*conveyorv1.QueueInfo).GetName)
 }
 
 func cronIDs(ctx context.Context, cn *conn, _ *completion) ([]string, error) {
 	res, err := cn.admin.ListCrons(ctx, connect.NewRequest(&conveyorv1.ListCronsRequest{}))
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(res.Msg.GetEntries()))
-	for _, e := range res.Msg.GetEntries() {
-		ids = append(ids, e.GetId())
-	}
-	return ids, nil
+	return namesOf(res, err, (*conveyorv1.ListCronsResponse).GetEntries, (*conveyorv1.CronEntry).GetId)
 }
 
 func releaseIDs(ctx context.Context, cn *conn, _ *completion) ([]string, error) {
 	res, err := cn.admin.ListReleases(ctx, connect.NewRequest(&conveyorv1.ListReleasesRequest{}))
+	return namesOf(res, err, (*conveyorv1.ListReleasesResponse).GetReleases, (*conveyorv1.ReleaseInfo).GetReleaseId)
+}
+
+// namesOf is the name of each item a listing call answered, or its error.
+func namesOf[Res, Item any](res *connect.Response[Res], err error, items func(*Res) []Item, name func(Item) string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(res.Msg.GetReleases()))
-	for _, r := range res.Msg.GetReleases() {
-		ids = append(ids, r.GetReleaseId())
+	list := items(res.Msg)
+	names := make([]string, len(list))
+	for i, it := range list {
+		names[i] = name(it)
 	}
-	return ids, nil
+	return names, nil
 }
 
 const (

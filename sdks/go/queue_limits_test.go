@@ -19,10 +19,12 @@ import (
 // gauge counts handlers running at once and keeps the most it saw.
 type gauge struct{ cur, max atomic.Int64 }
 
-func (g *gauge) enter() {
+// enter counts one more running and returns how many run now.
+func (g *gauge) enter() int64 {
 	n := g.cur.Add(1)
 	for m := g.max.Load(); n > m && !g.max.CompareAndSwap(m, n); m = g.max.Load() {
 	}
+	return n
 }
 
 func (g *gauge) exit() { g.cur.Add(-1) }
@@ -82,15 +84,6 @@ func (e *wtEnv) waitQueue(queue string, timeout time.Duration, what string, cond
 	}
 }
 
-// reachedCap waits until g has seen n running at once, ctx ends or
-// bound passes.
-func reachedCap(ctx context.Context, g *gauge, n int64, bound time.Duration) {
-	deadline := time.Now().Add(bound)
-	for g.max.Load() < n && ctx.Err() == nil && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestQueueLimitsUnderManyWorkers runs three limited queues at once on
 // six Workers of eight slots each, and checks from the handlers' side
 // that no limit is ever exceeded and that each is reached (so a limit
@@ -118,9 +111,11 @@ func TestQueueLimitsUnderManyWorkers(t *testing.T) {
 	e.configureQueue(&conveyorv1.QueueConfig{Queue: "rated", RateLimit: &conveyorv1.RateLimit{PerSecond: rate, Burst: burst}})
 
 	var (
-		perKey sync.Map // concurrency key → *gauge
-		capped gauge
-		rated  atomic.Int64
+		perKey     sync.Map // concurrency key → *gauge
+		capped     gauge
+		rated      atomic.Int64
+		capOnce    sync.Once
+		capReached = make(chan struct{}) // closed once maxActive capped tasks run at once
 	)
 	// The work outlasts a lease's round trip to the store (a
 	// PostgreSQL commit is a millisecond or more), so that the capped
@@ -144,13 +139,19 @@ func TestQueueLimitsUnderManyWorkers(t *testing.T) {
 			return work(ctx)
 		})
 		w.HandleFunc("capped", func(ctx context.Context, _ *conveyor.Delivery) error {
-			capped.enter()
+			if capped.enter() >= maxActive {
+				capOnce.Do(func() { close(capReached) })
+			}
 			defer capped.exit()
 			// The first tasks wait for each other until max_active of
 			// them run at once, so that reaching the limit does not hang
 			// on how fast a loaded machine leases: a limit applied too
 			// strictly never gets there, and the bound ends the wait.
-			reachedCap(ctx, &capped, maxActive, 10*time.Second)
+			select {
+			case <-capReached:
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
 			return work(ctx)
 		})
 		w.HandleFunc("rated", func(context.Context, *conveyor.Delivery) error {

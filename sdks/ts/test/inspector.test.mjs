@@ -3,10 +3,9 @@
 // and every queue's), the batch forms, bulk actions with their progress,
 // and its errors typed as the Client's are. Over both protocols.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import {
   CanceledError,
-  Client,
   FailedPreconditionError,
   Inspector,
   InvalidArgumentError,
@@ -15,30 +14,20 @@ import {
   TaskState,
   UnauthenticatedError,
 } from "../dist/index.js";
+import { inspectorEnv } from "./inspector-helpers.mjs";
 import { startServer } from "./server.mjs";
 import { rejects, ulid } from "./client-helpers.mjs";
 
-let server;
-let client;
-let insp;
-before(async () => {
-  server = await startServer();
-  client = new Client({ url: server.url, batching: false });
-  insp = new Inspector({ url: server.url });
-});
-after(async () => {
-  await client?.close();
-  await server?.cleanup();
-});
+const env = inspectorEnv();
 
 /** enqueue stores a task and returns its id. */
 async function enqueue(type, options = {}) {
-  return (await client.enqueueJSON(type, {}, options)).id;
+  return (await env.client.enqueueJSON(type, {}, options)).id;
 }
 
 /** state is the task's state as the Inspector reads it. */
 async function state(id) {
-  return (await insp.getTask(id)).state;
+  return (await env.insp.getTask(id)).state;
 }
 
 /** collect gathers what an async iterable yields. */
@@ -54,10 +43,10 @@ test("a task through every single-task action, each leaving the state it says", 
   const id = await enqueue("report", { queue: "actions", processInMs: 3_600_000 });
   assert.equal(await state(id), TaskState.SCHEDULED);
   const steps = [
-    ["runTask of a scheduled task", (x) => insp.runTask(x), TaskState.PENDING],
-    ["cancelTask of a pending task", (x) => insp.cancelTask(x), TaskState.CANCELED],
-    ["runTask of a canceled task", (x) => insp.runTask(x), TaskState.PENDING],
-    ["archiveTask of a pending task", (x) => insp.archiveTask(x), TaskState.ARCHIVED],
+    ["runTask of a scheduled task", (x) => env.insp.runTask(x), TaskState.PENDING],
+    ["cancelTask of a pending task", (x) => env.insp.cancelTask(x), TaskState.CANCELED],
+    ["runTask of a canceled task", (x) => env.insp.runTask(x), TaskState.PENDING],
+    ["archiveTask of a pending task", (x) => env.insp.archiveTask(x), TaskState.ARCHIVED],
   ];
   for (const [name, act, want] of steps) {
     const info = await act(id);
@@ -65,15 +54,15 @@ test("a task through every single-task action, each leaving the state it says", 
     assert.equal(info.state, want, `${name}: the answer's state`);
     assert.equal(await state(id), want, `${name}: the stored state`);
   }
-  assert.ok((await rejects(insp.archiveTask(id))) instanceof FailedPreconditionError, "archiveTask of an archived task");
-  assert.ok((await rejects(insp.cancelTask(id))) instanceof FailedPreconditionError, "cancelTask of an archived task");
+  assert.ok((await rejects(env.insp.archiveTask(id))) instanceof FailedPreconditionError, "archiveTask of an archived task");
+  assert.ok((await rejects(env.insp.cancelTask(id))) instanceof FailedPreconditionError, "cancelTask of an archived task");
 
-  await insp.deleteTask(id);
-  assert.ok((await rejects(insp.getTask(id))) instanceof NotFoundError, "getTask after deleteTask");
-  const again = await rejects(insp.deleteTask(id));
+  await env.insp.deleteTask(id);
+  assert.ok((await rejects(env.insp.getTask(id))) instanceof NotFoundError, "getTask after deleteTask");
+  const again = await rejects(env.insp.deleteTask(id));
   assert.ok(again instanceof NotFoundError, "deleteTask again");
   assert.equal(again.code, "not_found");
-  assert.ok((await rejects(insp.runTask(""))) instanceof InvalidArgumentError, "runTask of no id");
+  assert.ok((await rejects(env.insp.runTask(""))) instanceof InvalidArgumentError, "runTask of no id");
 });
 
 test("listTasks keeps what its filters say, and pages follow one another in id order", async () => {
@@ -95,52 +84,52 @@ test("listTasks keeps what its filters say, and pages follow one another in id o
     ["a queue never used", { queue: "unknown" }, []],
   ];
   for (const [name, opts, want] of cases) {
-    const page = await insp.listTasks(opts);
+    const page = await env.insp.listTasks(opts);
     assert.deepEqual(ids(page.tasks), want, name);
     assert.equal(page.nextPageToken, "", `${name}: the last page`);
   }
 
-  const first = await insp.listTasks({ queue: "listing", pageSize: 2 });
+  const first = await env.insp.listTasks({ queue: "listing", pageSize: 2 });
   assert.deepEqual(ids(first.tasks), all.slice(0, 2));
   assert.notEqual(first.nextPageToken, "");
-  const second = await insp.listTasks({ queue: "listing", pageSize: 2, pageToken: first.nextPageToken });
+  const second = await env.insp.listTasks({ queue: "listing", pageSize: 2, pageToken: first.nextPageToken });
   assert.deepEqual(ids(second.tasks), all.slice(2, 4));
 
-  assert.ok((await rejects(insp.listTasks({ queue: "-bad" }))) instanceof InvalidArgumentError, "an invalid queue");
-  assert.ok((await rejects(insp.listTasks({ queue: "listing", pageSize: 1001 }))) instanceof InvalidArgumentError, "1001 a page");
-  assert.ok((await rejects(insp.listTasks({ queue: "listing", pageSize: 2 ** 32 }))) instanceof InvalidArgumentError, "2^32 a page");
+  assert.ok((await rejects(env.insp.listTasks({ queue: "-bad" }))) instanceof InvalidArgumentError, "an invalid queue");
+  assert.ok((await rejects(env.insp.listTasks({ queue: "listing", pageSize: 1001 }))) instanceof InvalidArgumentError, "1001 a page");
+  assert.ok((await rejects(env.insp.listTasks({ queue: "listing", pageSize: 2 ** 32 }))) instanceof InvalidArgumentError, "2^32 a page");
 });
 
 test("allTasks pages through many tasks of a queue, and through every queue without one", async () => {
   const items = Array.from({ length: 250 }, () => ({ type: "bulk-list", options: { queue: "paging-a" } }));
-  const res = await client.enqueueBatch(items);
+  const res = await env.client.enqueueBatch(items);
   const a = res.map((r) => r.task.id);
   const b = [await enqueue("t", { queue: "paging-b" }), await enqueue("t", { queue: "paging-b" })];
 
-  assert.deepEqual(ids(await collect(insp.allTasks({ queue: "paging-a", pageSize: 40 }))), a, "a queue, 40 a page");
-  assert.deepEqual(ids(await collect(insp.allTasks({ queue: "paging-a" }))), a, "a queue, the server's page size");
+  assert.deepEqual(ids(await collect(env.insp.allTasks({ queue: "paging-a", pageSize: 40 }))), a, "a queue, 40 a page");
+  assert.deepEqual(ids(await collect(env.insp.allTasks({ queue: "paging-a" }))), a, "a queue, the server's page size");
 
   const firstTwo = [];
-  for await (const t of insp.allTasks({ queue: "paging-a", pageSize: 1 })) {
+  for await (const t of env.insp.allTasks({ queue: "paging-a", pageSize: 1 })) {
     firstTwo.push(t.id);
     if (firstTwo.length === 2) break;
   }
   assert.deepEqual(firstTwo, a.slice(0, 2), "stopped after two");
 
   // Every queue, in name order: the other tests' queues too, so look at these two.
-  const every = ids(await collect(insp.allTasks({ type: "t", pageSize: 1 })));
+  const every = ids(await collect(env.insp.allTasks({ type: "t", pageSize: 1 })));
   assert.deepEqual(every.filter((id) => b.includes(id)), b, "every queue: paging-b's tasks, in order");
-  const everyA = ids(await collect(insp.allTasks({ type: "bulk-list", pageSize: 100 })));
+  const everyA = ids(await collect(env.insp.allTasks({ type: "bulk-list", pageSize: 100 })));
   assert.deepEqual(everyA, a, "every queue, filtered by type");
 
-  await assert.rejects(collect(insp.allTasks({ pageToken: "x" })), InvalidArgumentError, "a page token without its queue");
-  await assert.rejects(collect(insp.allTasks({ queue: "no good" })), InvalidArgumentError, "an invalid queue");
+  await assert.rejects(collect(env.insp.allTasks({ pageToken: "x" })), InvalidArgumentError, "a page token without its queue");
+  await assert.rejects(collect(env.insp.allTasks({ queue: "no good" })), InvalidArgumentError, "an invalid queue");
 });
 
 test("the batch forms act on every id they can, and say why not for the others, in order", async () => {
   const batch = [await enqueue("t", { queue: "batch" }), await enqueue("t", { queue: "batch" })];
   const missing = ulid();
-  const res = await insp.batchCancelTasks([...batch, missing]);
+  const res = await env.insp.batchCancelTasks([...batch, missing]);
   assert.equal(res.length, 3);
   for (const [i, id] of batch.entries()) {
     assert.deepEqual(res[i], { id }, `batchCancelTasks result ${i}`);
@@ -150,21 +139,21 @@ test("the batch forms act on every id they can, and say why not for the others, 
   assert.ok(res[2].error instanceof NotFoundError, "the missing id's error is typed by the server's code");
   assert.equal(res[2].error.code, "not_found");
   assert.match(res[2].error.message, /not found/);
-  const again = await insp.batchCancelTasks([batch[0]]);
+  const again = await env.insp.batchCancelTasks([batch[0]]);
   assert.ok(again[0].error instanceof FailedPreconditionError, "canceling a canceled task again");
   assert.equal(again[0].error.code, "failed_precondition");
 
   for (const [name, act, want] of [
-    ["batchRunTasks", (x) => insp.batchRunTasks(x), TaskState.PENDING],
-    ["batchArchiveTasks", (x) => insp.batchArchiveTasks(x), TaskState.ARCHIVED],
+    ["batchRunTasks", (x) => env.insp.batchRunTasks(x), TaskState.PENDING],
+    ["batchArchiveTasks", (x) => env.insp.batchArchiveTasks(x), TaskState.ARCHIVED],
   ]) {
     const r = await act(batch);
     assert.deepEqual(r, batch.map((id) => ({ id })), name);
     for (const id of batch) assert.equal(await state(id), want, name);
   }
-  assert.deepEqual(await insp.batchDeleteTasks(batch), batch.map((id) => ({ id })));
-  for (const id of batch) assert.ok((await rejects(insp.getTask(id))) instanceof NotFoundError);
-  assert.ok((await rejects(insp.batchRunTasks([]))) instanceof InvalidArgumentError, "no id");
+  assert.deepEqual(await env.insp.batchDeleteTasks(batch), batch.map((id) => ({ id })));
+  for (const id of batch) assert.ok((await rejects(env.insp.getTask(id))) instanceof NotFoundError);
+  assert.ok((await rejects(env.insp.batchRunTasks([]))) instanceof InvalidArgumentError, "no id");
 });
 
 test("bulkTasks acts on every task its filter matches, reporting its progress, or is refused whole", async () => {
@@ -173,7 +162,7 @@ test("bulkTasks acts on every task its filter matches, reporting its progress, o
   const report = await enqueue("report", { queue: "bulk" });
 
   const reports = [];
-  const got = await insp.bulkTasks(TaskAction.ARCHIVE, {
+  const got = await env.insp.bulkTasks(TaskAction.ARCHIVE, {
     queue: "bulk", state: TaskState.PENDING, type: "email", onProgress: (p) => reports.push(p),
   });
   assert.deepEqual([got.total, got.succeeded, got.failed, got.done], [5n, 5n, 0n, true], "the final counts");
@@ -181,33 +170,33 @@ test("bulkTasks acts on every task its filter matches, reporting its progress, o
   for (const id of emails) assert.equal(await state(id), TaskState.ARCHIVED);
   assert.equal(await state(report), TaskState.PENDING, "the task of another type");
 
-  const refused = await rejects(insp.bulkTasks(TaskAction.RUN, { queue: "bulk", state: TaskState.PENDING }));
+  const refused = await rejects(env.insp.bulkTasks(TaskAction.RUN, { queue: "bulk", state: TaskState.PENDING }));
   assert.ok(refused instanceof FailedPreconditionError, `running pending tasks: ${refused}`);
-  assert.ok((await rejects(insp.bulkTasks(TaskAction.RUN, { queue: "bulk" }))) instanceof InvalidArgumentError, "no state");
-  const noAction = await rejects(insp.bulkTasks(TaskAction.UNSPECIFIED, { queue: "bulk", state: TaskState.PENDING }));
+  assert.ok((await rejects(env.insp.bulkTasks(TaskAction.RUN, { queue: "bulk" }))) instanceof InvalidArgumentError, "no state");
+  const noAction = await rejects(env.insp.bulkTasks(TaskAction.UNSPECIFIED, { queue: "bulk", state: TaskState.PENDING }));
   assert.ok(noAction instanceof InvalidArgumentError, "no action");
 
   // As an async iterator.
-  const seen = await collect(insp.bulkTasksProgress(TaskAction.DELETE, { queue: "bulk", state: TaskState.ARCHIVED }));
+  const seen = await collect(env.insp.bulkTasksProgress(TaskAction.DELETE, { queue: "bulk", state: TaskState.ARCHIVED }));
   const last = seen.at(-1);
   assert.deepEqual([last.total, last.succeeded, last.done], [5n, 5n, true]);
   assert.ok(seen.slice(0, -1).every((p) => !p.done), "only the last report is done");
-  assert.deepEqual(ids((await insp.listTasks({ queue: "bulk" })).tasks), [report], "after the bulk delete");
-  await assert.rejects(collect(insp.bulkTasksProgress(TaskAction.RUN, { queue: "bulk", state: TaskState.PENDING })), FailedPreconditionError);
+  assert.deepEqual(ids((await env.insp.listTasks({ queue: "bulk" })).tasks), [report], "after the bulk delete");
+  await assert.rejects(collect(env.insp.bulkTasksProgress(TaskAction.RUN, { queue: "bulk", state: TaskState.PENDING })), FailedPreconditionError);
 });
 
 test("a call's signal aborts it with CanceledError", async () => {
   const ac = new AbortController();
   ac.abort();
-  assert.ok((await rejects(insp.listQueues({ signal: ac.signal }))) instanceof CanceledError);
-  assert.ok((await rejects(insp.listTasks({ queue: "q", signal: ac.signal }))) instanceof CanceledError);
-  const bulk = insp.bulkTasks(TaskAction.ARCHIVE, { queue: "q", state: TaskState.PENDING, signal: ac.signal });
+  assert.ok((await rejects(env.insp.listQueues({ signal: ac.signal }))) instanceof CanceledError);
+  assert.ok((await rejects(env.insp.listTasks({ queue: "q", signal: ac.signal }))) instanceof CanceledError);
+  const bulk = env.insp.bulkTasks(TaskAction.ARCHIVE, { queue: "q", state: TaskState.PENDING, signal: ac.signal });
   assert.ok((await rejects(bulk)) instanceof CanceledError);
 });
 
 for (const protocol of ["grpc", "connect"]) {
   test(`a unary call, a listing and the BulkTasks stream work over ${protocol}`, async () => {
-    const i = new Inspector({ url: server.url, protocol });
+    const i = new Inspector({ url: env.server.url, protocol });
     const queue = `proto-${protocol}`;
     const id = await enqueue("t", { queue });
     assert.equal((await i.getTask(id)).id, id);

@@ -25,6 +25,15 @@ export async function enqueue(tasks, type, payload, extra = {}) {
   return res.task.id;
 }
 
+/** runWorker runs worker until the end of test t, then stops it and waits for run to end. */
+export function runWorker(t, worker) {
+  const running = worker.run();
+  t.after(async () => {
+    await worker.stop();
+    await running;
+  });
+}
+
 /** waitFor polls fn (every 50ms) until it returns a truthy value, at most ms. */
 export async function waitFor(fn, what, ms = 20_000) {
   const end = Date.now() + ms;

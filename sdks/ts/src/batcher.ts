@@ -1,6 +1,6 @@
 import { clone } from "@bufbuild/protobuf";
 import { Code, type Client as ConnectClient } from "@connectrpc/connect";
-import { type ConveyorError, errorFor, toConveyorError } from "./errors.js";
+import { abortError, codeOf, type ConveyorError, errorFor, toConveyorError } from "./errors.js";
 import type { TaskService } from "./gen/conveyor/v1/service_pb.js";
 import {
   type EnqueueBatchResult,
@@ -55,45 +55,11 @@ interface Batch {
 }
 
 /**
- * abortError is the error of a call whose signal fired: DeadlineExceededError
- * when its reason is a timeout (AbortSignal.timeout), else CanceledError.
- */
-export function abortError(signal: AbortSignal): ConveyorError {
-  const reason: unknown = signal.reason;
-  const timeout = reason instanceof Error && reason.name === "TimeoutError";
-  const why = reason instanceof Error ? reason.message : "the call's signal was aborted";
-  return errorFor(timeout ? Code.DeadlineExceeded : Code.Canceled, `conveyor: ${why}`, reason);
-}
-
-/**
  * itemError is the typed error of a failed EnqueueBatch item, from the
  * code the server gave for it (CONTRACT "Per-item error codes").
  */
 export function itemError(r: EnqueueBatchResult): ConveyorError {
   return errorFor(codeOf(r.code), r.error);
-}
-
-const codes: Record<string, Code> = {
-  canceled: Code.Canceled,
-  unknown: Code.Unknown,
-  invalid_argument: Code.InvalidArgument,
-  deadline_exceeded: Code.DeadlineExceeded,
-  not_found: Code.NotFound,
-  already_exists: Code.AlreadyExists,
-  permission_denied: Code.PermissionDenied,
-  resource_exhausted: Code.ResourceExhausted,
-  failed_precondition: Code.FailedPrecondition,
-  aborted: Code.Aborted,
-  out_of_range: Code.OutOfRange,
-  unimplemented: Code.Unimplemented,
-  internal: Code.Internal,
-  unavailable: Code.Unavailable,
-  data_loss: Code.DataLoss,
-  unauthenticated: Code.Unauthenticated,
-};
-
-function codeOf(name: string): Code {
-  return codes[name] ?? Code.Unknown;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Code, createClient } from "@connectrpc/connect";
-import { abortError, DEFAULT_ENQUEUE_IN_FLIGHT, EnqueueBatcher, itemError, type TaskClient, unaryEnqueue, unbrief } from "./batcher.js";
-import { type ConveyorError, errorFor, toConveyorError } from "./errors.js";
+import { DEFAULT_ENQUEUE_IN_FLIGHT, EnqueueBatcher, itemError, type TaskClient, unaryEnqueue, unbrief } from "./batcher.js";
+import { abortError, callError, type ConveyorError, errorFor, toConveyorError } from "./errors.js";
 import { TaskService } from "./gen/conveyor/v1/service_pb.js";
 import type { EnqueueRequest, TaskInfo } from "./gen/conveyor/v1/task_pb.js";
 import { JSON_CONTENT_TYPE, jsonPayload } from "./json.js";
@@ -249,10 +249,4 @@ function checkBatch(items: EnqueueItem[]): void {
     const n = Array.isArray(items) ? items.length : typeof items;
     throw errorFor(Code.InvalidArgument, `conveyor: a batch holds 1..${MAX_BATCH_ITEMS} items, got ${n}`);
   }
-}
-
-/** callError is the error of a failed call: its abort's when signal fired. */
-function callError(err: unknown, signal: AbortSignal | undefined): ConveyorError {
-  if (signal?.aborted) return abortError(signal);
-  return toConveyorError(err);
 }

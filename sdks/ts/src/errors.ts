@@ -129,3 +129,20 @@ export function toConveyorError(err: unknown): ConveyorError {
   const ce = ConnectError.from(err);
   return errorFor(ce.code, ce.rawMessage, err);
 }
+
+/**
+ * abortError is the error of a call whose signal fired: DeadlineExceededError
+ * when its reason is a timeout (AbortSignal.timeout), else CanceledError.
+ */
+export function abortError(signal: AbortSignal): ConveyorError {
+  const reason: unknown = signal.reason;
+  const timeout = reason instanceof Error && reason.name === "TimeoutError";
+  const why = reason instanceof Error ? reason.message : "the call's signal was aborted";
+  return errorFor(timeout ? Code.DeadlineExceeded : Code.Canceled, `conveyor: ${why}`, reason);
+}
+
+/** callError is the error of a failed call: its abort's when signal fired. */
+export function callError(err: unknown, signal: AbortSignal | undefined): ConveyorError {
+  if (signal?.aborted) return abortError(signal);
+  return toConveyorError(err);
+}

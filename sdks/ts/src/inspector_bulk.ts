@@ -1,8 +1,8 @@
 import { Code } from "@connectrpc/connect";
-import { errorFor } from "./errors.js";
+import { callError, errorFor } from "./errors.js";
 import type { BulkTasksProgress, TaskAction } from "./gen/conveyor/v1/admin_pb.js";
 import { TaskState } from "./gen/conveyor/v1/task_pb.js";
-import { callError, type InspectorRpc } from "./inspector_rpc.js";
+import type { InspectorRpc } from "./inspector_rpc.js";
 import type { CallOptions } from "./client.js";
 
 /**

@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import type { AdminClient } from "./admin.js";
-import { abortError, type TaskClient } from "./batcher.js";
-import { type ConveyorError, errorFor, toConveyorError } from "./errors.js";
+import type { TaskClient } from "./batcher.js";
+import { callError, errorFor } from "./errors.js";
 import { MAX_INT32 } from "./task_options.js";
 
 /**
@@ -24,12 +24,6 @@ export async function rpc<T>(signal: AbortSignal | undefined, call: () => Promis
   } catch (err) {
     throw callError(err, signal);
   }
-}
-
-/** callError is the error of a failed call: its abort's when signal fired. */
-export function callError(err: unknown, signal: AbortSignal | undefined): ConveyorError {
-  if (signal?.aborted) return abortError(signal);
-  return toConveyorError(err);
 }
 
 /** invalid throws the InvalidArgumentError of a value the SDK refuses before any call. */

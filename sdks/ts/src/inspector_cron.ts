@@ -103,10 +103,10 @@ export type CronField = keyof typeof CRON_FIELDS | `options.${keyof CronTaskOpti
  * is (bounds, names, option exclusions), so a bad one fails before any
  * call with an InvalidArgumentError naming the field.
  */
-function cronEntry(e: Partial<CronEntryInput>): CronEntry {
-  // An update that leaves the type alone gives none: a stand-in passes
+export function cronEntry(e: Partial<CronEntryInput>): CronEntry {
+  // An update that leaves the type alone gives none (undefined): a stand-in passes
   // enqueueRequest's check of it, and is not sent.
-  const req = enqueueRequest(e.type || "-", e.payload, {
+  const req = enqueueRequest(e.type ?? "-", e.payload, {
     ...e.options, queue: e.queue, contentType: e.contentType, metadata: e.metadata,
   });
   return create(CronEntrySchema, {

@@ -2,8 +2,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { AdminClient } from "./admin.js";
-import { CronEntrySchema, type CronEntry } from "./gen/conveyor/v1/admin_pb.js";
-import { enqueueRequest, type EnqueueOptions } from "./task_options.js";
+import type { CronEntry } from "./gen/conveyor/v1/admin_pb.js";
+import { cronEntry } from "./inspector_cron.js";
+import type { EnqueueOptions } from "./task_options.js";
 
 /**
  * Periodic jobs: cron entries declared beside the handlers that run them.
@@ -25,13 +26,10 @@ export interface PeriodicJob {
   options?: EnqueueOptions;
 }
 
-/** cronEntry is the entry job declares (its task checked as an enqueue's is). */
-export function cronEntry(job: PeriodicJob): CronEntry {
-  const req = enqueueRequest(job.type, job.payload, job.options ?? {});
-  return create(CronEntrySchema, {
-    id: job.id, spec: job.spec, queue: req.queue, type: req.type, payload: req.payload,
-    contentType: req.contentType, metadata: req.metadata, options: req.options,
-  });
+/** periodicEntry is the entry job declares (its task checked as an enqueue's is). */
+export function periodicEntry(job: PeriodicJob): CronEntry {
+  const { queue, contentType, metadata, ...options } = job.options ?? {};
+  return cronEntry({ id: job.id, spec: job.spec, type: job.type, payload: job.payload, queue, contentType, metadata, options });
 }
 
 /** TEMPLATE are the fields of an entry's task template, by their mask names. */

@@ -4,7 +4,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
 import type { CronEntry } from "./gen/conveyor/v1/admin_pb.js";
 import { createAdminClient } from "./admin.js";
-import { cronEntry, declare, retryable, type PeriodicJob } from "./periodic.js";
+import { declare, periodicEntry, retryable, type PeriodicJob } from "./periodic.js";
 import { HelloSchema, WorkerMessageSchema, type ServerMessage, type Welcome } from "./gen/conveyor/v1/worker_pb.js";
 import { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } from "./backoff.js";
 import { ConveyorError, toConveyorError } from "./errors.js";
@@ -189,7 +189,7 @@ export class Worker implements SessionHost {
   periodic(job: PeriodicJob): this {
     if (!job.id || !job.spec) throw new TypeError("conveyor: a periodic job needs an id and a spec");
     if (this.periodicJobs.has(job.id)) throw new TypeError(`conveyor: periodic job ${JSON.stringify(job.id)} is declared twice`);
-    this.periodicJobs.set(job.id, cronEntry(job));
+    this.periodicJobs.set(job.id, periodicEntry(job));
     return this;
   }
 

@@ -134,8 +134,11 @@ export class Execution {
   clearTimers(): void {
     if (this.boundTimer) clearTimeout(this.boundTimer);
     this.boundTimer = undefined;
-    if (this.progress?.timer) clearTimeout(this.progress.timer);
-    if (this.progress) this.progress.timer = undefined;
+    const p = this.progress;
+    if (p?.timer) {
+      clearTimeout(p.timer);
+      p.timer = undefined;
+    }
   }
 
   /** all gives every member the same outcome. */

@@ -1,7 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { hostname } from "node:os";
-import { createClient, type Client } from "@connectrpc/connect";
-import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
 import type { CronEntry } from "./gen/conveyor/v1/admin_pb.js";
 import { createAdminClient } from "./admin.js";
 import { declare, periodicEntry, retryable, type PeriodicJob } from "./periodic.js";
@@ -10,9 +8,9 @@ import { reconnectDelay, DEFAULT_RECONNECT_BASE_MS, DEFAULT_RECONNECT_MAX_MS } f
 import { ConveyorError, toConveyorError } from "./errors.js";
 import { decodeJSON, type BatchHandler, type Handler, type JSONHandler } from "./handler.js";
 import { toLog, type Log, type WorkerLogger } from "./logger.js";
-import { Outbox } from "./outbox.js";
 import { Session, type SessionHost } from "./session.js";
-import { createTransport, type ConnectionOptions } from "./transport.js";
+import { SessionDialer, type SessionStream } from "./session_stream.js";
+import type { ConnectionOptions } from "./transport.js";
 import { VERSION } from "./version.js";
 
 /** DEFAULT_WORKER_CONCURRENCY is how many tasks a Worker runs at once unless set (as the Go SDK). */
@@ -106,7 +104,7 @@ export class Worker implements SessionHost {
   readonly progressIntervalMs: number;
   readonly drainTimeoutMs: number;
   private readonly opts: WorkerOptions;
-  private readonly client: Client<typeof WorkerService> | undefined;
+  private readonly dialer: SessionDialer | undefined;
   private readonly queues: Record<string, number>;
   private readonly concurrency: number;
   private readonly releaseId: string;
@@ -128,10 +126,10 @@ export class Worker implements SessionHost {
     this.progressIntervalMs = nonNegative("progressIntervalMs", opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     this.logger = toLog(opts.logger);
     this.releaseId = opts.releaseId ?? process.env[RELEASE_ID_ENV] ?? "";
-    // One transport for every session: its HTTP/2 connection is reused,
-    // and redialed when a session finds it gone (keepalive pings find a
-    // dead one). Made now so a bad URL or protocol throws here, not in run().
-    this.client = opts.url === undefined ? undefined : createClient(WorkerService, createTransport({ ...opts, url: opts.url }));
+    // One dialer for every session: its HTTP/2 connection is reused, and
+    // redialed when a session finds it gone (keepalive pings find a dead
+    // one). Made now so a bad URL or protocol throws here, not in run().
+    this.dialer = opts.url === undefined ? undefined : new SessionDialer({ ...opts, url: opts.url });
   }
 
   /**
@@ -233,8 +231,8 @@ export class Worker implements SessionHost {
    */
   run(opts: RunOptions = {}): Promise<void> {
     if (this.running) throw new Error("conveyor: Worker.run was already called");
-    const client = this.client;
-    if (!client) {
+    const dialer = this.dialer;
+    if (!dialer) {
       throw new TypeError("conveyor: Worker.run needs WorkerOptions.url, the server to hold sessions with (this Worker has none: it serves push requests only)");
     }
     const onSignal = (): void => void this.stop();
@@ -242,7 +240,7 @@ export class Worker implements SessionHost {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
-    this.running = this.declarePeriodic().then(() => this.loop(client)).finally(() => {
+    this.running = this.declarePeriodic().then(() => this.loop(dialer)).finally(() => {
       if (opts.signals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -264,12 +262,12 @@ export class Worker implements SessionHost {
     if (this.running) await this.running.catch(() => {});
   }
 
-  private async loop(client: Client<typeof WorkerService>): Promise<void> {
+  private async loop(dialer: SessionDialer): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
       const slots = await this.awaitCapacity();
       if (slots === 0) break;
-      const { established, error } = await this.serve(client, slots);
+      const { established, error } = await this.serve(dialer, slots);
       if (established) failures = 0;
       if (this.stopping) break;
       if (error && isFatal(error)) throw error;
@@ -344,10 +342,10 @@ export class Worker implements SessionHost {
   }
 
   /** serve runs one session: Hello, Welcome, then frames until the stream ends. */
-  private async serve(client: Client<typeof WorkerService>, slots: number): Promise<{ established: boolean; error: ConveyorError | Error | undefined }> {
+  private async serve(dialer: SessionDialer, slots: number): Promise<{ established: boolean; error: ConveyorError | Error | undefined }> {
     const abort = new AbortController();
-    const outbox = new Outbox();
-    outbox.push(create(WorkerMessageSchema, {
+    const stream = dialer.open(abort.signal);
+    stream.push(create(WorkerMessageSchema, {
       frame: {
         case: "hello",
         value: create(HelloSchema, {
@@ -365,7 +363,6 @@ export class Worker implements SessionHost {
         }),
       },
     }));
-    const stream = client.session(outbox, { signal: abort.signal })[Symbol.asyncIterator]();
     let session: Session | undefined;
     let endStream: () => void = () => {};
     const streamEnded = new Promise<void>((resolve) => {
@@ -381,18 +378,17 @@ export class Worker implements SessionHost {
       void s.drain(streamEnded).then(() => abort.abort(new Error("conveyor: the worker stopped")));
     });
     try {
-      const welcome = await this.handshake(stream, abort);
-      if (!welcome) return { established: false, error: undefined };
-      session = new Session(this, outbox, slots, welcome);
+      const first = await this.handshake(stream, abort);
+      if (!first) return { established: false, error: undefined };
+      const [welcome, rest] = first;
+      session = new Session(this, stream, slots, welcome);
       this.logger.info("worker session established", {
         session: welcome.sessionId, serverVersion: welcome.serverVersion,
       });
       this.opts.onSession?.(welcome.sessionId);
       const s = session;
-      for (;;) {
-        const r = await stream.next();
-        if (r.done) break;
-        s.handle(r.value);
+      for (let batch: ServerMessage[] | undefined = rest; batch; batch = await stream.read()) {
+        for (const msg of batch) s.handle(msg);
       }
       return { established: true, error: undefined };
     } catch (err) {
@@ -401,30 +397,33 @@ export class Worker implements SessionHost {
     } finally {
       session?.end();
       endStream();
-      outbox.close();
+      stream.close();
       offStop();
       if (!abort.signal.aborted) abort.abort(new Error("conveyor: the session ended"));
     }
   }
 
-  /** handshake waits for Welcome, the server's first frame; undefined if the worker stopped. */
+  /**
+   * handshake waits for Welcome, the server's first frame, and gives it
+   * with the frames that came with it; undefined if the worker stopped.
+   */
   private async handshake(
-    stream: AsyncIterator<ServerMessage>,
+    stream: SessionStream,
     abort: AbortController,
-  ): Promise<Welcome | undefined> {
+  ): Promise<[Welcome, ServerMessage[]] | undefined> {
     const timer = setTimeout(
       () => abort.abort(new Error(`conveyor: no Welcome within ${HANDSHAKE_TIMEOUT_MS}ms of Hello`)),
       HANDSHAKE_TIMEOUT_MS,
     );
     timer.unref();
     try {
-      const r = await stream.next();
-      if (r.done) throw new Error("conveyor: the server ended the stream before Welcome");
-      const f = r.value.frame;
+      const batch = await stream.read();
+      if (!batch) throw new Error("conveyor: the server ended the stream before Welcome");
+      const f = (batch[0] as ServerMessage).frame;
       if (f.case !== "welcome") {
         throw new Error(`conveyor: the server's first frame is ${f.case ?? "empty"}, not Welcome`);
       }
-      return f.value;
+      return [f.value, batch.slice(1)];
     } catch (err) {
       if (this.stopping) return undefined;
       if (abort.signal.aborted && abort.signal.reason instanceof Error) throw abort.signal.reason;

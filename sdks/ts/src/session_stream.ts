@@ -113,6 +113,8 @@ export class SessionStream implements Outbox {
   /** parts hold received bytes not yet parsed, partsLength their length. */
   private parts: Buffer[] = [];
   private partsLength = 0;
+  /** need is the length of the first message not yet parsed, with its header; 0 until its header is in. */
+  private need = 0;
   private header: Headers | undefined;
   private trailer = new Headers();
   private endStreamSeen = false;
@@ -252,13 +254,21 @@ export class SessionStream implements Outbox {
     if (this.inbox.length > received) this.wake();
   }
 
-  /** parse takes every whole message out of the received bytes. */
+  /**
+   * parse takes every whole message out of the received bytes. The bytes
+   * are joined only once the first message is whole (its length known
+   * from its header), so a large message arriving in many chunks is
+   * copied once, not once a chunk.
+   */
   private parse(): void {
     for (;;) {
       if (this.partsLength < envelopeHeader) return;
-      let buf = this.joined();
-      const length = buf.readUInt32BE(1);
-      if (this.partsLength < envelopeHeader + length) return;
+      if (this.need === 0) {
+        if ((this.parts[0] as Buffer).length < envelopeHeader) this.joined();
+        this.need = envelopeHeader + (this.parts[0] as Buffer).readUInt32BE(1);
+      }
+      if (this.partsLength < this.need) return;
+      const buf = this.joined();
       let offset = 0;
       while (buf.length - offset >= envelopeHeader) {
         const flags = buf[offset] as number;
@@ -272,13 +282,14 @@ export class SessionStream implements Outbox {
         offset = end;
         if (this.finished) return;
       }
-      buf = buf.subarray(offset);
-      this.parts = buf.length > 0 ? [buf] : [];
-      this.partsLength = buf.length;
+      const rest = buf.subarray(offset);
+      this.parts = rest.length > 0 ? [rest] : [];
+      this.partsLength = rest.length;
+      this.need = 0;
     }
   }
 
-  /** joined makes the received bytes one buffer (once a whole message is there, so each byte is copied at most once more). */
+  /** joined makes the received bytes one buffer. */
   private joined(): Buffer {
     if (this.parts.length > 1) this.parts = [Buffer.concat(this.parts, this.partsLength)];
     return this.parts[0] as Buffer;

@@ -78,6 +78,11 @@ export class SessionDialer {
     return new SessionStream(this.manager, this.protocol, this.requestHeaders(), signal);
   }
 
+  /** close closes the connection, and with it any call still open. */
+  close(): void {
+    this.manager.abort();
+  }
+
   private requestHeaders(): http2.OutgoingHttpHeaders {
     const user = this.token ? { authorization: `Bearer ${this.token}` } : undefined;
     const h = this.protocol === "grpc"

@@ -241,6 +241,7 @@ export class Worker implements SessionHost {
       process.on("SIGINT", onSignal);
     }
     this.running = this.declarePeriodic().then(() => this.loop(dialer)).finally(() => {
+      dialer.close(); // run is over for good: no idle connection is left behind
       if (opts.signals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);

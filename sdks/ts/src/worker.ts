@@ -10,6 +10,7 @@ import { decodeJSON, type BatchHandler, type Handler, type JSONHandler } from ".
 import { toLog, type Log, type WorkerLogger } from "./logger.js";
 import { Session, type SessionHost } from "./session.js";
 import { SessionDialer, type SessionStream } from "./session_stream.js";
+import { MAX_NAME_BYTES, validQueueName } from "./task_options.js";
 import type { ConnectionOptions } from "./transport.js";
 import { VERSION } from "./version.js";
 
@@ -23,8 +24,6 @@ export const DEFAULT_PROGRESS_INTERVAL_MS = 1_000;
 export const RELEASE_ID_ENV = "CONVEYOR_RELEASE_ID";
 /** HANDSHAKE_TIMEOUT_MS bounds the wait for Welcome after Hello. */
 const HANDSHAKE_TIMEOUT_MS = 30_000;
-
-const queueNameRE = /^[a-zA-Z0-9][a-zA-Z0-9\-_.]*$/;
 
 /** WorkerOptions configure a Worker: the server, its queues and its limits. */
 export interface WorkerOptions extends Omit<ConnectionOptions, "url"> {
@@ -445,8 +444,10 @@ function checkQueues(queues: Record<string, number>): Record<string, number> {
   const names = Object.keys(queues);
   if (names.length === 0) throw new TypeError("conveyor: a worker needs at least one queue");
   for (const name of names) {
-    if (!queueNameRE.test(name)) {
-      throw new TypeError(`conveyor: queue name ${JSON.stringify(name)} must match ${queueNameRE.source}`);
+    if (!validQueueName(name)) {
+      throw new TypeError(
+        `conveyor: queue name ${JSON.stringify(name)} must match ^[a-zA-Z0-9][a-zA-Z0-9-_.]*$ (at most ${MAX_NAME_BYTES} bytes)`,
+      );
     }
     positiveInt(`weight of queue ${JSON.stringify(name)}`, queues[name] ?? 0);
   }

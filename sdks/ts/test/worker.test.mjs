@@ -235,6 +235,7 @@ test("reconnectDelay is full jitter under min(max, base*2^n)", () => {
 
 test("bad options are refused with a message naming them", () => {
   assert.throws(() => new Worker({ url: "http://127.0.0.1:1", queues: { "a b": 1 } }), /queue name "a b" must match/);
+  assert.throws(() => new Worker({ url: "http://127.0.0.1:1", queues: { ["q".repeat(1025)]: 1 } }), /at most 1024 bytes/);
   assert.throws(() => new Worker({ url: "http://127.0.0.1:1", queues: { q: 0 } }), /weight of queue "q" must be a positive integer/);
   assert.throws(() => new Worker({ url: "http://127.0.0.1:1", concurrency: 0 }), /concurrency must be a positive integer/);
   assert.throws(() => new Worker({ url: "ftp://x" }), /must start with http/);

@@ -76,6 +76,12 @@ export class Execution {
   started = false;
   settled = false;
   boundTimer: NodeJS.Timeout | undefined;
+  /**
+   * leaseExpiry is when the delivery's lease lapses as reckoned here (ms
+   * since the epoch): lease_ttl after it arrived, moved on by every
+   * heartbeat listing it once that heartbeat has been written.
+   */
+  leaseExpiry = 0;
   /** failed holds the outcomes a batch handler gave members with fail(); made on the first. */
   failed: Map<number, unknown> | undefined;
   /** progress is made on the handler's first progress call. */

@@ -48,6 +48,20 @@ export class TaskDeadlineError extends Error {
 }
 
 /**
+ * LeaseLapsedError is the reason a task's signal aborts with when its
+ * lease lapsed on the worker's side: no heartbeat listing it could be
+ * written within lease_ttl (the connection stalled), so the server has
+ * reclaimed the task and may run it elsewhere. Its Result, RETRY, is the
+ * late answer of a lapsed attempt, which the server drops.
+ */
+export class LeaseLapsedError extends Error {
+  constructor(message = "conveyor: the task's lease lapsed: no heartbeat could be sent in time") {
+    super(message);
+    this.name = "LeaseLapsedError";
+  }
+}
+
+/**
  * SessionLostError is the reason a task's signal aborts with when the
  * session that delivered it ends: the server has taken its lease back, so
  * nothing is reported for it.

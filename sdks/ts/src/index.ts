@@ -34,6 +34,7 @@ export {
   WorkerShutdownError,
   TaskCanceledError,
   TaskDeadlineError,
+  LeaseLapsedError,
   SessionLostError,
   isJSONContentType,
   type TaskContext,

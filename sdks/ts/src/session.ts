@@ -14,6 +14,7 @@ import {
 } from "./gen/conveyor/v1/worker_pb.js";
 import { Execution, durationMs } from "./execution.js";
 import {
+  LeaseLapsedError,
   SessionLostError,
   TaskCanceledError,
   TaskDeadlineError,
@@ -75,6 +76,7 @@ export class Session {
   private ended = false;
   private idle: (() => void) | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private readonly leaseTtl: number;
 
   constructor(
     private readonly host: SessionHost,
@@ -85,9 +87,13 @@ export class Session {
     this.id = welcome.sessionId;
     let leaseTtl = durationMs(welcome.leaseTtl);
     if (leaseTtl <= 0) leaseTtl = 60_000; // the protocol's default
+    this.leaseTtl = leaseTtl;
     let interval = durationMs(welcome.heartbeatInterval);
     if (interval <= 0) interval = leaseTtl / 3;
-    this.heartbeat = setInterval(() => this.sendHeartbeats(), interval);
+    this.heartbeat = setInterval(() => {
+      this.stopLapsed();
+      this.sendHeartbeats();
+    }, interval);
     this.heartbeat.unref();
   }
 
@@ -130,6 +136,7 @@ export class Session {
   /** accept holds a new delivery: it starts now, waits for a slot, or is parked by a drain. */
   private accept(ex: Execution): void {
     if (this.ended) return;
+    ex.leaseExpiry = ex.received + this.leaseTtl;
     this.live.add(ex);
     for (const t of ex.tasks) this.byTask.set(t.id, ex);
     if (ex.bound !== undefined) this.armBound(ex, ex.bound);
@@ -176,6 +183,30 @@ export class Session {
     }
     this.unwait(ex);
     this.settle(ex, ex.all(TaskOutcome.RELEASED, ex.asking ? "canceled before its start was authorized" : "canceled before it started"));
+  }
+
+  /**
+   * stopLapsed stops the deliveries whose lease lapsed as reckoned here:
+   * no heartbeat listing them could be written in time (a stalled
+   * connection), so the server has reclaimed them and may run them
+   * elsewhere. A running handler is aborted with LeaseLapsedError; one
+   * not started is never started (its RELEASED answer is late, and
+   * dropped, like the RETRY of a running one).
+   */
+  private stopLapsed(): void {
+    const now = Date.now();
+    for (const ex of this.live) {
+      if (ex.settled || ex.abortReason || ex.leaseExpiry >= now) continue;
+      this.host.logger.warn("task lease lapsed: no heartbeat could be sent in time", {
+        tasks: ex.tasks.map((t) => t.id),
+      });
+      if (ex.started) {
+        ex.abort(new LeaseLapsedError());
+        continue;
+      }
+      this.unwait(ex);
+      this.settle(ex, ex.all(TaskOutcome.RELEASED, "its lease lapsed before it started: no heartbeat could be sent in time"));
+    }
   }
 
   private unwait(ex: Execution): void {
@@ -305,11 +336,17 @@ export class Session {
     });
   }
 
-  /** sendHeartbeats lists every delivery held, in frames of at most maxHeartbeatIDs ids. */
+  /**
+   * sendHeartbeats lists every delivery held, in frames of at most
+   * maxHeartbeatIDs ids. Once the last is written, the leases of those
+   * listed count from when they were sent.
+   */
   private sendHeartbeats(): void {
     if (this.ended) return;
+    const expiry = Date.now() + this.leaseTtl;
+    const listed = [...this.live];
     const frames: Heartbeat[] = [create(HeartbeatSchema, {})];
-    for (const ex of this.live) {
+    for (const ex of listed) {
       ex.tasks.forEach((t, i) => {
         const attempt = ex.attempts[i] ?? "";
         const n = 1 + (attempt ? 1 : 0);
@@ -322,11 +359,14 @@ export class Session {
         if (attempt) hb.activeAttemptIds.push(attempt);
       });
     }
-    for (const hb of frames) this.send({ case: "heartbeat", value: hb });
+    const renewed = (): void => {
+      for (const ex of listed) if (ex.leaseExpiry < expiry) ex.leaseExpiry = expiry;
+    };
+    frames.forEach((hb, i) => this.send({ case: "heartbeat", value: hb }, i === frames.length - 1 ? renewed : undefined));
   }
 
-  private send(frame: WorkerMessage["frame"]): void {
-    this.outbox.push(create(WorkerMessageSchema, { frame }));
+  private send(frame: WorkerMessage["frame"], written?: () => void): void {
+    this.outbox.push(create(WorkerMessageSchema, { frame }), written);
   }
 
   /**

@@ -106,6 +106,8 @@ export class SessionDialer {
 export class SessionStream implements Outbox {
   private stream: http2.ClientHttp2Stream | undefined;
   private readonly pending: Uint8Array[] = [];
+  /** onWritten are the written callbacks of the frames in pending. */
+  private onWritten: (() => void)[] = [];
   private writing = false;
   private flushQueued = false;
   private sendClosed = false;
@@ -141,14 +143,18 @@ export class SessionStream implements Outbox {
     );
   }
 
-  /** push queues one frame; a frame pushed after close() is dropped. */
-  push(msg: WorkerMessage): void {
+  /**
+   * push queues one frame; a frame pushed after close() is dropped.
+   * written is called once the frame has been written to the connection.
+   */
+  push(msg: WorkerMessage, written?: () => void): void {
     if (this.sendClosed || this.finished) return;
     const body = toBinary(WorkerMessageSchema, msg);
     const env = new Uint8Array(envelopeHeader + body.length);
     new DataView(env.buffer).setUint32(1, body.length);
     env.set(body, envelopeHeader);
     this.pending.push(env);
+    if (written) this.onWritten.push(written);
     this.queueFlush();
   }
 
@@ -220,10 +226,14 @@ export class SessionStream implements Outbox {
     }
     const chunk = this.pending.length === 1 ? (this.pending[0] as Uint8Array) : Buffer.concat(this.pending);
     this.pending.length = 0;
+    const written = this.onWritten;
+    this.onWritten = [];
     this.writing = true;
     stream.write(chunk, (err) => {
       this.writing = false;
-      if (!err) this.flush(); // an error reaches the stream's error event
+      if (err) return; // it reaches the stream's error event
+      for (const fn of written) fn();
+      this.flush();
     });
   };
 
@@ -354,6 +364,7 @@ export class SessionStream implements Outbox {
   private release(): void {
     this.signal.removeEventListener("abort", this.onAbort);
     this.pending.length = 0;
+    this.onWritten = [];
     this.parts = [];
     this.partsLength = 0;
     const stream = this.stream;

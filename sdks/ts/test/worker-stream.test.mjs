@@ -2,12 +2,13 @@
 // frames written together and parsed as their bytes arrive. Against a real
 // server: many Results in flight at once, and a 1 MiB payload and result,
 // in both protocols. Against a raw HTTP/2 peer: frames cut into single
-// bytes, several frames in one write, and a compressed frame refused.
+// bytes, several frames in one write, a compressed frame refused, and a
+// task stopped when the stalled stream let no heartbeat out in time.
 import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { test } from "node:test";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { ServerMessageSchema, TaskState, Worker, WorkerMessageSchema } from "../dist/index.js";
+import { LeaseLapsedError, ServerMessageSchema, TaskState, Worker, WorkerMessageSchema } from "../dist/index.js";
 import { startServer } from "./server.mjs";
 import { clients, enqueue, runWorker, text, waitFor, waitState } from "./worker-helpers.mjs";
 
@@ -208,4 +209,37 @@ test("a compressed frame, which the worker never accepted, ends the session and 
   await worker.stop();
   await running;
   assert.match(errors[0] ?? "", /compressed message/);
+});
+
+test("a task whose heartbeats cannot be written is stopped once its lease lapses", async (t) => {
+  let reason;
+  let stopped;
+  const lapsed = new Promise((resolve) => (stopped = resolve));
+  const url = await rawPeer(t, async (stream, next) => {
+    await next("hello");
+    stream.pause(); // read nothing more: the worker's writes stall once the window is full
+    const frames = [
+      { frame: { case: "welcome", value: { sessionId: "S1", leaseTtl: { nanos: 600_000_000 }, heartbeatInterval: { nanos: 100_000_000 } } } },
+      dispatch("slow"),
+      { frame: { case: "dispatch", value: { attemptId: "A-big", task: { id: "big", type: "big", attemptId: "A-big" } } } },
+    ];
+    stream.write(Buffer.concat(frames.map((f) => envelope(ServerMessageSchema, f))));
+  });
+  const worker = new Worker({ url, queues: { q: 1 }, concurrency: 2, drainTimeoutMs: 0 });
+  worker.handle("echo", ({ signal }) =>
+    new Promise((_, reject) => {
+      signal.addEventListener("abort", () => {
+        reason = signal.reason;
+        stopped();
+        reject(signal.reason);
+      });
+    }),
+  );
+  // A result larger than the stream's flow-control window: its write, and every heartbeat behind it, never completes.
+  worker.handle("big", () => new Uint8Array(256 << 10));
+  const running = worker.run();
+  await within(lapsed, 20_000, "the lapsed task's signal");
+  await worker.stop();
+  await running;
+  assert.ok(reason instanceof LeaseLapsedError, `aborted with ${reason}`);
 });

@@ -24,17 +24,30 @@ export function durationMs(d: Duration | undefined): number {
 
 /**
  * ownBound is when task's own timeout or deadline ends a run of it that
- * began at received (ms): the earlier of options.deadline and received +
- * options.timeout; undefined if it has neither. Dispatch.deadline is not
- * used: its lease part moves with every heartbeat, so a long task that
- * heartbeats must not be stopped when the first lease expiry passes.
+ * began at received (ms, this worker's clock), the server's clock then
+ * reading serverAt: the earlier of options.deadline, moved onto this
+ * worker's clock, and received + options.timeout; undefined if it has
+ * neither. Dispatch.deadline is not used: its lease part moves with every
+ * heartbeat, so a long task that heartbeats must not be stopped when the
+ * first lease expiry passes.
  */
-export function ownBound(task: TaskEnvelope, received: number): number | undefined {
-  let bound = timestampMs(task.options?.deadline);
+export function ownBound(task: TaskEnvelope, received: number, serverAt = received): number | undefined {
+  const deadline = timestampMs(task.options?.deadline);
+  let bound = deadline === undefined ? undefined : received + (deadline - serverAt);
   const timeout = durationMs(task.options?.timeout);
   if (timeout > 0) {
     const t = received + timeout;
     if (bound === undefined || t < bound) bound = t;
+  }
+  return bound;
+}
+
+/** deliveryBound is the earliest of tasks' own bounds (ownBound); undefined if none has one. */
+export function deliveryBound(tasks: TaskEnvelope[], received: number, serverAt: number): number | undefined {
+  let bound: number | undefined;
+  for (const t of tasks) {
+    const b = ownBound(t, received, serverAt);
+    if (b !== undefined && (bound === undefined || b < bound)) bound = b;
   }
   return bound;
 }
@@ -56,7 +69,8 @@ export class Execution {
   readonly attempts: string[];
   readonly batch: boolean;
   readonly group: string;
-  readonly received = Date.now();
+  /** received is when the delivery arrived (ms since the epoch, this worker's clock). */
+  readonly received: number;
   /** ctl backs signal, made on the first read: most handlers never read it. */
   private ctl: AbortController | undefined;
   /** abortReason is why the delivery was stopped; undefined until it is. */
@@ -88,22 +102,24 @@ export class Execution {
   progress: ProgressState | undefined;
 
   /**
-   * bound, when given, is the delivery's bound instead of the members' own
-   * (a PushRequest.deadline, which already counts the task's timeout and
-   * deadline).
+   * bound is when the delivery must stop (deliveryBound, or a
+   * PushRequest.deadline, which already counts the task's timeout and
+   * deadline); undefined for never. received is when it arrived.
    */
-  constructor(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string, bound?: number) {
+  constructor(
+    tasks: TaskEnvelope[],
+    attempts: string[],
+    batch: boolean,
+    group: string,
+    bound: number | undefined,
+    received = Date.now(),
+  ) {
     this.tasks = tasks;
     this.attempts = attempts;
     this.batch = batch;
     this.group = group;
-    if (bound === undefined) {
-      for (const t of tasks) {
-        const b = ownBound(t, this.received);
-        if (b !== undefined && (bound === undefined || b < bound)) bound = b;
-      }
-    }
     this.bound = bound;
+    this.received = received;
   }
 
   /**

@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import type { BatchDispatch, Dispatch, ServerMessage, StartDecision, Welcome } from "./gen/conveyor/v1/worker_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { BatchDispatch, Dispatch, ServerMessage, StartDecision, TaskEnvelope, Welcome } from "./gen/conveyor/v1/worker_pb.js";
 import {
   HeartbeatSchema,
   ProgressSchema,
@@ -12,7 +13,8 @@ import {
   type Result,
   type WorkerMessage,
 } from "./gen/conveyor/v1/worker_pb.js";
-import { Execution, durationMs } from "./execution.js";
+import { Execution, deliveryBound, durationMs } from "./execution.js";
+import { ServerClock } from "./server_clock.js";
 import {
   LeaseLapsedError,
   SessionLostError,
@@ -77,6 +79,7 @@ export class Session {
   private idle: (() => void) | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly leaseTtl: number;
+  private readonly clock: ServerClock;
 
   constructor(
     private readonly host: SessionHost,
@@ -88,6 +91,7 @@ export class Session {
     let leaseTtl = durationMs(welcome.leaseTtl);
     if (leaseTtl <= 0) leaseTtl = 60_000; // the protocol's default
     this.leaseTtl = leaseTtl;
+    this.clock = new ServerClock(leaseTtl);
     let interval = durationMs(welcome.heartbeatInterval);
     if (interval <= 0) interval = leaseTtl / 3;
     this.heartbeat = setInterval(() => {
@@ -123,14 +127,21 @@ export class Session {
 
   private dispatch(d: Dispatch): void {
     if (!d.task) return;
-    const ex = new Execution([d.task], [d.attemptId || d.task.attemptId], false, "");
+    const ex = this.execution([d.task], [d.attemptId || d.task.attemptId], false, "", d.deadline);
     ex.startRequired = d.startRequired;
     this.accept(ex);
   }
 
   private dispatchBatch(b: BatchDispatch): void {
     if (b.tasks.length === 0) return;
-    this.accept(new Execution(b.tasks, b.tasks.map((t) => t.attemptId), true, b.group));
+    this.accept(this.execution(b.tasks, b.tasks.map((t) => t.attemptId), true, b.group, b.deadline));
+  }
+
+  /** execution makes the Execution of a frame carrying deadline, its bound reckoned by the server's clock (ServerClock). */
+  private execution(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string, deadline: Timestamp | undefined): Execution {
+    const received = Date.now();
+    const serverAt = this.clock.at(received, deadline, tasks);
+    return new Execution(tasks, attempts, batch, group, deliveryBound(tasks, received, serverAt), received);
   }
 
   /** accept holds a new delivery: it starts now, waits for a slot, or is parked by a drain. */
@@ -171,6 +182,15 @@ export class Session {
       return;
     }
     this.unwait(ex);
+    if (ex.bound !== undefined && ex.bound <= ex.received) {
+      // Past its deadline on arrival by this worker's reckoning, though
+      // not by the server's (which archives such a task instead of
+      // sending it): given back, it would come straight back. Failed, it
+      // is backed off, and archived once the server's clock passes too.
+      this.settle(ex, ex.all(TaskOutcome.RETRY,
+        "not started: its deadline had passed by this worker's clock when it arrived (is the worker's clock ahead of the server's?)"));
+      return;
+    }
     this.settle(ex, ex.all(TaskOutcome.RELEASED, "released unstarted: its timeout or deadline passed while it waited to start"));
   }
 

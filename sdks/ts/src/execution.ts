@@ -4,6 +4,7 @@ import type { TaskEnvelope } from "./gen/conveyor/v1/worker_pb.js";
 import { ResultSchema, TaskOutcome, type Result } from "./gen/conveyor/v1/worker_pb.js";
 import {
   SkipRetry,
+  TaskCanceledError,
   TaskDeadlineError,
   WorkerShutdownError,
   encodeResult,
@@ -42,13 +43,10 @@ export function ownBound(task: TaskEnvelope, received: number, serverAt = receiv
   return bound;
 }
 
-/** deliveryBound is the earliest of tasks' own bounds (ownBound); undefined if none has one. */
-export function deliveryBound(tasks: TaskEnvelope[], received: number, serverAt: number): number | undefined {
+/** earliest is the earliest of bounds; undefined if none is set. */
+export function earliest(bounds: (number | undefined)[]): number | undefined {
   let bound: number | undefined;
-  for (const t of tasks) {
-    const b = ownBound(t, received, serverAt);
-    if (b !== undefined && (bound === undefined || b < bound)) bound = b;
-  }
+  for (const b of bounds) if (b !== undefined && (bound === undefined || b < bound)) bound = b;
   return bound;
 }
 
@@ -96,6 +94,14 @@ export class Execution {
    * heartbeat listing it once that heartbeat has been written.
    */
   leaseExpiry = 0;
+  /**
+   * memberBounds are the members' own bounds (ownBound), when the
+   * delivery's bound is their earliest; a member whose own bound is later
+   * did not reach it when the delivery did.
+   */
+  memberBounds: (number | undefined)[] | undefined;
+  /** canceled holds the task ids a server Cancel named; made on the first. */
+  canceled: Set<string> | undefined;
   /** failed holds the outcomes a batch handler gave members with fail(); made on the first. */
   failed: Map<number, unknown> | undefined;
   /** progress is made on the handler's first progress call. */
@@ -189,9 +195,38 @@ export class Execution {
     if (!perMember) return [this.outcome(0, ok, value, ok ? value : undefined)];
     const values = ok && Array.isArray(value) ? value : [];
     return this.tasks.map((_, i) => {
-      if (this.failed?.has(i)) return this.outcome(i, false, this.failed.get(i), undefined);
-      return this.outcome(i, ok, value, values[i]);
+      if (this.failed?.has(i)) return this.spareBystander(i, this.outcome(i, false, this.failed.get(i), undefined));
+      return this.spareBystander(i, this.outcome(i, ok, value, values[i]));
     });
+  }
+
+  /**
+   * spareBystander turns the RETRY of a batch member stopped only because
+   * its batch was stopped for another member into RELEASED: by a server
+   * Cancel that did not name it, or at another member's timeout or
+   * deadline while its own had not passed. That is no failure of its own
+   * (as a drain's abandonment is none, protocol §5.10); RETRY would spend
+   * its retries and hold it back by its backoff. The Go SDK's rule.
+   */
+  private spareBystander(i: number, r: Result): Result {
+    const reason = this.abortReason;
+    if (r.outcome !== TaskOutcome.RETRY || this.tasks.length < 2 || !reason) return r;
+    let why: string | undefined;
+    if (reason instanceof TaskCanceledError && !this.canceled?.has(this.tasks[i]?.id ?? "")) {
+      why = "the server canceled another member of its batch";
+    } else if (reason instanceof TaskDeadlineError && !this.ownBoundPassed(i)) {
+      why = "another member of its batch reached its timeout or deadline";
+    }
+    if (why === undefined) return r;
+    r.outcome = TaskOutcome.RELEASED;
+    r.errorMsg = `released: ${why}: ${r.errorMsg}`;
+    return r;
+  }
+
+  /** ownBoundPassed reports whether member i's own bound is the one the delivery reached. */
+  private ownBoundPassed(i: number): boolean {
+    const own = this.memberBounds?.[i];
+    return own !== undefined && this.bound !== undefined && own <= this.bound;
   }
 
   /** outcome maps one member's end (protocol §5.8, §5.10). */

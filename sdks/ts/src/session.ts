@@ -13,7 +13,7 @@ import {
   type Result,
   type WorkerMessage,
 } from "./gen/conveyor/v1/worker_pb.js";
-import { Execution, deliveryBound, durationMs } from "./execution.js";
+import { Execution, durationMs, earliest, ownBound } from "./execution.js";
 import { ServerClock } from "./server_clock.js";
 import {
   LeaseLapsedError,
@@ -141,7 +141,10 @@ export class Session {
   private execution(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string, deadline: Timestamp | undefined): Execution {
     const received = Date.now();
     const serverAt = this.clock.at(received, deadline, tasks);
-    return new Execution(tasks, attempts, batch, group, deliveryBound(tasks, received, serverAt), received);
+    const bounds = tasks.map((t) => ownBound(t, received, serverAt));
+    const ex = new Execution(tasks, attempts, batch, group, earliest(bounds), received);
+    ex.memberBounds = bounds;
+    return ex;
   }
 
   /** accept holds a new delivery: it starts now, waits for a slot, or is parked by a drain. */
@@ -197,6 +200,7 @@ export class Session {
   private cancel(taskId: string): void {
     const ex = this.byTask.get(taskId);
     if (!ex || ex.settled) return;
+    (ex.canceled ??= new Set()).add(taskId);
     if (ex.started) {
       ex.abort(new TaskCanceledError());
       return;

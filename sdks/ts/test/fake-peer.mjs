@@ -173,3 +173,31 @@ export const heartbeatWithout = (attempt) => (f) => f.case === "heartbeat" && !f
 
 /** resultFor accepts a Result frame of task. */
 export const resultFor = (taskId) => (f) => f.case === "result" && f.value.taskId === taskId;
+
+/**
+ * scripted is a Session handler that sends welcome, then each step
+ * [frames, want, then]: its frames, then it waits until want Results in
+ * all are in (a BatchResult's count one each) and calls then. It resolves
+ * results with them all, in the order they came.
+ */
+export function scripted(welcome, steps, results) {
+  return async function* (requests) {
+    const it = requests[Symbol.asyncIterator]();
+    await it.next(); // Hello
+    yield { frame: { case: "welcome", value: welcome } };
+    const got = [];
+    for (const [frames, want, then] of steps) {
+      for (const f of frames) yield f;
+      while (got.length < want) {
+        const r = await it.next();
+        if (r.done) return;
+        const f = r.value.frame;
+        if (f.case === "result") got.push(f.value);
+        if (f.case === "batchResult") got.push(...f.value.results);
+      }
+      then?.();
+    }
+    results.resolve(got);
+    while (!(await it.next()).done); // hold the stream until the worker's drain closes its side
+  };
+}

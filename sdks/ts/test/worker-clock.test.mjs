@@ -7,13 +7,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { TaskOutcome, Worker } from "../dist/index.js";
-import { fakeServer } from "./fake-peer.mjs";
+import { fakeServer, scripted } from "./fake-peer.mjs";
 import { deferred } from "./worker-helpers.mjs";
 
 const hour = 3_600_000;
 const leaseTtlMs = 30_000;
 /** serverNow is the fake server's clock: an hour behind this process's. */
 const serverNow = () => Date.now() - hour;
+const welcome = { sessionId: "S1", leaseTtl: { seconds: BigInt(leaseTtlMs / 1000) } };
 const ts = (ms) => ({ seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
 
 /** dispatch is a Dispatch of task id as the server sends it: its deadline the earliest of the lease's expiry and the task's own. */
@@ -29,36 +30,11 @@ function dispatch(id, ownDeadline) {
   };
 }
 
-/**
- * session serves Welcome, then each step [frames, want, then]: its frames,
- * then it waits until want Results in all are in and calls then. It
- * resolves results with them all.
- */
-function session(steps, results) {
-  return async function* (requests) {
-    const it = requests[Symbol.asyncIterator]();
-    await it.next(); // Hello
-    yield { frame: { case: "welcome", value: { sessionId: "S1", leaseTtl: { seconds: BigInt(leaseTtlMs / 1000) } } } };
-    const got = [];
-    for (const [frames, want, then] of steps) {
-      for (const f of frames) yield f;
-      while (got.length < want) {
-        const r = await it.next();
-        if (r.done) return;
-        if (r.value.frame.case === "result") got.push(r.value.frame.value);
-      }
-      then?.();
-    }
-    results.resolve(got);
-    while (!(await it.next()).done); // hold the stream until the worker's drain closes its side
-  };
-}
-
 test("a Deadline option is reckoned by the server's clock, learned from an earlier dispatch", async (t) => {
   const results = deferred();
   let seen;
   const fake = await fakeServer(
-    session([[[dispatch("plain")], 1], [[dispatch("own", serverNow() + 5_000)], 2]], results),
+    scripted(welcome, [[[dispatch("plain")], 1], [[dispatch("own", serverNow() + 5_000)], 2]], results),
   );
   t.after(() => fake.close());
   const worker = new Worker({ url: fake.url, queues: { q: 1 }, concurrency: 1, drainTimeoutMs: 0 });
@@ -81,7 +57,7 @@ test("a task past its deadline on arrival by the worker's clock is failed, not g
     // Every deadline set by an option: the worker learns no difference.
     // "own" waits for the slot "busy" holds, its bound already passed: it
     // is answered at once, unstarted; then "busy" is let go.
-    session([
+    scripted(welcome, [
       [[dispatch("busy", serverNow() + 20_000), dispatch("own", serverNow() + 5_000)], 1, () => release.resolve()],
       [[], 2],
     ], results),

@@ -108,9 +108,10 @@ export class Execution {
   progress: ProgressState | undefined;
 
   /**
-   * bound is when the delivery must stop (deliveryBound, or a
-   * PushRequest.deadline, which already counts the task's timeout and
-   * deadline); undefined for never. received is when it arrived.
+   * bound is when the delivery must stop (the earliest of its members'
+   * own bounds, or a PushRequest.deadline, which already counts the
+   * task's timeout and deadline); undefined for never. received is when
+   * it arrived.
    */
   constructor(
     tasks: TaskEnvelope[],

@@ -1,11 +1,12 @@
-import { Code, createClient } from "@connectrpc/connect";
+import { Code, createClient, type Interceptor } from "@connectrpc/connect";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { DEFAULT_ENQUEUE_IN_FLIGHT, EnqueueBatcher, itemError, type TaskClient, unaryEnqueue, unbrief } from "./batcher.js";
 import { abortError, callError, type ConveyorError, errorFor, toConveyorError } from "./errors.js";
 import { TaskService } from "./gen/conveyor/v1/service_pb.js";
 import type { EnqueueRequest, TaskInfo } from "./gen/conveyor/v1/task_pb.js";
 import { JSON_CONTENT_TYPE, jsonPayload } from "./json.js";
 import { type EnqueueItem, type EnqueueOptions, enqueueRequest, MAX_BATCH_ITEMS } from "./task_options.js";
-import { type ConnectionOptions, createTransport } from "./transport.js";
+import { type ConnectionOptions, createSessionManager, createTransport } from "./transport.js";
 
 /**
  * Logger receives the SDK's log lines. Every method is optional; the
@@ -90,9 +91,15 @@ export class Client {
   private closed = false;
   private calls = 0;
   private unaryRpcs = 0;
+  /** conn is the Client's HTTP/2 connection, closed by close(). */
+  private readonly conn: Http2SessionManager;
+  /** rpcsOut counts the RPCs under way; close() waits for them (allSettled). */
+  private rpcsOut = 0;
+  private allSettled: (() => void) | undefined;
 
   constructor(opts: ClientOptions) {
-    this.tasks = createClient(TaskService, createTransport(opts));
+    this.conn = createSessionManager(opts);
+    this.tasks = createClient(TaskService, createTransport(opts, { sessionManager: this.conn, interceptors: [this.countRpcs] }));
     this.logger = opts.logger ?? {};
     const inFlight = opts.enqueueInFlight ?? DEFAULT_ENQUEUE_IN_FLIGHT;
     if (!Number.isInteger(inFlight) || inFlight < 1) {
@@ -228,15 +235,28 @@ export class Client {
   /**
    * close stops the Client: later calls fail with FailedPreconditionError,
    * and enqueue calls still gathering (not sent) fail with CanceledError.
-   * Calls already sent finish. The HTTP/2 connection is not held open for
-   * Node: an idle one never keeps the process alive.
+   * Calls already sent finish; then the HTTP/2 connection is closed, and
+   * close resolves. (Until then an idle connection never keeps Node
+   * running.)
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.batcher?.close(errorFor(Code.Canceled, "conveyor: the client was closed before the task was sent"));
+    if (this.rpcsOut > 0) await new Promise<void>((resolve) => (this.allSettled = resolve));
+    this.conn.abort();
     this.logger.debug?.("conveyor: client closed");
   }
+
+  /** countRpcs keeps rpcsOut, and wakes close() when the last RPC under way ends. */
+  private readonly countRpcs: Interceptor = (next) => async (req) => {
+    this.rpcsOut++;
+    try {
+      return await next(req);
+    } finally {
+      if (--this.rpcsOut === 0) this.allSettled?.();
+    }
+  };
 
   private checkOpen(): void {
     if (this.closed) throw errorFor(Code.FailedPrecondition, "conveyor: the client is closed");

@@ -1,7 +1,7 @@
 import * as http2 from "node:http2";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Http2SessionManager } from "@connectrpc/connect-node";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
 import * as connectProtocol from "@connectrpc/connect/protocol-connect";
 import * as grpcProtocol from "@connectrpc/connect/protocol-grpc";
 import { WorkerService } from "./gen/conveyor/v1/service_pb.js";
@@ -12,13 +12,7 @@ import {
   type WorkerMessage,
 } from "./gen/conveyor/v1/worker_pb.js";
 import type { Outbox } from "./outbox.js";
-import {
-  DEFAULT_PING_INTERVAL_MS,
-  DEFAULT_PING_TIMEOUT_MS,
-  checkURL,
-  type ConnectionOptions,
-  type Protocol,
-} from "./transport.js";
+import { createSessionManager, type ConnectionOptions, type Protocol } from "./transport.js";
 
 /**
  * The worker's session is the one call this SDK makes on an HTTP/2
@@ -55,22 +49,13 @@ export class SessionDialer {
 
   /** The constructor throws a TypeError for a bad URL or protocol. */
   constructor(opts: ConnectionOptions) {
-    const url = checkURL(opts.url);
     const protocol = opts.protocol ?? "grpc";
     if (protocol !== "grpc" && protocol !== "connect") {
       throw new TypeError(`conveyor: protocol ${JSON.stringify(protocol)} is not grpc or connect`);
     }
     this.protocol = protocol;
     this.token = opts.token || undefined;
-    this.manager = new Http2SessionManager(
-      url,
-      {
-        pingIntervalMs: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
-        pingTimeoutMs: opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
-        pingIdleConnection: true,
-      },
-      opts.tlsCa ? { ca: opts.tlsCa } : {},
-    );
+    this.manager = createSessionManager(opts);
   }
 
   /** open starts a Session call; signal cuts it (reads then reject with its reason). */

@@ -1,5 +1,5 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { Http2SessionManager, createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 
 /**
  * Protocol is the wire format of the calls: the gRPC protocol (the default)
@@ -65,9 +65,12 @@ export function checkURL(url: string): string {
  * the Go SDK. Conveyor's server compresses only responses of 8 KiB and
  * more, so little is lost.
  */
-export function createTransport(opts: ConnectionOptions): Transport {
+export function createTransport(
+  opts: ConnectionOptions,
+  own: { sessionManager?: Http2SessionManager; interceptors?: Interceptor[] } = {},
+): Transport {
   const baseUrl = checkURL(opts.url);
-  const interceptors: Interceptor[] = [];
+  const interceptors: Interceptor[] = [...(own.interceptors ?? [])];
   if (opts.token) {
     const header = `Bearer ${opts.token}`;
     interceptors.push((next) => (req) => {
@@ -85,6 +88,9 @@ export function createTransport(opts: ConnectionOptions): Transport {
     pingTimeoutMs: opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
     pingIdleConnection: true,
     nodeOptions: opts.tlsCa ? { ca: opts.tlsCa } : {},
+    // A manager of the caller's own (made by createSessionManager, with
+    // the same pings and TLS) lets the caller close the connection.
+    ...(own.sessionManager ? { sessionManager: own.sessionManager } : {}),
   };
   const protocol = opts.protocol ?? "grpc";
   switch (protocol) {
@@ -95,4 +101,22 @@ export function createTransport(opts: ConnectionOptions): Transport {
     default:
       throw new TypeError(`conveyor: protocol ${JSON.stringify(protocol)} is not grpc or connect`);
   }
+}
+
+/**
+ * createSessionManager makes the manager of one HTTP/2 connection to the
+ * server, kept alive with pings as createTransport's own: for a caller
+ * that must close the connection itself (a Worker's sessions, a Client's
+ * close()).
+ */
+export function createSessionManager(opts: ConnectionOptions): Http2SessionManager {
+  return new Http2SessionManager(
+    checkURL(opts.url),
+    {
+      pingIntervalMs: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+      pingTimeoutMs: opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
+      pingIdleConnection: true,
+    },
+    opts.tlsCa ? { ca: opts.tlsCa } : {},
+  );
 }

@@ -14,6 +14,7 @@ import {
 import { startCountingProxy } from "./client_proxy.mjs";
 import { startServer } from "./server.mjs";
 import { rejects, ulid } from "./client-helpers.mjs";
+import { waitFor } from "./worker-helpers.mjs";
 
 const ENQUEUE = "/conveyor.v1.TaskService/Enqueue";
 const BATCH = "/conveyor.v1.TaskService/EnqueueBatch";
@@ -208,11 +209,26 @@ test("close fails the calls still gathering", async () => {
   const c = new Client({ url: server.url, enqueueInFlight: 1 });
   const first = c.enqueue("t");
   const taskId = ulid();
-  const gathering = c.enqueue("t", undefined, { taskId });
-  await c.close();
-  const err = await rejects(gathering);
+  const gathering = rejects(c.enqueue("t", undefined, { taskId }));
+  await c.close(); // it fails the gathering call at once, and resolves once first is answered
+  const err = await gathering;
   assert.ok(err instanceof CanceledError, `${err}`);
   await first;
   const check = new Client({ url: server.url });
   assert.ok((await rejects(check.getTask(taskId))) instanceof NotFoundError);
+});
+
+test("close lets the calls sent finish, then closes the connection", async () => {
+  const proxy = await startCountingProxy(server.url);
+  try {
+    const c = new Client({ url: proxy.url });
+    await c.enqueue("t");
+    assert.equal(proxy.connections(), 1);
+    const sent = c.enqueue("t");
+    await c.close();
+    assert.equal((await sent).type, "t", "the call sent before close finished");
+    await waitFor(() => proxy.connections() === 0, "the client's connection closed", 10_000);
+  } finally {
+    await proxy.close();
+  }
 });

@@ -35,6 +35,8 @@ export async function startCountingProxy(target) {
     url: `http://127.0.0.1:${server.address().port}`,
     /** count is how many requests to the path the proxy forwarded. */
     count: (path) => counts.get(path) ?? 0,
+    /** connections is how many client connections are open to the proxy. */
+    connections: () => sessions.size,
     async close() {
       // The client's connection may stay open (an idle one is only unref'd): cut it.
       for (const s of sessions) s.destroy();

@@ -21,6 +21,12 @@ import (
 // or to be released: well within MaxRoomWait, generous on a slow machine.
 const boundWait = 4 * time.Second
 
+// refusalDeadline is the deadline of a call expected to be refused after
+// its wait for room (a quarter of it): the three quarters left for the
+// refusal to come back are ample on a loaded machine, so a refusal is
+// never taken for the deadline.
+const refusalDeadline = 8 * time.Second
+
 // setMaxWaiting bounds queue at n waiting tasks, leaving the rest of its
 // configuration alone.
 func setMaxWaiting(t testing.TB, admin conveyorv1connect.AdminServiceClient, queue string, n int64) {
@@ -106,6 +112,7 @@ func TestBoundedQueueProducerReleasedByWorker(t *testing.T) {
 // TestBoundedQueueRefusedAfterItsShare: a producer that finds no room
 // within a quarter of its deadline gets resource_exhausted naming the
 // queue and its bound, before its deadline, and the refusal is counted.
+// The wire formats wait side by side.
 func TestBoundedQueueRefusedAfterItsShare(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, server.Config{})
@@ -114,21 +121,26 @@ func TestBoundedQueueRefusedAfterItsShare(t *testing.T) {
 	if _, err := taskClient(t, s, servertest.GRPC).Enqueue(t.Context(), connect.NewRequest(inQueue("b"))); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range servertest.Protocols {
-		tasks := taskClient(t, s, p)
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		_, err := tasks.Enqueue(ctx, connect.NewRequest(inQueue("b")))
-		ctxErr := ctx.Err()
-		cancel()
-		if connect.CodeOf(err) != connect.CodeResourceExhausted || ctxErr != nil {
-			t.Fatalf("%s: Enqueue into a full queue = %v (its context: %v), want resource_exhausted within its deadline", p, err, ctxErr)
+	t.Run("protocols", func(t *testing.T) {
+		for _, p := range servertest.Protocols {
+			t.Run(string(p), func(t *testing.T) {
+				t.Parallel()
+				tasks := taskClient(t, s, p)
+				ctx, cancel := context.WithTimeout(t.Context(), refusalDeadline)
+				_, err := tasks.Enqueue(ctx, connect.NewRequest(inQueue("b")))
+				ctxErr := ctx.Err()
+				cancel()
+				if connect.CodeOf(err) != connect.CodeResourceExhausted || ctxErr != nil {
+					t.Fatalf("Enqueue into a full queue = %v (its context: %v), want resource_exhausted within its deadline", err, ctxErr)
+				}
+				var ce *connect.Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("%v is not a connect error", err)
+				}
+				requireFullMessage(t, string(p), ce.Message(), "b", 1)
+			})
 		}
-		var ce *connect.Error
-		if !errors.As(err, &ce) {
-			t.Fatalf("%s: %v is not a connect error", p, err)
-		}
-		requireFullMessage(t, string(p), ce.Message(), "b", 1)
-	}
+	})
 	got := value(scrape(t, s), "conveyor_enqueue_rejected_total", "queue=b", "reason=full")
 	if want := float64(len(servertest.Protocols)); got != want {
 		t.Fatalf("conveyor_enqueue_rejected_total{queue=b,reason=full} = %v, want %v", got, want)
@@ -146,7 +158,7 @@ func TestBoundedQueueBatchMixed(t *testing.T) {
 	if _, err := tasks.Enqueue(t.Context(), connect.NewRequest(inQueue("b"))); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), refusalDeadline)
 	defer cancel()
 	res, err := tasks.EnqueueBatch(ctx, connect.NewRequest(&conveyorv1.EnqueueBatchRequest{Items: []*conveyorv1.EnqueueRequest{
 		inQueue("b"), inQueue("b"), inQueue("other"), inQueue("b"), {Queue: "b"},
@@ -223,7 +235,7 @@ func TestBoundedQueueTxWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), refusalDeadline)
 	defer cancel()
 	_, err = tasks.EnqueueTx(ctx, connect.NewRequest(&conveyorv1.EnqueueTxRequest{Items: []*conveyorv1.EnqueueRequest{inQueue("other"), inQueue("b"), inQueue("b")}}))
 	var ce *connect.Error

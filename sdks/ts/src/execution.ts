@@ -95,9 +95,9 @@ export class Execution {
    */
   leaseExpiry = 0;
   /**
-   * memberBounds are the members' own bounds (ownBound), when the
-   * delivery's bound is their earliest; a member whose own bound is later
-   * did not reach it when the delivery did.
+   * memberBounds are the members' own bounds (ownBound) of a delivery of
+   * several tasks, whose bound is their earliest; a member whose own bound
+   * is later did not reach it when the delivery did.
    */
   memberBounds: (number | undefined)[] | undefined;
   /** canceled holds the task ids a server Cancel named; made on the first. */

@@ -141,6 +141,10 @@ export class Session {
   private execution(tasks: TaskEnvelope[], attempts: string[], batch: boolean, group: string, deadline: Timestamp | undefined): Execution {
     const received = Date.now();
     const serverAt = this.clock.at(received, deadline, tasks);
+    if (tasks.length === 1) {
+      // A delivery of one task has no bystander (spareBystander): no member bounds to keep.
+      return new Execution(tasks, attempts, batch, group, ownBound(tasks[0]!, received, serverAt), received);
+    }
     const bounds = tasks.map((t) => ownBound(t, received, serverAt));
     const ex = new Execution(tasks, attempts, batch, group, earliest(bounds), received);
     ex.memberBounds = bounds;

@@ -258,34 +258,26 @@ export class SessionStream implements Outbox {
    * parse takes every whole message out of the received bytes. The bytes
    * are joined only once the first message is whole (its length known
    * from its header), so a large message arriving in many chunks is
-   * copied once, not once a chunk.
+   * copied once, not once a chunk; the messages after it in the joined
+   * bytes are views of them, never copied again.
    */
   private parse(): void {
-    for (;;) {
-      if (this.partsLength < envelopeHeader) return;
+    while (!this.finished && this.partsLength >= envelopeHeader) {
       if (this.need === 0) {
         if ((this.parts[0] as Buffer).length < envelopeHeader) this.joined();
         this.need = envelopeHeader + (this.parts[0] as Buffer).readUInt32BE(1);
       }
       if (this.partsLength < this.need) return;
       const buf = this.joined();
-      let offset = 0;
-      while (buf.length - offset >= envelopeHeader) {
-        const flags = buf[offset] as number;
-        const n = buf.readUInt32BE(offset + 1);
-        const end = offset + envelopeHeader + n;
-        if (end > buf.length) break;
-        // A plain Uint8Array view, not a Buffer: the bytes fields of the
-        // messages parsed from it (payloads) are views of it, and a
-        // handler gets the type the SDK declares.
-        this.message(flags, new Uint8Array(buf.buffer, buf.byteOffset + offset + envelopeHeader, n));
-        offset = end;
-        if (this.finished) return;
-      }
-      const rest = buf.subarray(offset);
+      // A plain Uint8Array view, not a Buffer: the bytes fields of the
+      // messages parsed from it (payloads) are views of it, and a
+      // handler gets the type the SDK declares.
+      const body = new Uint8Array(buf.buffer, buf.byteOffset + envelopeHeader, this.need - envelopeHeader);
+      const rest = buf.subarray(this.need);
       this.parts = rest.length > 0 ? [rest] : [];
       this.partsLength = rest.length;
       this.need = 0;
+      this.message(buf[0] as number, body);
     }
   }
 

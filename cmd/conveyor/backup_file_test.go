@@ -22,7 +22,7 @@ import (
 // a new regular file of mode 0600 that bbolt opens.
 func TestBackupIgnoresPlantedTemp(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{})
 	addr := "--addr=" + s.URL()
 	enqueueID(t, addr, "--content-type", "text/plain", "--queue", "q", "t", "kept")
 
@@ -70,7 +70,7 @@ func TestBackupIgnoresPlantedTemp(t *testing.T) {
 // a whole bbolt file and no temporary file is left.
 func TestBackupsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{})
 	enqueueID(t, "--addr="+s.URL(), "--content-type", "text/plain", "--queue", "q", "t", strings.Repeat("x", 64<<10))
 	for _, force := range []bool{true, false} {
 		name := "without --force"

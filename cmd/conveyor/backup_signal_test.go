@@ -50,7 +50,7 @@ func runBackupChild() bool {
 // temporary file, exits 1 saying it was interrupted, and writes no FILE.
 func TestBackupInterrupted(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{})
 	enqueueID(t, "--addr="+s.URL(), "--queue", "q", "t", "1")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backup.db")

@@ -16,7 +16,7 @@ import (
 // fresh data directory, serves the tasks.
 func TestBackupAndRestore(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{Token: "tok"})
+	s := servertest.StartBolt(t, server.Config{Token: "tok"})
 	addr := "--addr=" + s.URL()
 	id := enqueueID(t, addr, "--token=tok", "--content-type", "text/plain", "--queue", "q", "t", "kept")
 
@@ -70,7 +70,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// Restore: the backup as conveyor.db of a new data directory.
 	data := t.TempDir()
 	copyFile(t, file, filepath.Join(data, server.DataFile))
-	r := servertest.Start(t, server.Config{DataDir: data})
+	r := servertest.StartBolt(t, server.Config{DataDir: data})
 	if kv := parseListing(t, mustRun(t, "task", "get", "--addr", r.URL(), id)); kv["payload"] != "kept" {
 		t.Errorf("the restored task: %v", kv)
 	}

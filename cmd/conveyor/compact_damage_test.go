@@ -59,7 +59,7 @@ func TestCompactDamagedFile(t *testing.T) {
 func stoppedServerDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	s := servertest.Start(t, server.Config{DataDir: dir})
+	s := servertest.StartBolt(t, server.Config{DataDir: dir})
 	tasks := make([]*conveyor.Task, 300)
 	for i := range tasks {
 		tasks[i] = conveyor.NewTask("t", []byte(strings.Repeat("x", 1<<10)), conveyor.Queue("q"))

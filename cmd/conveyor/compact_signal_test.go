@@ -96,7 +96,7 @@ func TestCompactInterrupted(t *testing.T) {
 	if now, err := os.ReadFile(path); err != nil || !bytes.Equal(now, before) {
 		t.Errorf("the interrupted compact changed the store (%v)", err)
 	}
-	s := servertest.Start(t, server.Config{DataDir: dir})
+	s := servertest.StartBolt(t, server.Config{DataDir: dir})
 	admin := conveyorv1connect.NewAdminServiceClient(servertest.HTTPClient(), s.URL(), connect.WithGRPC())
 	res, err := admin.ListQueues(context.Background(), connect.NewRequest(&conveyorv1.ListQueuesRequest{}))
 	if err != nil {

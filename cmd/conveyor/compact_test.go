@@ -16,7 +16,7 @@ import (
 func TestCompact(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := servertest.Start(t, server.Config{DataDir: dir})
+	s := servertest.StartBolt(t, server.Config{DataDir: dir})
 	addr := "--addr=" + s.URL()
 	// Fill the file, then free most of it.
 	tasks := make([]*conveyor.Task, 500)
@@ -69,7 +69,7 @@ func TestCompact(t *testing.T) {
 	}
 
 	// The compacted file serves.
-	r := servertest.Start(t, server.Config{DataDir: dir})
+	r := servertest.StartBolt(t, server.Config{DataDir: dir})
 	if kv := parseListing(t, mustRun(t, "task", "get", "--addr", r.URL(), kept)); kv["payload"] != "still here" {
 		t.Errorf("after compact: %v", kv)
 	}

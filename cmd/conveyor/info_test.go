@@ -10,9 +10,11 @@ import (
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
+// TestInfo checks the embedded engine's figures (its file, its size),
+// whatever the test engine.
 func TestInfo(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{Token: "tok"})
+	s := servertest.StartBolt(t, server.Config{Token: "tok"})
 	addr := "--addr=" + s.URL()
 	enqueueID(t, addr, "--token=tok", "t")
 	enqueueID(t, addr, "--token=tok", "--process-in", "1h", "t")

@@ -14,9 +14,13 @@ import (
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
 
+// TestQueueCommands runs on the embedded engine whatever the test engine:
+// its goldens hold bbolt's NO WORKER FOR, which lists only the types a
+// routed lease passed over, where PostgreSQL lists every waiting type
+// (both as broker.KindLister allows).
 func TestQueueCommands(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, server.Config{})
+	s := servertest.StartBolt(t, server.Config{})
 	addr := "--addr=" + s.URL()
 	mustRun(t, "enqueue", addr, "--queue", "alpha", "t")
 	mustRun(t, "enqueue", addr, "--queue", "alpha", "t")

@@ -316,7 +316,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 const maxTxAttempts = 20
 
 func (e *Engine) begin(ctx context.Context) (*txn, error) {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := beginPiped(ctx, e.pool)
 	if err != nil {
 		return nil, err
 	}

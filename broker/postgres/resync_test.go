@@ -66,7 +66,8 @@ func TestLostCommitAnswerResyncsHints(t *testing.T) {
 }
 
 // commitCutter is a TCP proxy to the test database that can lose the
-// answer to a COMMIT: armed, it passes the next COMMIT on, reads the
+// answer to a COMMIT: armed, it passes the next COMMIT on (with whatever
+// was sent with it), reads the
 // database's answer (so the commit was applied), and closes the client's
 // connection instead of passing the answer back.
 type commitCutter struct {
@@ -151,25 +152,53 @@ func (c *commitCutter) serve(client net.Conn) {
 	if !relayMessage(client, server, false, nil) {
 		return
 	}
+	commits := commitStatements{}
+	cutting := false
 	for {
-		isCommit := false
+		// A simple query is answered at once; a pipeline's statements once
+		// its Sync is in.
+		answerDue := false
 		ok := relayMessage(client, server, true, func(typ byte, body []byte) {
-			isCommit = typ == 'Q' && bytes.HasPrefix(bytes.ToLower(body), []byte("commit")) && c.armed.CompareAndSwap(true, false)
-			if isCommit {
+			if !cutting && commits.runs(typ, body) && c.armed.CompareAndSwap(true, false) {
+				cutting = true
 				mu.Lock()
 				muted = true
 				mu.Unlock()
 			}
+			answerDue = typ == 'Q' || typ == 'S'
 		})
 		if !ok {
 			return
 		}
-		if isCommit {
+		if cutting && answerDue {
 			<-answered // the database answered: the commit is applied
 			c.once.Do(func() { close(c.cut) })
 			return
 		}
 	}
+}
+
+// commitStatements finds a COMMIT among a connection's messages: a simple
+// query, or the Bind of a statement whose Parse was a COMMIT (the engine
+// sends its COMMIT in a pipeline, in the extended protocol).
+type commitStatements map[string]bool
+
+// runs reports whether a message of type typ with body runs a COMMIT,
+// learning the statements that are one.
+func (c commitStatements) runs(typ byte, body []byte) bool {
+	isCommit := func(sql []byte) bool { return bytes.HasPrefix(bytes.ToLower(sql), []byte("commit")) }
+	switch typ {
+	case 'Q':
+		return isCommit(body)
+	case 'P': // Parse: the statement's name, then its text
+		name, rest, _ := bytes.Cut(body, []byte{0})
+		c[string(name)] = isCommit(rest)
+	case 'B': // Bind: the portal's name, then the statement's
+		_, rest, _ := bytes.Cut(body, []byte{0})
+		name, _, _ := bytes.Cut(rest, []byte{0})
+		return c[string(name)]
+	}
+	return false
 }
 
 // relayMessage copies one protocol message from src to dst, calling before

@@ -12,14 +12,14 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 )
 
-// txn is one attempt at a transaction: the pgx transaction, and what its
+// txn is one attempt at a transaction: the transaction (pipeTx), and what its
 // statements did that the engine learns of only once it commits (the
 // changes to the hints, the signals to send). A transaction the database
 // refuses is run again with a fresh txn, so nothing of a failed attempt
 // reaches the hints.
 type txn struct {
 	e  *Engine
-	tx pgx.Tx
+	tx *pipeTx
 	// queues holds, per queue touched, what the transaction changed.
 	queues map[string]*queueDelta
 	// Timer times the transaction added (0: none), for TimersChanged.
@@ -56,7 +56,7 @@ type queueDelta struct {
 	enqueued, processed, failed, expired int64
 }
 
-func newTxn(e *Engine, tx pgx.Tx) *txn {
+func newTxn(e *Engine, tx *pipeTx) *txn {
 	return &txn{e: e, tx: tx, queues: map[string]*queueDelta{}}
 }
 
@@ -128,7 +128,8 @@ const totalShards = 8
 
 // flush writes the rate buckets the transaction changed, and its queue
 // totals, each queue's into one of its rows picked at random, so that
-// concurrent transactions seldom wait for the same row.
+// concurrent transactions seldom wait for the same row. The totals go out
+// with the COMMIT (pipeTx.atCommit): nothing reads what they return.
 func (t *txn) flush(ctx context.Context) error {
 	if err := t.writeCaps(ctx); err != nil {
 		return err
@@ -152,14 +153,14 @@ func (t *txn) flush(ctx context.Context) error {
 		d := t.queues[name]
 		enq, proc, fail, exp = append(enq, d.enqueued), append(proc, d.processed), append(fail, d.failed), append(exp, d.expired)
 	}
-	_, err := t.exec(ctx, `
+	t.tx.atCommit(`
 		INSERT INTO conveyor_queue_totals AS t (queue, shard, enqueued, processed, failed, expired)
 		SELECT q, $2, e, p, f, x FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(q, e, p, f, x)
 		ON CONFLICT (queue, shard) DO UPDATE SET enqueued = t.enqueued + excluded.enqueued,
 			processed = t.processed + excluded.processed, failed = t.failed + excluded.failed,
 			expired = t.expired + excluded.expired`,
 		names, shard, enq, proc, fail, exp)
-	return err
+	return nil
 }
 
 // readXID reads the transaction's id, for the other nodes, when there are

@@ -1,0 +1,279 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pipeTx is a transaction on one pooled connection that spends no round
+// trip of its own on BEGIN or COMMIT: BEGIN goes out in one write with the
+// transaction's first statement, and COMMIT with the statement the
+// transaction left for last (atCommit). A lease or a batch of Results is
+// a statement or two, so its BEGIN and COMMIT were most of its round trips
+// (each a wake-up of the server process and of ours on a loaded machine).
+//
+// A statement sent with BEGIN runs in the transaction BEGIN opens (the
+// database ends a pipeline's implicit transaction at an explicit BEGIN),
+// so nothing changes for the statements but when BEGIN reaches the
+// database: with the first statement rather than before it, which no
+// statement can tell apart under READ COMMITTED (each reads its own
+// snapshot).
+type pipeTx struct {
+	conn  *pgxpool.Conn
+	begun bool
+	// last is the statement queued to go out with COMMIT (atCommit).
+	last *pgx.Batch
+	done bool
+}
+
+// beginPiped takes a connection of the pool for a pipeTx.
+func beginPiped(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pipeTx{conn: conn}, nil
+}
+
+// errTxDone is a statement after the transaction's end.
+var errTxDone = errors.New("postgres: statement after the transaction ended")
+
+// batch is b with BEGIN in front when the transaction has not begun.
+func (p *pipeTx) batch(b *pgx.Batch) (*pgx.Batch, bool) {
+	if p.begun {
+		return b, false
+	}
+	p.begun = true
+	withBegin := &pgx.Batch{}
+	withBegin.Queue("BEGIN")
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	return withBegin, true
+}
+
+// send sends b (with BEGIN in front when due) and passes the BEGIN's
+// result.
+func (p *pipeTx) send(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	b, begins := p.batch(b)
+	br := p.conn.SendBatch(ctx, b)
+	if begins {
+		if _, err := br.Exec(); err != nil {
+			return failedBatch{br: br, err: err}
+		}
+	}
+	return br
+}
+
+// one is a batch of one statement.
+func one(sql string, args []any) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return b
+}
+
+// Exec runs a statement.
+func (p *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if p.done {
+		return pgconn.CommandTag{}, errTxDone
+	}
+	if p.begun {
+		return p.conn.Exec(ctx, sql, args...)
+	}
+	br := p.send(ctx, one(sql, args))
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// Query runs a statement that returns rows.
+func (p *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if p.done {
+		return nil, errTxDone
+	}
+	if p.begun {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	br := p.send(ctx, one(sql, args))
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs a statement that returns one row.
+func (p *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	return &pipedRow{rows: rows, err: err}
+}
+
+// SendBatch sends b's statements in one write, BEGIN in front when due.
+func (p *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if p.done {
+		return failedBatch{err: errTxDone}
+	}
+	return p.send(ctx, b)
+}
+
+// CopyFrom copies rows into a table. COPY cannot share a write with
+// another statement: a transaction that begins with one sends BEGIN alone.
+func (p *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if p.done {
+		return 0, errTxDone
+	}
+	if !p.begun {
+		if _, err := p.conn.Exec(ctx, "BEGIN"); err != nil {
+			return 0, err
+		}
+		p.begun = true
+	}
+	return p.conn.CopyFrom(ctx, table, columns, src)
+}
+
+// atCommit queues a statement whose result nothing reads to go out with
+// COMMIT; its failure fails the commit.
+func (p *pipeTx) atCommit(sql string, args ...any) {
+	if p.last == nil {
+		p.last = &pgx.Batch{}
+	}
+	p.last.Queue(sql, args...)
+}
+
+// Commit commits the transaction, the statements left for last in the
+// same write. A transaction that ran no statement has nothing to commit.
+func (p *pipeTx) Commit(ctx context.Context) error {
+	if p.done {
+		return errTxDone
+	}
+	defer p.release()
+	if !p.begun && p.last == nil {
+		return nil
+	}
+	b := p.last
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	b.Queue("COMMIT")
+	br := p.send(ctx, b)
+	var err error
+	for i := range b.QueuedQueries {
+		tag, xerr := br.Exec()
+		if err = xerr; err != nil {
+			break
+		}
+		if i == len(b.QueuedQueries)-1 && tag.String() == "ROLLBACK" {
+			// The database ended an aborted transaction instead.
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// A statement before the COMMIT failed: the database skipped the
+		// rest and holds the transaction aborted. End it, so that the
+		// connection goes back to the pool clean.
+		_, _ = p.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
+}
+
+// Rollback ends the transaction without its changes.
+func (p *pipeTx) Rollback(ctx context.Context) error {
+	if p.done {
+		return nil
+	}
+	defer p.release()
+	if !p.begun {
+		return nil
+	}
+	_, err := p.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+// release gives the connection back to the pool; one whose transaction's
+// end is unknown (the connection failed under it) is closed by the pool.
+func (p *pipeTx) release() {
+	p.done = true
+	p.conn.Release()
+}
+
+// batchRows are the rows of a statement sent in a batch: closing them
+// closes the batch, so that the connection is free for the next.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	if r.br == nil {
+		return
+	}
+	r.Rows.Close()
+	r.err = r.br.Close()
+	r.br = nil
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// pipedRow is QueryRow's row: pgx.Row's rules on its rows.
+type pipedRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *pipedRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// failedBatch is a batch whose BEGIN failed (or that was never sent):
+// every result is its error.
+type failedBatch struct {
+	br  pgx.BatchResults
+	err error
+}
+
+func (f failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, f.err }
+func (f failedBatch) Query() (pgx.Rows, error)         { return nil, f.err }
+func (f failedBatch) QueryRow() pgx.Row                { return &pipedRow{err: f.err} }
+func (f failedBatch) Tx() pgx.Tx                       { return nil }
+func (f failedBatch) Close() error {
+	if f.br != nil {
+		_ = f.br.Close()
+	}
+	return f.err
+}

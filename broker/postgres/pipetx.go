@@ -16,12 +16,12 @@ import (
 // a statement or two, so its BEGIN and COMMIT were most of its round trips
 // (each a wake-up of the server process and of ours on a loaded machine).
 //
-// A statement sent with BEGIN runs in the transaction BEGIN opens (the
-// database ends a pipeline's implicit transaction at an explicit BEGIN),
-// so nothing changes for the statements but when BEGIN reaches the
-// database: with the first statement rather than before it, which no
-// statement can tell apart under READ COMMITTED (each reads its own
-// snapshot).
+// A statement sent with BEGIN runs in the transaction BEGIN opens (an
+// explicit BEGIN in a pipeline makes its implicit transaction an ordinary
+// one, which outlives the pipeline's Sync), so nothing changes for the
+// statements but when BEGIN reaches the database: with the first
+// statement rather than before it, which no statement can tell apart
+// under READ COMMITTED (each reads its own snapshot).
 type pipeTx struct {
 	conn  *pgxpool.Conn
 	begun bool

@@ -84,13 +84,9 @@ export function createTransport(
     interceptors,
     useBinaryFormat: true,
     acceptCompression: [],
-    pingIntervalMs: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
-    pingTimeoutMs: opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
-    pingIdleConnection: true,
-    nodeOptions: opts.tlsCa ? { ca: opts.tlsCa } : {},
-    // A manager of the caller's own (made by createSessionManager, with
-    // the same pings and TLS) lets the caller close the connection.
-    ...(own.sessionManager ? { sessionManager: own.sessionManager } : {}),
+    // The connection, its pings and TLS: the caller's own manager when it
+    // must close the connection itself, else one made here alike.
+    sessionManager: own.sessionManager ?? createSessionManager(opts),
   };
   const protocol = opts.protocol ?? "grpc";
   switch (protocol) {
@@ -105,9 +101,8 @@ export function createTransport(
 
 /**
  * createSessionManager makes the manager of one HTTP/2 connection to the
- * server, kept alive with pings as createTransport's own: for a caller
- * that must close the connection itself (a Worker's sessions, a Client's
- * close()).
+ * server, kept alive with pings, with the TLS options: every transport's
+ * (createTransport), and a Worker's sessions'.
  */
 export function createSessionManager(opts: ConnectionOptions): Http2SessionManager {
   return new Http2SessionManager(

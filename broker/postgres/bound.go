@@ -117,11 +117,12 @@ func (e *Engine) enterLocked(t *txn, name string, n int) {
 // giveBack gives back what a transaction that did not commit reserved:
 // the new tasks it admitted under bounds, the tasks it leased under caps.
 func (e *Engine) giveBack(t *txn) {
-	if len(t.entering) == 0 && len(t.leasing) == 0 {
+	if len(t.entering) == 0 && len(t.leasing) == 0 && len(t.watches) == 0 {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.dropWatchesLocked(t)
 	for name, n := range t.entering {
 		if q := e.hints.queues[name]; q != nil {
 			q.entering -= n

@@ -346,6 +346,7 @@ func (t *txn) releaseLeases(ctx context.Context, cond string, args ...any) (int,
 		d.counts[broker.StateActive] -= c.n
 		d.counts[broker.StatePending] += c.n
 		d.ready += c.n
+		d.readied = true
 		released += int(c.n)
 	}
 	ids, err := t.query(ctx, `SELECT id FROM conveyor_tasks WHERE state = 3 AND (canceled OR start_authorized OR push_invoked) AND `+cond, args...)

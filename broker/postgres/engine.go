@@ -91,6 +91,9 @@ type Engine struct {
 	closed bool
 	hints  hints
 	health storageHealth
+	// seqSeen is the highest ready_seq a lease of this node was given
+	// (floorwatch.go).
+	seqSeen atomic.Int64
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).
@@ -295,6 +298,7 @@ func (e *Engine) inTx(ctx context.Context, fn func(t *txn) error) error {
 // When the outcome is lost anyway (the connection failed under it), the
 // hints are marked stale, to be read again from the database.
 func (e *Engine) commit(ctx context.Context, t *txn) error {
+	e.capFloorsAhead(t)
 	e.commits.RLock()
 	err := t.tx.Commit(context.WithoutCancel(ctx))
 	if err == nil {

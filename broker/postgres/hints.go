@@ -95,6 +95,13 @@ type queueHint struct {
 	// priority's ready line, and plainFloors where they start the walk of
 	// the line without the at-most-once tasks (scanfloor.go).
 	floors, plainFloors scanFloors
+	// watches are the floor watches of the leases in flight that walk
+	// the queue from its floors (floorwatch.go).
+	watches map[*floorWatch]struct{}
+	// kindFloors are the floors of each kind's part of the typed ready
+	// line (conveyor_tasks_ready_type), for typed walks; at most
+	// maxKindFloors kinds (scanfloor.go).
+	kindFloors map[broker.Kind]*scanFloors
 	// passedOver is set once a routed lease came back short while the
 	// queue had ready tasks, until its ready count is back at 0: each
 	// task that becomes ready meanwhile signals TasksReady. readyChanges
@@ -247,8 +254,17 @@ func (e *Engine) applyCommitted(t *txn) {
 		q := e.queueLocked(name)
 		q.entering -= t.entering[name]
 		q.leasing -= t.leasing[name]
+		if d.readied {
+			capFloorsLocked(q, t.seqBase+1)
+		}
 		e.applyDeltaLocked(q, d)
 	}
+	for _, r := range t.raises {
+		if q := e.hints.queues[r.queue]; q != nil {
+			r.apply(q)
+		}
+	}
+	e.dropWatchesLocked(t)
 	timers := e.timersAddedLocked(t.promoteAt, t.leaseAt, t.purgeOwnAt, t.ended)
 	if timers {
 		e.note.TimersChanged()

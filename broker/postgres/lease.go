@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -175,6 +176,9 @@ type leaseArgs struct {
 	grace       time.Duration
 	node        string
 	push        bool // broker.LeaseParams.Push
+	// byKind: the walk records what it took per kind (a typed walk's
+	// floors, scanfloor.go).
+	byKind bool
 }
 
 // leased is one row a lease statement took from a ready line.
@@ -212,9 +216,17 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 		}
 		x.l = broker.Lease{Task: task, Token: uint64(token), Expiry: fromNanos(leaseExpiry)}
 		got = append(got, x)
-		walk.took(task.Priority, x.seq)
+		if l.byKind {
+			walk.tookKind(broker.Kind{Type: task.Type, AtMostOnce: task.AtMostOnce}, task.Priority, x.seq)
+		} else {
+			walk.took(task.Priority, x.seq)
+		}
 	}
-	return got, walk, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, walk, err
+	}
+	t.e.noteSeqSeen(slices.Max(walk.maxSeq[:]))
+	return got, walk, nil
 }
 
 // leaseSQL is the statement that leases the rows pick picks: $1 the

@@ -33,13 +33,16 @@ import (
 // short, as it may when a stale Result's check holds a row: the short
 // lease's look (recheckLater) covers both.
 //
-// A typed walk has no scan floors (scanfloor.go): it reads each branch
-// from its start. A floor is safe only with a walk from the start when
-// the walk from it comes out short, and a typed walk comes out short
-// whenever its types have fewer tasks than it asks for (the engine counts
-// ready tasks by queue, not by type). So while a transaction holds an old
-// snapshot, a typed lease reads the index entries of its types' tasks
-// leased since, as every lease did before the floors.
+// A typed walk goes by floors of its kinds (scanfloor.go): each branch
+// from its kind's floors, one index range per priority, then, when that
+// came out short, each from its start. The engine counts ready tasks by
+// queue, not by type, so a typed walk also comes out short whenever its
+// types have fewer tasks ready than the queue: a lease of a line its types
+// share with tasks it does not take reads from the start once its own run
+// dry, past the index entries of the tasks leased since VACUUM last ran
+// (and, while a transaction holds an old snapshot, every one since it
+// began). A line of the walk's types alone comes out short only for a
+// task left below the floors (scanfloor.go).
 
 // maxTypeBranches bounds the types a typed walk reads a branch of each: a
 // route naming more walks the line with a filter.
@@ -164,6 +167,9 @@ const typedReady = `state = 2 AND held IS NOT TRUE`
 type typedShape struct {
 	types      int
 	atMostOnce bool
+	// floored: each branch starts from its floors, one per priority
+	// (after the types, one array per branch), as a line walk does.
+	floored bool
 }
 
 // pick is the statement that picks the rows of the walk (tid,
@@ -194,6 +200,33 @@ func (w routeWalk) pick(floors *scanFloors) (string, []any) {
 	return openLineSQL, []any{floors.byPriority()}
 }
 
+// kinds lists the kinds of a typed walk's branches, in the order of its
+// statements' branches.
+func (w routeWalk) kinds() []broker.Kind {
+	out := make([]broker.Kind, 0, 2*len(w.types))
+	for _, typ := range w.types {
+		out = append(out, broker.Kind{Type: typ})
+		if w.atMostOnce {
+			out = append(out, broker.Kind{Type: typ, AtMostOnce: true})
+		}
+	}
+	return out
+}
+
+// pickFloored is the statement of a typed walk from its kinds' floors
+// (one set per branch, in kinds' order), and its arguments from $8 on:
+// the types, then each branch's floors.
+func (w routeWalk) pickFloored(floors []scanFloors) (string, []any) {
+	args := make([]any, 0, len(w.types)+len(floors))
+	for _, typ := range w.types {
+		args = append(args, typ)
+	}
+	for i := range floors {
+		args = append(args, floors[i].byPriority())
+	}
+	return typedSQL(typedShape{types: len(w.types), atMostOnce: w.atMostOnce, floored: true}), args
+}
+
 // typedSQL is the statement of a typed walk of s's shape: one branch per
 // type ($8 on) and at-most-once-ness, each the first $2 rows of its part
 // of conveyor_tasks_ready_type in the line's order (priority, then FIFO),
@@ -216,9 +249,19 @@ func typedSQL(s typedShape) string {
 				b.WriteString(`
 				UNION ALL `)
 			}
-			fmt.Fprintf(&b, `SELECT * FROM (SELECT ctid AS tid, started_at, priority, ready_seq FROM conveyor_tasks
+			if s.floored {
+				fmt.Fprintf(&b, `SELECT * FROM (SELECT r.* FROM unnest($%d::int8[]) WITH ORDINALITY AS f(floor, i)
+					CROSS JOIN LATERAL (
+						SELECT ctid AS tid, started_at, priority, ready_seq FROM conveyor_tasks
+						WHERE queue = $1 AND type = $%d AND at_most_once = %t AND `+typedReady+`
+							AND priority = (`+maxPriorityText+` + 1 - f.i)::smallint AND ready_seq >= f.floor
+						ORDER BY ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED) r
+					LIMIT $2) b%d`, 8+s.types+branch, 8+i, amo, branch)
+			} else {
+				fmt.Fprintf(&b, `SELECT * FROM (SELECT ctid AS tid, started_at, priority, ready_seq FROM conveyor_tasks
 					WHERE queue = $1 AND type = $%d AND at_most_once = %t AND `+typedReady+`
 					ORDER BY priority DESC, ready_seq LIMIT $2 FOR UPDATE SKIP LOCKED) b%d`, 8+i, amo, branch)
+			}
 			branch++
 		}
 	}

@@ -43,13 +43,29 @@ type txn struct {
 	// caps holds the capped queues whose rows the transaction locked
 	// (caps.go).
 	caps map[string]*capped
+	// seqBase is the highest ready_seq this node's leases were given when
+	// the transaction began: every ready_seq it draws is higher. watches
+	// are its leases' watches on the scan floors they walked from, and
+	// raises the raises of those floors, applied when it commits
+	// (floorwatch.go).
+	seqBase int64
+	watches map[string]*floorWatch
+	raises  []floorRaise
+}
+
+// floorRaise raises a queue's scan floors (scanfloor.go), under e.mu.
+type floorRaise struct {
+	queue string
+	apply func(q *queueHint)
 }
 
 // queueDelta is what a transaction changed of one queue.
 type queueDelta struct {
 	counts broker.Counts
-	// ready changes the number of PENDING tasks not held back.
-	ready int64
+	// ready changes the number of PENDING tasks not held back; readied is
+	// set when the transaction made any ready (floorwatch.go).
+	ready   int64
+	readied bool
 	// groups holds the fired groups changed, by gid (live 0: gone).
 	groups map[int64]firedGroup
 	// Totals, written to the database by flush and to the hints after.
@@ -57,7 +73,7 @@ type queueDelta struct {
 }
 
 func newTxn(e *Engine, tx *pipeTx) *txn {
-	return &txn{e: e, tx: tx, queues: map[string]*queueDelta{}}
+	return &txn{e: e, tx: tx, queues: map[string]*queueDelta{}, seqBase: e.seqSeen.Load()}
 }
 
 func (t *txn) q(name string) *queueDelta {
@@ -85,6 +101,7 @@ func (t *txn) moved(queue string, from, to broker.State, wasReady, isReady bool)
 	}
 	if isReady {
 		d.ready++
+		d.readied = true
 	}
 }
 

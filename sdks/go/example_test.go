@@ -58,7 +58,7 @@ func Example_enqueueOptions() {
 		conveyor.Priority(8),
 		conveyor.ProcessIn(10*time.Minute),
 		conveyor.Unique("report:2030-01", 0), // held until the task completes
-		conveyor.Retention(0),                // purge as soon as it completes
+		conveyor.Retention(0),                // purge soon after it completes
 		conveyor.RetryPolicy(conveyor.RetryStrategyExponential, time.Second, time.Minute),
 	)
 	req := task.Proto()

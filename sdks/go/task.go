@@ -187,7 +187,8 @@ func Priority(p int) TaskOption {
 }
 
 // Retention sets how long the task is kept after it completes before it is
-// purged. Retention(0) is sent as an explicit zero and means purge at once;
+// purged. Retention(0) is sent as an explicit zero and means purge at the
+// server's next round (within a second);
 // without the option the server default (24h) applies.
 func Retention(d time.Duration) TaskOption {
 	return taskOptionFunc(func(t *Task) { t.options().Retention = durationpb.New(d) })

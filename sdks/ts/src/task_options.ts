@@ -99,7 +99,7 @@ export interface EnqueueOptions {
   uniqueTtlMs?: number;
   /** 1 (lowest) to 9 (highest); 0 or unset means the server's 4. */
   priority?: number;
-  /** How long the completed task is kept, in milliseconds; 0 purges it at once; unset means the server's 24h. */
+  /** How long the completed task is kept, in milliseconds; 0 purges it at the server's next round (within a second); unset means the server's 24h. */
   retentionMs?: number;
   /** An aggregation group: the task waits and is delivered with its group as one batch. Exclusive with processAt, processInMs and concurrencyKey. */
   group?: string;

@@ -112,10 +112,11 @@ func (e *Engine) Extend(ctx context.Context, p broker.ExtendParams) (int, error)
 	}
 	n := 0
 	err := e.inTx(ctx, func(t *txn) error {
+		t.planWithout(planSeqScan)
 		rows, err := t.query(ctx, `UPDATE conveyor_tasks t
 			SET lease_expiry = CASE WHEN t.lease_limit IS NOT NULL AND t.lease_limit < $3 THEN t.lease_limit ELSE $3 END
 			FROM unnest($1::text[], $2::int8[]) AS u(id, tok)
-			WHERE t.id = u.id AND t.lease_token = u.tok AND t.lease_session = $4 AND t.state = 3
+			WHERE t.id = u.id AND t.lease_token = u.tok AND t.lease_session = $4 AND `+activeByID+`
 			RETURNING t.lease_expiry`, ids, tokens, expiry, p.SessionID)
 		if err != nil {
 			return err

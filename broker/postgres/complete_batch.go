@@ -69,6 +69,7 @@ func (t *txn) completePlain(ctx context.Context, ds []broker.Decision) ([]bool, 
 	if len(idx) < 2 {
 		return done, nil // one decision: the general path costs no more
 	}
+	t.planWithout(planSeqScan)
 	rows, err := t.query(ctx, `WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::bytea[]) AS u(id, tok, sess, now, result))
 		UPDATE conveyor_tasks t SET state = 5, completed_at = d.now,
@@ -76,7 +77,7 @@ func (t *txn) completePlain(ctx context.Context, ds []broker.Decision) ([]bool, 
 			held = false, lease_session = NULL, lease_token = NULL, lease_expiry = NULL, lease_limit = NULL,
 			start_authorized = false, push_invoked = false, result = d.result, progress_percent = 100
 		FROM d
-		WHERE t.id = d.id AND t.state = 3 AND t.lease_token = d.tok AND t.lease_session = d.sess AND NOT t.canceled
+		WHERE t.id = d.id AND `+activeByID+` AND t.lease_token = d.tok AND t.lease_session = d.sess AND NOT t.canceled
 			AND t.concurrency_key IS NULL AND t.unique_key IS NULL AND NOT t.has_dependents
 		RETURNING t.id, t.queue, t.completed_at, t.purge_at`, ids, tokens, sessions, nows, results)
 	if err != nil {

@@ -148,6 +148,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Schema != "" {
 		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		// The engine's statements are short: compiling one takes longer
+		// than running it, and a plan that a planner method turned off
+		// weighs as much as the costliest query (plan.go).
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", RedactURL(cfg.URL), err)

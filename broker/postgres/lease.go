@@ -200,6 +200,7 @@ type leased struct {
 // from $8 on.
 func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, pickArgs []any, l leaseArgs) ([]leased, readyWalk, error) {
 	var walk readyWalk
+	t.planWithout(planSort)
 	args := append([]any{queue, n, l.now, l.session, l.expiry, int64(l.grace), l.node}, pickArgs...)
 	rows, err := t.query(ctx, leaseSQL(pick, l.push), args...)
 	if err != nil {

@@ -25,6 +25,9 @@ import (
 type pipeTx struct {
 	conn  *pgxpool.Conn
 	begun bool
+	// ahead are statements whose results nothing reads, queued to go out
+	// in one write with the next statement (sendAhead).
+	ahead []string
 	// last is the statement queued to go out with COMMIT (atCommit).
 	last *pgx.Batch
 	done bool
@@ -42,24 +45,42 @@ func beginPiped(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
 // errTxDone is a statement after the transaction's end.
 var errTxDone = errors.New("postgres: statement after the transaction ended")
 
-// batch is b with BEGIN in front when the transaction has not begun.
-func (p *pipeTx) batch(b *pgx.Batch) (*pgx.Batch, bool) {
-	if p.begun {
-		return b, false
+// sendAhead queues a statement without arguments, whose result nothing
+// reads, to go out in one write with the transaction's next statement;
+// its failure fails that statement.
+func (p *pipeTx) sendAhead(sql string) { p.ahead = append(p.ahead, sql) }
+
+// direct reports whether a statement may go out on its own: the
+// transaction has begun and nothing waits to go out ahead of it.
+func (p *pipeTx) direct() bool { return p.begun && len(p.ahead) == 0 }
+
+// batch is b with what must go out ahead of it in front: BEGIN when the
+// transaction has not begun, then the statements sendAhead queued. It
+// reports how many it put in front.
+func (p *pipeTx) batch(b *pgx.Batch) (*pgx.Batch, int) {
+	var front []string
+	if !p.begun {
+		front = append(front, "BEGIN")
+		p.begun = true
 	}
-	p.begun = true
-	withBegin := &pgx.Batch{}
-	withBegin.Queue("BEGIN")
-	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
-	return withBegin, true
+	front, p.ahead = append(front, p.ahead...), nil
+	if len(front) == 0 {
+		return b, 0
+	}
+	out := &pgx.Batch{}
+	for _, sql := range front {
+		out.Queue(sql)
+	}
+	out.QueuedQueries = append(out.QueuedQueries, b.QueuedQueries...)
+	return out, len(front)
 }
 
-// send sends b (with BEGIN in front when due) and passes the BEGIN's
-// result.
+// send sends b (with what must go ahead of it in front) and passes the
+// results of what went ahead.
 func (p *pipeTx) send(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	b, begins := p.batch(b)
+	b, front := p.batch(b)
 	br := p.conn.SendBatch(ctx, b)
-	if begins {
+	for range front {
 		if _, err := br.Exec(); err != nil {
 			return failedBatch{br: br, err: err}
 		}
@@ -79,7 +100,7 @@ func (p *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if p.done {
 		return pgconn.CommandTag{}, errTxDone
 	}
-	if p.begun {
+	if p.direct() {
 		return p.conn.Exec(ctx, sql, args...)
 	}
 	br := p.send(ctx, one(sql, args))
@@ -95,7 +116,7 @@ func (p *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if p.done {
 		return nil, errTxDone
 	}
-	if p.begun {
+	if p.direct() {
 		return p.conn.Query(ctx, sql, args...)
 	}
 	br := p.send(ctx, one(sql, args))
@@ -122,16 +143,17 @@ func (p *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 // CopyFrom copies rows into a table. COPY cannot share a write with
-// another statement: a transaction that begins with one sends BEGIN alone.
+// another statement: a transaction that begins with one sends BEGIN (and
+// what else waits to go ahead) on its own first.
 func (p *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	if p.done {
 		return 0, errTxDone
 	}
-	if !p.begun {
-		if _, err := p.conn.Exec(ctx, "BEGIN"); err != nil {
+	if !p.direct() {
+		b, _ := p.batch(&pgx.Batch{})
+		if err := p.conn.SendBatch(ctx, b).Close(); err != nil {
 			return 0, err
 		}
-		p.begun = true
 	}
 	return p.conn.CopyFrom(ctx, table, columns, src)
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -182,5 +183,51 @@ func TestPipeTxFailures(t *testing.T) {
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPipeTxSendsAhead: a statement queued with sendAhead goes out with
+// the transaction's next statement, whether that one opens the transaction
+// or not, and what it sets (SET LOCAL) holds in the transaction and ends
+// with it; one that fails fails the statement it went out with.
+func TestPipeTxSendsAhead(t *testing.T) {
+	pool := pipePool(t)
+	ctx := t.Context()
+	setting := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var v string
+		if err := q.QueryRow(ctx, "SHOW enable_sort").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, begunFirst := range []bool{false, true} {
+		tx := begun(t, pool)
+		if begunFirst {
+			if _, err := tx.Exec(ctx, "INSERT INTO kv VALUES ('a', 1)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx.sendAhead("SET LOCAL enable_sort = off")
+		if v := setting(tx); v != "off" {
+			t.Errorf("begun first %v: enable_sort is %q in the transaction, want off", begunFirst, v)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := setting(pool); v != "on" {
+			t.Errorf("begun first %v: enable_sort is %q after the transaction, want on", begunFirst, v)
+		}
+	}
+	tx := begun(t, pool)
+	tx.sendAhead("SET LOCAL no_such.setting TO")
+	if _, err := tx.Exec(ctx, "INSERT INTO kv VALUES ('b', 1)"); err == nil {
+		t.Error("a statement sent after a failing one ahead of it succeeded")
+	}
+	_ = tx.Rollback(ctx)
+	if v := value(t, pool, "b"); v != -1 {
+		t.Errorf("kv b = %d after the failed transaction, want no row", v)
 	}
 }

@@ -51,6 +51,9 @@ type txn struct {
 	seqBase int64
 	watches map[string]*floorWatch
 	raises  []floorRaise
+	// plannedWithout are the planner methods the transaction turned off
+	// (plan.go).
+	plannedWithout []string
 }
 
 // floorRaise raises a queue's scan floors (scanfloor.go), under e.mu.

@@ -72,8 +72,11 @@ func purgeJob(b broker.Broker, r Retention, batch int) Job {
 	}
 	var rested time.Time // the earliest time of the next purge
 	return func(ctx context.Context, at time.Time) (time.Time, error) {
-		if at.Before(rested) {
-			return rested, nil // a timer signal woke the loop before its rest ended
+		if at.Before(rested) && rested.Sub(at) <= PurgeInterval {
+			// A timer signal woke the loop before its rest ended. (A wall
+			// clock stepped back further ends the rest: it must not hold
+			// the purges off for as long as it stepped.)
+			return rested, nil
 		}
 		next, err := b.Purge(ctx, broker.PurgeParams{
 			Now:             at,

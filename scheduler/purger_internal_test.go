@@ -56,10 +56,22 @@ func TestPurgeRestsBetweenPurges(t *testing.T) {
 		t.Fatalf("the purge after the rest: err %v, second gone %v, next %v; want it gone and nothing more due", err, gone(second), next)
 	}
 
+	// A wall clock stepped back an hour after a purge does not hold the
+	// next one off for the hour.
+	stepped := completed(t0.Add(2 * time.Second))
+	at = t0.Add(3 * time.Second)
+	if _, err := job(t.Context(), at); err != nil || !gone(stepped) {
+		t.Fatalf("the purge before the step: err %v, gone %v", err, gone(stepped))
+	}
+	back := completed(at.Add(-time.Hour))
+	if next, err := job(t.Context(), at.Add(-time.Hour+time.Second)); err != nil || !gone(back) || !next.IsZero() {
+		t.Fatalf("the purge after the clock stepped back an hour: err %v, gone %v, next %v; want it gone", err, gone(back), next)
+	}
+
 	// A full batch: the next purge runs at once.
 	batched := purgeJob(b, Retention{}, 1)
-	third, fourth := completed(t0.Add(2*time.Second)), completed(t0.Add(2*time.Second))
-	at = t0.Add(3 * time.Second)
+	third, fourth := completed(t0.Add(4*time.Second)), completed(t0.Add(4*time.Second))
+	at = t0.Add(5 * time.Second)
 	if next, err := batched(t.Context(), at); err != nil || !next.Equal(at) {
 		t.Fatalf("a purge that filled its batch: err %v, next %v; want %v (at once)", err, next, at)
 	}

@@ -226,9 +226,7 @@ func (t *txn) insertItems(ctx context.Context, items []newItem, now int64, tx bo
 	if err := t.admitNew(ctx, items, tx); err != nil {
 		return err
 	}
-	if err := t.ensureQueues(ctx, items); err != nil {
-		return err
-	}
+	t.ensureQueues(items)
 	for i := range items {
 		if it := &items[i]; it.stored {
 			if err := t.startItem(ctx, it, now); err != nil {
@@ -242,18 +240,33 @@ func (t *txn) insertItems(ctx context.Context, items []newItem, now int64, tx bo
 // insertRows inserts the items still without an error; an item whose id
 // is taken (by a stored task, or an earlier item of the call) is marked
 // existed instead. When the engine chose every id (none can be taken),
-// the rows go in with COPY, PostgreSQL's fastest way in; otherwise in one
-// INSERT that skips the taken ids.
+// the rows go in unchecked: up to copyAbove in an INSERT that goes out
+// with the transaction's next statement or its COMMIT, more with COPY,
+// PostgreSQL's fastest way in; otherwise in one INSERT that skips the
+// taken ids.
 func (t *txn) insertRows(ctx context.Context, items []newItem, now int64) error {
 	idx, fresh := newRows(items)
 	switch {
 	case len(idx) == 0:
 		return nil
-	case fresh:
+	case fresh && len(idx) > copyAbove:
 		return t.copyRows(ctx, items, idx, now)
+	case fresh:
+		t.tx.sendAhead(insertTasksSQL, newRowArgs(items, idx, now)...)
+		for _, i := range idx {
+			items[i].stored = true
+		}
+		return nil
 	}
 	return t.insertRowsChecked(ctx, items, idx, now)
 }
+
+// copyAbove is the most fresh rows an enqueue inserts with an INSERT
+// queued ahead rather than with COPY. A COPY costs the transaction three
+// round trips of its own (BEGIN, which cannot share its write, then the
+// COPY's start and its data), a small enqueue's whole time on a loaded
+// machine; past a few dozen rows COPY's cheaper rows win.
+const copyAbove = 32
 
 // newRows returns the items to insert, each id once, marking a later item
 // with an earlier one's id; fresh says the engine chose every id.
@@ -279,6 +292,55 @@ func newRows(items []newItem) (idx []int, fresh bool) {
 // insertRowsChecked inserts items[idx] in one statement, skipping the ids
 // already stored.
 func (t *txn) insertRowsChecked(ctx context.Context, items []newItem, idx []int, now int64) error {
+	rows, err := t.query(ctx, insertTasksSQL+` ON CONFLICT (id) DO NOTHING RETURNING id`, newRowArgs(items, idx, now)...)
+	if err != nil {
+		return err
+	}
+	inserted := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		inserted[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, i := range idx {
+		if it := &items[i]; inserted[it.id] {
+			it.stored = true
+		} else {
+			it.existed = true
+		}
+	}
+	return nil
+}
+
+// insertTasksSQL inserts new tasks, one row per element of its arrays
+// (newRowArgs), in order: a ready one draws its ready_seq as it goes in.
+const insertTasksSQL = `
+	INSERT INTO conveyor_tasks (id, queue, type, state, priority, retried, max_retry, payload, content_type, metadata,
+		options, enqueued_at, due_at, expires_at, deadline, expire_at, timeout, retention, retry_strategy, retry_base,
+		retry_max, unique_key, unique_until, group_key, concurrency_key, ready_seq, completed_at, last_error,
+		spec_bytes, release_state, waiting, dep_failed, at_most_once)
+	SELECT u.id, u.queue, u.type, u.state, u.prio, u.retried, u.max_retry, u.payload, u.ctype, u.meta::jsonb,
+		u.opts, $1, u.due, u.expires, u.deadline, nullif(u.expire_at, 0), u.timeout, u.retention, u.rstrat, u.rbase,
+		u.rmax, u.uniq, u.uniq_until, u.grp, u.ckey,
+		CASE WHEN u.state = 2 THEN nextval('conveyor_ready_seq') ELSE 0 END, coalesce(u.completed, 0), u.last_error,
+		u.spec_bytes, u.release, u.waiting, u.dep_failed, u.at_most_once
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::int2[], $6::int2[], $7::int4[], $8::int4[], $9::bytea[],
+		$10::text[], $11::text[], $12::bytea[], $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[],
+		$18::int8[], $19::int2[], $20::int8[], $21::int8[], $22::text[], $23::int8[], $24::text[], $25::text[],
+		$26::int8[], $27::text[], $28::int4[], $29::int2[], $30::int4[], $31::bool[], $32::bool[])
+		WITH ORDINALITY AS u(id, queue, type, state, prio, retried, max_retry, payload, ctype, meta, opts, due, expires,
+			deadline, expire_at, timeout, retention, rstrat, rbase, rmax, uniq, uniq_until, grp, ckey, completed,
+			last_error, spec_bytes, release, waiting, dep_failed, at_most_once, ord)
+	ORDER BY u.ord`
+
+// newRowArgs are insertTasksSQL's arguments for items[idx].
+func newRowArgs(items []newItem, idx []int, now int64) []any {
 	var (
 		ids, queues, types, ctypes                                []string
 		uniques, groups, ckeys, metas                             []*string
@@ -317,57 +379,14 @@ func (t *txn) insertRowsChecked(ctx context.Context, items []newItem, idx []int,
 		waitings, depFailed = append(waitings, int32(len(it.deps.waitingOn))), append(depFailed, it.deps.failed != "")
 		atMostOnce = append(atMostOnce, nt.AtMostOnce)
 	}
-	rows, err := t.query(ctx, `
-		INSERT INTO conveyor_tasks (id, queue, type, state, priority, retried, max_retry, payload, content_type, metadata,
-			options, enqueued_at, due_at, expires_at, deadline, expire_at, timeout, retention, retry_strategy, retry_base,
-			retry_max, unique_key, unique_until, group_key, concurrency_key, ready_seq, completed_at, last_error,
-			spec_bytes, release_state, waiting, dep_failed, at_most_once)
-		SELECT u.id, u.queue, u.type, u.state, u.prio, u.retried, u.max_retry, u.payload, u.ctype, u.meta::jsonb,
-			u.opts, $1, u.due, u.expires, u.deadline, nullif(u.expire_at, 0), u.timeout, u.retention, u.rstrat, u.rbase,
-			u.rmax, u.uniq, u.uniq_until, u.grp, u.ckey,
-			CASE WHEN u.state = 2 THEN nextval('conveyor_ready_seq') ELSE 0 END, coalesce(u.completed, 0), u.last_error,
-			u.spec_bytes, u.release, u.waiting, u.dep_failed, u.at_most_once
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::int2[], $6::int2[], $7::int4[], $8::int4[], $9::bytea[],
-			$10::text[], $11::text[], $12::bytea[], $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[],
-			$18::int8[], $19::int2[], $20::int8[], $21::int8[], $22::text[], $23::int8[], $24::text[], $25::text[],
-			$26::int8[], $27::text[], $28::int4[], $29::int2[], $30::int4[], $31::bool[], $32::bool[])
-			WITH ORDINALITY AS u(id, queue, type, state, prio, retried, max_retry, payload, ctype, meta, opts, due, expires,
-				deadline, expire_at, timeout, retention, rstrat, rbase, rmax, uniq, uniq_until, grp, ckey, completed,
-				last_error, spec_bytes, release, waiting, dep_failed, at_most_once, ord)
-		ORDER BY u.ord
-		ON CONFLICT (id) DO NOTHING
-		RETURNING id`,
-		now, ids, queues, types, states, prios, retries, maxRetries, payloads, ctypes, metas, options, dues, expires,
-		deadlines, expireAts, timeouts, retentions, rstrats, rbases, rmaxes, uniques, uniqUntils, groups, ckeys,
-		endedAts, lastErrs, specBytes, releases, waitings, depFailed, atMostOnce)
-	if err != nil {
-		return err
-	}
-	inserted := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		inserted[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, i := range idx {
-		if it := &items[i]; inserted[it.id] {
-			it.stored = true
-		} else {
-			it.existed = true
-		}
-	}
-	return nil
+	return []any{now, ids, queues, types, states, prios, retries, maxRetries, payloads, ctypes, metas, options, dues,
+		expires, deadlines, expireAts, timeouts, retentions, rstrats, rbases, rmaxes, uniques, uniqUntils, groups, ckeys,
+		endedAts, lastErrs, specBytes, releases, waitings, depFailed, atMostOnce}
 }
 
 // ensureQueues records the queues of the stored items (a queue exists
 // from its first task on) and counts their enqueues.
-func (t *txn) ensureQueues(ctx context.Context, items []newItem) error {
+func (t *txn) ensureQueues(items []newItem) {
 	var names []string
 	for i := range items {
 		if it := &items[i]; it.stored {
@@ -377,17 +396,17 @@ func (t *txn) ensureQueues(ctx context.Context, items []newItem) error {
 			}
 		}
 	}
-	return t.createQueues(ctx, names)
+	t.createQueues(names)
 }
 
-// createQueues inserts the rows of the named queues that have none.
-func (t *txn) createQueues(ctx context.Context, names []string) error {
+// createQueues inserts the rows of the named queues that have none, with
+// the transaction's next statement (nothing reads what it returns).
+func (t *txn) createQueues(names []string) {
 	if len(names) == 0 {
-		return nil
+		return
 	}
 	slices.Sort(names)
-	_, err := t.exec(ctx, `INSERT INTO conveyor_queues (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, names)
-	return err
+	t.tx.sendAhead(`INSERT INTO conveyor_queues (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, names)
 }
 
 // startItem applies what a stored task starts with, beyond its row: its

@@ -27,7 +27,7 @@ type pipeTx struct {
 	begun bool
 	// ahead are statements whose results nothing reads, queued to go out
 	// in one write with the next statement (sendAhead).
-	ahead []string
+	ahead []*pgx.QueuedQuery
 	// last is the statement queued to go out with COMMIT (atCommit).
 	last *pgx.Batch
 	done bool
@@ -45,10 +45,12 @@ func beginPiped(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
 // errTxDone is a statement after the transaction's end.
 var errTxDone = errors.New("postgres: statement after the transaction ended")
 
-// sendAhead queues a statement without arguments, whose result nothing
-// reads, to go out in one write with the transaction's next statement;
+// sendAhead queues a statement whose result nothing reads to go out in
+// one write with the transaction's next statement, or with its COMMIT;
 // its failure fails that statement.
-func (p *pipeTx) sendAhead(sql string) { p.ahead = append(p.ahead, sql) }
+func (p *pipeTx) sendAhead(sql string, args ...any) {
+	p.ahead = append(p.ahead, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+}
 
 // direct reports whether a statement may go out on its own: the
 // transaction has begun and nothing waits to go out ahead of it.
@@ -58,21 +60,16 @@ func (p *pipeTx) direct() bool { return p.begun && len(p.ahead) == 0 }
 // transaction has not begun, then the statements sendAhead queued. It
 // reports how many it put in front.
 func (p *pipeTx) batch(b *pgx.Batch) (*pgx.Batch, int) {
-	var front []string
+	var front []*pgx.QueuedQuery
 	if !p.begun {
-		front = append(front, "BEGIN")
+		front = append(front, &pgx.QueuedQuery{SQL: "BEGIN"})
 		p.begun = true
 	}
 	front, p.ahead = append(front, p.ahead...), nil
 	if len(front) == 0 {
 		return b, 0
 	}
-	out := &pgx.Batch{}
-	for _, sql := range front {
-		out.Queue(sql)
-	}
-	out.QueuedQueries = append(out.QueuedQueries, b.QueuedQueries...)
-	return out, len(front)
+	return &pgx.Batch{QueuedQueries: append(front, b.QueuedQueries...)}, len(front)
 }
 
 // send sends b (with what must go ahead of it in front) and passes the
@@ -174,7 +171,7 @@ func (p *pipeTx) Commit(ctx context.Context) error {
 		return errTxDone
 	}
 	defer p.release()
-	if !p.begun && p.last == nil {
+	if !p.begun && p.last == nil && len(p.ahead) == 0 {
 		return nil
 	}
 	b := p.last

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -229,5 +230,40 @@ func TestPipeTxSendsAhead(t *testing.T) {
 	_ = tx.Rollback(ctx)
 	if v := value(t, pool, "b"); v != -1 {
 		t.Errorf("kv b = %d after the failed transaction, want no row", v)
+	}
+}
+
+// TestPipeTxSendsAheadWithCommit: statements queued with sendAhead, with
+// their arguments, and no statement after them go out with COMMIT, in
+// the order queued, whether the transaction began or not; one that fails
+// fails the commit and nothing of the transaction stays.
+func TestPipeTxSendsAheadWithCommit(t *testing.T) {
+	pool := pipePool(t)
+	ctx := t.Context()
+	for i, begunFirst := range []bool{false, true} {
+		key := fmt.Sprintf("ahead%d", i)
+		tx := begun(t, pool)
+		if begunFirst {
+			if _, err := tx.Exec(ctx, "INSERT INTO kv VALUES ($1, 1)", key+"x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx.sendAhead("INSERT INTO kv VALUES ($1, $2)", key, 7)
+		tx.sendAhead("UPDATE kv SET v = v * $2 WHERE k = $1", key, 3)
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("begun first %v: commit: %v", begunFirst, err)
+		}
+		if v := value(t, pool, key); v != 21 {
+			t.Errorf("begun first %v: kv %s = %d, want 21 (the insert, then the update)", begunFirst, key, v)
+		}
+	}
+	tx := begun(t, pool)
+	tx.sendAhead("INSERT INTO kv VALUES ($1, $2)", "aheadbad", 1)
+	tx.sendAhead("INSERT INTO kv VALUES ($1, $2)", "aheadbad", 2) // the key is taken: fails
+	if err := tx.Commit(ctx); err == nil {
+		t.Error("a commit after a failing statement ahead of it succeeded")
+	}
+	if v := value(t, pool, "aheadbad"); v != -1 {
+		t.Errorf("kv aheadbad = %d after the failed commit, want no row", v)
 	}
 }

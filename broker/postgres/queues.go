@@ -78,9 +78,7 @@ func (e *Engine) UpdateQueueConfig(ctx context.Context, name string, update func
 	now := e.cfg.Now()
 	clockStart := e.clockStart()
 	err := e.inTx(ctx, func(t *txn) error {
-		if err := t.createQueues(ctx, []string{name}); err != nil {
-			return err
-		}
+		t.createQueues([]string{name})
 		var delay, grace, pushTimeout int64
 		var b broker.RateBucket[int64]
 		if err := t.queryRow(ctx, `SELECT concurrency_limit, max_active, rate_per_second, rate_burst, group_max_size,

@@ -194,13 +194,9 @@ func (t *txn) leaseReady(ctx context.Context, queue string, n int, w routeWalk, 
 		return nil, err
 	}
 	if walk.rows < n && floors.any() {
-		sql, args := w.pick(nil)
-		below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l)
-		if err != nil {
+		if got, err = t.walkFromStart(ctx, queue, n, w, l, got, &walk); err != nil {
 			return nil, err
 		}
-		got = append(below, got...)
-		walk.add(again)
 	}
 	if walk.rows > 0 && w.raises() {
 		t.raiseFloors(queue, walk, w.kind == walkOpen)
@@ -227,18 +223,28 @@ func (t *txn) leaseTyped(ctx context.Context, queue string, n int, w routeWalk, 
 		}
 	}
 	if walk.rows < n {
-		sql, args := w.pick(nil)
-		below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l)
-		if err != nil {
+		var err error
+		if got, err = t.walkFromStart(ctx, queue, n, w, l, got, &walk); err != nil {
 			return nil, err
 		}
-		got = append(below, got...)
-		walk.add(again)
 	}
 	if walk.rows > 0 {
 		t.raiseKindFloors(queue, walk)
 	}
 	return got, nil
+}
+
+// walkFromStart tops up a walk that came out short of n (walk took got)
+// with w's walk from the start of the line, whose tasks go first: they
+// lie below the ones the walk from the floors took.
+func (t *txn) walkFromStart(ctx context.Context, queue string, n int, w routeWalk, l leaseArgs, got []leased, walk *readyWalk) ([]leased, error) {
+	sql, args := w.pick(nil)
+	below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l)
+	if err != nil {
+		return nil, err
+	}
+	walk.add(again)
+	return append(below, got...), nil
 }
 
 // maxKindFloors bounds the kinds a queue keeps floors for: past it they

@@ -90,7 +90,9 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	hints  hints
-	health storageHealth
+	// purgeFloors bound the purge's walks (purgefloor.go), under mu.
+	purgeFloors purgeFloors
+	health      storageHealth
 	// seqSeen is the highest ready_seq a lease of this node was given
 	// (floorwatch.go).
 	seqSeen atomic.Int64

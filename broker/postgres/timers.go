@@ -116,55 +116,77 @@ func (t *txn) lockLive(ctx context.Context, sql string, args ...any) ([]*liveTas
 }
 
 // Purge deletes terminal tasks past their horizons; see broker.Broker.
+// Its walks start at the purge floors (purgefloor.go).
 func (e *Engine) Purge(ctx context.Context, p broker.PurgeParams) (broker.PurgeNext, error) {
 	var next broker.PurgeNext
 	limit := max(p.Limit, 1)
+	cut := [numPurgeRanges]int64{rangeOwn: nanos(p.Now), rangeEnded + classCompleted: nanos(p.CompletedBefore),
+		rangeEnded + classFailed: nanos(p.ArchivedBefore)}
+	e.mu.Lock()
+	floor, owner := e.purgeFloors.startRoundLocked(nanos(p.Now))
+	e.mu.Unlock()
 	err := e.inTx(ctx, func(t *txn) error {
-		rows, err := t.query(ctx, `WITH gone AS (
-				SELECT id FROM conveyor_tasks WHERE purge_at IS NOT NULL AND purge_at <= $1
-				UNION ALL
-				SELECT id FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL AND completed_at <= $2
-				UNION ALL
-				SELECT id FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL AND completed_at <= $3
-				LIMIT $4)
-			DELETE FROM conveyor_tasks t USING gone WHERE t.id = gone.id
-			RETURNING t.id, t.queue, t.state`, nanos(p.Now), nanos(p.CompletedBefore), nanos(p.ArchivedBefore), limit)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		for rows.Next() {
-			var id, queue string
-			var state int16
-			if err := rows.Scan(&id, &queue, &state); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-			t.moved(queue, broker.State(state), 0, false, false)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if _, err := t.exec(ctx, `DELETE FROM conveyor_deps WHERE task_id = ANY($1)`, ids); err != nil {
-			return err
-		}
-		var own, completed, failed *int64
-		if err := t.queryRow(ctx, `SELECT (SELECT min(purge_at) FROM conveyor_tasks WHERE purge_at IS NOT NULL),
-			(SELECT min(completed_at) FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL),
-			(SELECT min(completed_at) FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL)`).Scan(&own, &completed, &failed); err != nil {
-			return err
-		}
-		next = broker.PurgeNext{Own: fromNanos(deref(own)), Completed: fromNanos(deref(completed)),
-			Archived: fromNanos(deref(failed)), More: len(ids) == limit}
-		return nil
+		var err error
+		next, err = t.purge(ctx, cut, floor, limit)
+		return err
 	})
+	e.mu.Lock()
+	if owner {
+		e.purgeFloors.endRoundLocked(cut, err == nil && !next.More)
+	}
+	if err == nil {
+		e.hints.purgeOwn = nanos(next.Own)
+		e.hints.ended = [numClasses]int64{nanos(next.Completed), nanos(next.Archived)}
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return broker.PurgeNext{}, err
 	}
-	e.mu.Lock()
-	e.hints.purgeOwn = nanos(next.Own)
-	e.hints.ended = [numClasses]int64{nanos(next.Completed), nanos(next.Archived)}
-	e.mu.Unlock()
 	return next, nil
+}
+
+// purge deletes up to limit terminal tasks whose time in their range lies
+// between its floor and its cut, and reads each range's earliest time
+// left from its floor.
+func (t *txn) purge(ctx context.Context, cut, floor [numPurgeRanges]int64, limit int) (broker.PurgeNext, error) {
+	rows, err := t.query(ctx, `WITH gone AS (
+			SELECT id FROM conveyor_tasks WHERE purge_at IS NOT NULL AND purge_at <= $1 AND purge_at >= $5
+			UNION ALL
+			SELECT id FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL AND completed_at <= $2 AND completed_at >= $6
+			UNION ALL
+			SELECT id FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL AND completed_at <= $3 AND completed_at >= $7
+			LIMIT $4)
+		DELETE FROM conveyor_tasks t USING gone WHERE t.id = gone.id
+		RETURNING t.id, t.queue, t.state`, cut[rangeOwn], cut[rangeEnded+classCompleted], cut[rangeEnded+classFailed], limit,
+		floor[rangeOwn], floor[rangeEnded+classCompleted], floor[rangeEnded+classFailed])
+	if err != nil {
+		return broker.PurgeNext{}, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id, queue string
+		var state int16
+		if err := rows.Scan(&id, &queue, &state); err != nil {
+			rows.Close()
+			return broker.PurgeNext{}, err
+		}
+		ids = append(ids, id)
+		t.moved(queue, broker.State(state), 0, false, false)
+	}
+	if err := rows.Err(); err != nil {
+		return broker.PurgeNext{}, err
+	}
+	if _, err := t.exec(ctx, `DELETE FROM conveyor_deps WHERE task_id = ANY($1)`, ids); err != nil {
+		return broker.PurgeNext{}, err
+	}
+	var own, completed, failed *int64
+	if err := t.queryRow(ctx, `SELECT
+		(SELECT min(purge_at) FROM conveyor_tasks WHERE purge_at IS NOT NULL AND purge_at >= $1),
+		(SELECT min(completed_at) FROM conveyor_tasks WHERE state = 5 AND purge_at IS NULL AND completed_at >= $2),
+		(SELECT min(completed_at) FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL AND completed_at >= $3)`,
+		floor[rangeOwn], floor[rangeEnded+classCompleted], floor[rangeEnded+classFailed]).Scan(&own, &completed, &failed); err != nil {
+		return broker.PurgeNext{}, err
+	}
+	return broker.PurgeNext{Own: fromNanos(deref(own)), Completed: fromNanos(deref(completed)),
+		Archived: fromNanos(deref(failed)), More: len(ids) == limit}, nil
 }

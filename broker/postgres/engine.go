@@ -90,9 +90,10 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 	hints  hints
-	// purgeFloors bound the purge's walks (purgefloor.go), under mu.
-	purgeFloors purgeFloors
-	health      storageHealth
+	// promoteFloors and purgeFloors bound the timer loops' walks
+	// (timefloors.go), under mu.
+	promoteFloors, purgeFloors timeFloors
+	health                     storageHealth
 	// seqSeen is the highest ready_seq a lease of this node was given
 	// (floorwatch.go).
 	seqSeen atomic.Int64

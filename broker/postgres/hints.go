@@ -333,10 +333,10 @@ func (e *Engine) applyDeltaLocked(q *queueHint, d *queueDelta) {
 }
 
 // timersAddedLocked records timer times a transaction added, and reports
-// whether one was earlier than the loops were told of. The times of ended
-// tasks lower the purge floors (purgefloor.go).
+// whether one was earlier than the loops were told of. They lower the
+// loops' floors (timefloors.go).
 func (e *Engine) timersAddedLocked(promoteAt, leaseAt, purgeOwnAt int64, ended [numClasses]int64) bool {
-	e.purgeFloors.lowerLocked(purgeOwnAt, ended)
+	e.timerFloorsLocked(promoteAt, purgeOwnAt, ended)
 	timers := false
 	if promoteAt != 0 && (e.hints.nextPromote == 0 || promoteAt < e.hints.nextPromote) {
 		e.hints.nextPromote, timers = promoteAt, true

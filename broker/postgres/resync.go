@@ -112,6 +112,7 @@ func (e *Engine) resyncLocked(ctx context.Context, conn *pgxpool.Conn) error {
 	e.hints.bounded = 0
 	e.hints.nextPromote, e.hints.nextLease, e.hints.purgeOwn = 0, 0, 0
 	e.hints.ended = [numClasses]int64{}
+	e.promoteFloors.resetLocked()
 	e.purgeFloors.resetLocked()
 	now := e.cfg.Now()
 	for name, q := range e.hints.queues {

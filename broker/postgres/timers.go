@@ -39,62 +39,92 @@ func (e *Engine) PromoteDue(ctx context.Context, at time.Time) (time.Time, error
 		e.hints.nextPromote = e.wakeRefilledLocked(now)
 		return fromNanos(e.hints.nextPromote), nil
 	}
-	var next int64
+	e.mu.Lock()
+	floor, owner := e.promoteFloors.startRoundLocked(now)
+	e.mu.Unlock()
+	var r promoted
 	err := e.inTx(ctx, func(t *txn) error {
 		var err error
-		next, err = t.promoteDue(ctx, now)
+		r, err = t.promoteDue(ctx, now, floor)
 		return err
 	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if owner {
+		e.promoteFloors.endRoundLocked(r.left, err == nil && r.done)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
-	e.mu.Lock()
+	next := r.next
 	earliest(&next, e.wakeRefilledLocked(now))
 	e.hints.nextPromote = next
-	e.mu.Unlock()
 	return fromNanos(next), nil
 }
 
-func (t *txn) promoteDue(ctx context.Context, now int64) (int64, error) {
+// promoted is what a round of the promoter did: next is when the next is
+// due; done says it left nothing it could see due, and left holds the
+// earliest time it left in each of its ranges (its floors' next values).
+type promoted struct {
+	next int64
+	done bool
+	left timeRanges
+}
+
+// promoteDue makes the due tasks at or above their range's floor pending
+// and archives the expired ones, and fires the groups due.
+func (t *txn) promoteDue(ctx context.Context, now int64, floor timeRanges) (promoted, error) {
 	due, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE state IN (1, 4) AND due_at <= $1
-		ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
+		AND due_at >= $3 ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch, floor[rangeDue])
 	if err != nil {
-		return 0, err
+		return promoted{}, err
 	}
 	for _, lt := range due {
 		if err := t.toPending(ctx, lt, now, pendingFields{}); err != nil {
-			return 0, err
+			return promoted{}, err
 		}
 	}
 	expired, err := t.lockLive(ctx, `SELECT `+liveColumns+` FROM conveyor_tasks WHERE `+expiringSQL+`
-		ORDER BY expire_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch)
+		AND expire_at >= $3 ORDER BY expire_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, promoteBatch, floor[rangeExpire])
 	if err != nil {
-		return 0, err
+		return promoted{}, err
 	}
 	for _, lt := range expired {
 		if lt.state.Waiting() { // a task promoted above may have expired already
 			if err := t.expire(ctx, lt, now); err != nil {
-				return 0, err
+				return promoted{}, err
 			}
 		}
 	}
 	groups, err := t.fireDue(ctx, now)
 	if err != nil {
-		return 0, err
+		return promoted{}, err
 	}
 	if len(due) == promoteBatch || len(expired) == promoteBatch {
-		return now, nil // more to do: at once
+		return promoted{next: now}, nil // more to do: at once
 	}
+	// The earliest left of each range, rows skipped for their lock
+	// included (this reads without locking).
 	var nextDue, nextExpiry *int64
-	if err := t.queryRow(ctx, `SELECT (SELECT min(due_at) FROM conveyor_tasks WHERE state IN (1, 4)),
-		(SELECT min(expire_at) FROM conveyor_tasks WHERE state IN (1, 2, 4, 8, 9) AND expire_at IS NOT NULL)`).Scan(&nextDue, &nextExpiry); err != nil {
-		return 0, err
+	if err := t.queryRow(ctx, `SELECT (SELECT min(due_at) FROM conveyor_tasks WHERE state IN (1, 4) AND due_at >= $1),
+		(SELECT min(expire_at) FROM conveyor_tasks WHERE state IN (1, 2, 4, 8, 9) AND expire_at IS NOT NULL AND expire_at >= $2)`,
+		floor[rangeDue], floor[rangeExpire]).Scan(&nextDue, &nextExpiry); err != nil {
+		return promoted{}, err
 	}
-	next := int64(0)
+	r := promoted{done: true}
 	for _, at := range []int64{deref(nextDue), deref(nextExpiry), groups} {
-		earliest(&next, at)
+		earliest(&r.next, at)
 	}
-	return next, nil
+	r.left[rangeDue], r.left[rangeExpire] = orNow(nextDue, now), orNow(nextExpiry, now)
+	return r, nil
+}
+
+// orNow is *at, or now when at is nil (a range with nothing left).
+func orNow(at *int64, now int64) int64 {
+	if at == nil {
+		return now
+	}
+	return *at
 }
 
 // lockLive runs a query of liveColumns and returns its rows.
@@ -116,11 +146,11 @@ func (t *txn) lockLive(ctx context.Context, sql string, args ...any) ([]*liveTas
 }
 
 // Purge deletes terminal tasks past their horizons; see broker.Broker.
-// Its walks start at the purge floors (purgefloor.go).
+// Its walks start at the purge floors (timefloors.go).
 func (e *Engine) Purge(ctx context.Context, p broker.PurgeParams) (broker.PurgeNext, error) {
 	var next broker.PurgeNext
 	limit := max(p.Limit, 1)
-	cut := [numPurgeRanges]int64{rangeOwn: nanos(p.Now), rangeEnded + classCompleted: nanos(p.CompletedBefore),
+	cut := timeRanges{rangeOwn: nanos(p.Now), rangeEnded + classCompleted: nanos(p.CompletedBefore),
 		rangeEnded + classFailed: nanos(p.ArchivedBefore)}
 	e.mu.Lock()
 	floor, owner := e.purgeFloors.startRoundLocked(nanos(p.Now))
@@ -147,8 +177,10 @@ func (e *Engine) Purge(ctx context.Context, p broker.PurgeParams) (broker.PurgeN
 
 // purge deletes up to limit terminal tasks whose time in their range lies
 // between its floor and its cut, and reads each range's earliest time
-// left from its floor.
-func (t *txn) purge(ctx context.Context, cut, floor [numPurgeRanges]int64, limit int) (broker.PurgeNext, error) {
+// left from its floor. The DELETE checks the state again: a row it had to
+// wait for is read as the transaction it waited for left it, and one that
+// an operator ran again (RunTask) meanwhile is no longer terminal.
+func (t *txn) purge(ctx context.Context, cut, floor timeRanges, limit int) (broker.PurgeNext, error) {
 	rows, err := t.query(ctx, `WITH gone AS (
 			SELECT id FROM conveyor_tasks WHERE purge_at IS NOT NULL AND purge_at <= $1 AND purge_at >= $5
 			UNION ALL
@@ -156,7 +188,7 @@ func (t *txn) purge(ctx context.Context, cut, floor [numPurgeRanges]int64, limit
 			UNION ALL
 			SELECT id FROM conveyor_tasks WHERE state IN (6, 7) AND purge_at IS NULL AND completed_at <= $3 AND completed_at >= $7
 			LIMIT $4)
-		DELETE FROM conveyor_tasks t USING gone WHERE t.id = gone.id
+		DELETE FROM conveyor_tasks t USING gone WHERE t.id = gone.id AND t.state IN (5, 6, 7)
 		RETURNING t.id, t.queue, t.state`, cut[rangeOwn], cut[rangeEnded+classCompleted], cut[rangeEnded+classFailed], limit,
 		floor[rangeOwn], floor[rangeEnded+classCompleted], floor[rangeEnded+classFailed])
 	if err != nil {

@@ -95,12 +95,25 @@ func leading(e *Engine) bool {
 
 func enqueue(t *testing.T, e *Engine, queue string) string {
 	t.Helper()
-	now := time.Now()
-	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask(queue)}, now)})
+	return enqueueAt(t, e, time.Now(), bt.NewTask(queue))[0].ID
+}
+
+// enqueueAt enqueues tasks at now and returns them as stored; any that
+// fails fails the test.
+func enqueueAt(t *testing.T, e *Engine, now time.Time, tasks ...broker.NewTask) []*broker.Task {
+	t.Helper()
+	res, err := e.Enqueue(t.Context(), broker.EnqueueParams{Now: now, Tasks: bt.WithStates(tasks, now)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res[0].Task.ID
+	out := make([]*broker.Task, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("enqueue item %d: %v", i, r.Err)
+		}
+		out[i] = r.Task
+	}
+	return out
 }
 
 func lease(t *testing.T, e *Engine, session, queue string) broker.Lease {

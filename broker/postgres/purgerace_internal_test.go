@@ -18,11 +18,7 @@ func TestPurgeSparesATaskRunAgain(t *testing.T) {
 	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
 	ctx := t.Context()
 	t0 := time.Now()
-	res, err := e.Enqueue(ctx, broker.EnqueueParams{Now: t0, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q")}, t0)})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("enqueue: %v %v", err, res)
-	}
-	id := res[0].Task.ID
+	id := enqueueAt(t, e, t0, bt.NewTask("q"))[0].ID
 	if ar, err := e.Act(ctx, broker.ActParams{Action: broker.ActionArchive, IDs: []string{id}, Now: t0}); err != nil || ar[0].Err != nil {
 		t.Fatalf("archive: %v %v", err, ar)
 	}

@@ -22,10 +22,7 @@ func TestPurgeFloors(t *testing.T) {
 	ctx := t.Context()
 	t0 := time.Now()
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	if _, err := e.Enqueue(ctx, broker.EnqueueParams{Now: t0, Tasks: bt.WithStates([]broker.NewTask{
-		bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q")}, t0)}); err != nil {
-		t.Fatal(err)
-	}
+	enqueueAt(t, e, t0, bt.NewTask("q"), bt.NewTask("q"), bt.NewTask("q"))
 	ls, err := e.Lease(ctx, broker.LeaseParams{SessionID: "s", Now: t0, TTL: time.Hour, Picks: []broker.QueuePick{{Queue: "q", N: 3}}})
 	if err != nil || len(ls) != 3 {
 		t.Fatalf("leased %d tasks (%v), want 3", len(ls), err)
@@ -139,14 +136,11 @@ func TestPromoteFloors(t *testing.T) {
 		t.Helper()
 		nt := bt.NewTask("q")
 		nt.ProcessAt = due
-		res, err := e.Enqueue(ctx, broker.EnqueueParams{Now: t0, Tasks: bt.WithStates([]broker.NewTask{nt}, t0)})
-		if err != nil || res[0].Err != nil {
-			t.Fatalf("enqueue: %v %v", err, res)
+		task := enqueueAt(t, e, t0, nt)[0]
+		if task.State != broker.StateScheduled {
+			t.Fatalf("a task due at %v was stored %v, want scheduled", due, task.State)
 		}
-		if res[0].Task.State != broker.StateScheduled {
-			t.Fatalf("a task due at %v was stored %v, want scheduled", due, res[0].Task.State)
-		}
-		return res[0].Task.ID
+		return task.ID
 	}
 	promote := func(now time.Time) {
 		t.Helper()

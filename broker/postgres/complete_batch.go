@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/conveyor-dev/conveyor/broker"
 )
@@ -20,6 +21,9 @@ func (e *Engine) CompleteBatch(ctx context.Context, ds []broker.Decision) ([]bro
 		done, err := t.completePlain(ctx, ds)
 		if err != nil {
 			return err
+		}
+		if slices.Contains(done, false) {
+			t.planAsUsual() // for the per-decision path's statements
 		}
 		for i, d := range ds {
 			if done[i] {
@@ -70,6 +74,7 @@ func (t *txn) completePlain(ctx context.Context, ds []broker.Decision) ([]bool, 
 		return done, nil // one decision: the general path costs no more
 	}
 	t.planWithout(planSeqScan)
+	t.planGenerically() // the per-decision path turns it back (CompleteBatch)
 	rows, err := t.query(ctx, `WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::bytea[]) AS u(id, tok, sess, now, result))
 		UPDATE conveyor_tasks t SET state = 5, completed_at = d.now,

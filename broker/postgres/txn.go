@@ -51,9 +51,11 @@ type txn struct {
 	seqBase int64
 	watches map[string]*floorWatch
 	raises  []floorRaise
-	// plannedWithout are the planner methods the transaction turned off
+	// plannedWithout are the planner methods the transaction turned off,
+	// and generic is set while its statements take their generic plans
 	// (plan.go).
 	plannedWithout []string
+	generic        bool
 }
 
 // floorRaise raises a queue's scan floors (scanfloor.go), under e.mu.

@@ -49,11 +49,11 @@ const activeByID = `t.state + 0 = 3`
 // the generic plan and at the arrays' length in a custom one, so on a
 // connection whose early calls carried fewer rows the custom plans look
 // cheaper, and every call is planned again: measured in W4 (Results of
-// about seven tasks a batch), a quarter of the batched completions were
-// planned again, at 0.5 ms each, 3% of PostgreSQL's CPU. The statements
-// that find their rows by id have one plan whatever their arrays hold
-// (the primary key, once for each element), so they take the generic one
-// from the first call.
+// about seven tasks a batch), a third of the batched completions were
+// planned again, at 0.4 ms each, 4% of one core of the database. The
+// statements that find their rows by id have one plan whatever their
+// arrays hold (the primary key, once for each element), so they take the
+// generic one from the first call.
 
 // planGenerically makes the transaction's statements, until planAsUsual,
 // take their generic plans.

@@ -8,13 +8,14 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 )
 
-// CompleteBatch applies decisions about leased tasks in one transaction;
-// see broker.Broker. The successes of plain tasks (no concurrency key, no
-// unique key, no dependents, not canceled while running), most of a busy
-// server's Results, are applied by one statement; every other decision,
-// and a success the statement did not take, goes through Complete's own
-// path, in order, in the same transaction.
-func (e *Engine) CompleteBatch(ctx context.Context, ds []broker.Decision) ([]broker.Completion, error) {
+// completeBatch applies decisions about leased tasks in one transaction
+// (CompleteBatch merges concurrent calls into it). The successes of plain
+// tasks (no concurrency key, no unique key, no dependents, not canceled
+// while running), most of a busy server's Results, are applied by one
+// statement; every other decision, and a success the statement did not
+// take, goes through Complete's own path, in order, in the same
+// transaction.
+func (e *Engine) completeBatch(ctx context.Context, ds []broker.Decision) ([]broker.Completion, error) {
 	var out []broker.Completion
 	err := e.inTx(ctx, func(t *txn) error {
 		out = make([]broker.Completion, len(ds))
@@ -74,7 +75,7 @@ func (t *txn) completePlain(ctx context.Context, ds []broker.Decision) ([]bool, 
 		return done, nil // one decision: the general path costs no more
 	}
 	t.planWithout(planSeqScan)
-	t.planGenerically() // the per-decision path turns it back (CompleteBatch)
+	t.planGenerically() // the per-decision path turns it back (completeBatch)
 	rows, err := t.query(ctx, `WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::bytea[]) AS u(id, tok, sess, now, result))
 		UPDATE conveyor_tasks t SET state = 5, completed_at = d.now,

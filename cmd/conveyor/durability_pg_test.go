@@ -378,7 +378,21 @@ func checkAllCompleted(t *testing.T, url string, ids []string) {
 		}
 		return false
 	}, func() string { return fmt.Sprint(last) })
-	states := listStates(t, admin)
+	// The queue's counts are the node's own, and on PostgreSQL a node
+	// reads them again after an outage (the other nodes' news it missed)
+	// a moment after the database is back: they can say drained before
+	// it has leased what another node enqueued then. The tasks' states
+	// are the database's: wait until every one listed is COMPLETED.
+	var states map[string]conveyorv1.TaskState
+	eventuallyShowing(t, "every task COMPLETED", func() bool {
+		states = listStates(t, admin)
+		for _, st := range states {
+			if st != conveyorv1.TaskState_TASK_STATE_COMPLETED {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("%d tasks listed: %v", len(states), countStates(states)) })
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	lost, undone := 0, 0
@@ -419,6 +433,15 @@ func eventuallyShowing(t *testing.T, msg string, cond func() bool, seen func() s
 	}()
 	servertest.Eventually(t, crashWait, msg, cond)
 	ok = true
+}
+
+// countStates counts states by state.
+func countStates(states map[string]conveyorv1.TaskState) map[conveyorv1.TaskState]int {
+	n := map[conveyorv1.TaskState]int{}
+	for _, st := range states {
+		n[st]++
+	}
+	return n
 }
 
 // listStates lists every task of the default queue: id to state.

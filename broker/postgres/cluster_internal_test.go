@@ -116,6 +116,20 @@ func enqueueAt(t *testing.T, e *Engine, now time.Time, tasks ...broker.NewTask) 
 	return out
 }
 
+// waitBlockedBy waits until a statement whose text is like (a LIKE
+// pattern) waits for a lock the backend pid holds.
+func waitBlockedBy(t *testing.T, e *Engine, pid int, like, what string) {
+	t.Helper()
+	testwait.Until(t, 30*time.Second, what, func() bool {
+		var n int
+		if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE $2`, pid, like).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+}
+
 func lease(t *testing.T, e *Engine, session, queue string) broker.Lease {
 	t.Helper()
 	ls, err := e.Lease(t.Context(), broker.LeaseParams{SessionID: session, Now: time.Now(), TTL: time.Hour,

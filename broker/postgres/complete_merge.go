@@ -35,7 +35,9 @@ type resultCall struct {
 
 // CompleteBatch applies decisions about leased tasks in one transaction,
 // shared with the calls that arrived while the last one ran; see
-// broker.Broker.
+// broker.Broker. A call that waits for another's transaction is not cut
+// short by its ctx (a session passes one without cancellation), and a
+// shared transaction runs without the leader's cancellation.
 func (e *Engine) CompleteBatch(ctx context.Context, ds []broker.Decision) ([]broker.Completion, error) {
 	m := &e.results
 	c := &resultCall{ds: ds, lead: make(chan bool, 1)}

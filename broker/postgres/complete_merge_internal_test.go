@@ -53,14 +53,7 @@ func TestResultsOfSessionsShareATransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		chs := []chan answer{complete(first)}
-		testwait.Until(t, 30*time.Second, "the first call to wait for its task's row", func() bool {
-			var n int
-			if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
-				lockPID).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n > 0
-		})
+		waitBlockedBy(t, e, lockPID, "%", "the first call to wait for its task's row")
 		for _, ds := range rest {
 			chs = append(chs, complete(ds...))
 		}

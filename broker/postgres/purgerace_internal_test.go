@@ -7,7 +7,6 @@ import (
 	"github.com/conveyor-dev/conveyor/broker"
 	bt "github.com/conveyor-dev/conveyor/broker/brokertest"
 	"github.com/conveyor-dev/conveyor/internal/pgtest"
-	"github.com/conveyor-dev/conveyor/internal/testwait"
 )
 
 // TestPurgeSparesATaskRunAgain: an ARCHIVED task past its retention that
@@ -43,14 +42,7 @@ func TestPurgeSparesATaskRunAgain(t *testing.T) {
 			ArchivedBefore: t0.Add(time.Minute), Limit: 100})
 		purged <- err
 	}()
-	testwait.Until(t, 30*time.Second, "the purge to wait for the task's row", func() bool {
-		var n int
-		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE '%DELETE FROM conveyor_tasks t USING gone%'`, runPID).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	})
+	waitBlockedBy(t, e, runPID, "%DELETE FROM conveyor_tasks t USING gone%", "the purge to wait for the task's row")
 	if err := e.commit(ctx, run); err != nil {
 		t.Fatal(err)
 	}

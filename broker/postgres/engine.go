@@ -98,9 +98,10 @@ type Engine struct {
 	// (floorwatch.go).
 	seqSeen atomic.Int64
 
-	// results merges the concurrent CompleteBatch calls
-	// (complete_merge.go).
-	results resultMerger
+	// results and leases share the concurrent CompleteBatch and Lease
+	// calls' transactions (groupcommit.go).
+	results commitGroup[*resultCall]
+	leases  commitGroup[*leaseCall]
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).

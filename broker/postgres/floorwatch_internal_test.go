@@ -136,7 +136,9 @@ func lateCommit(t *testing.T, route broker.Route, leaseFirst bool) {
 			t.Fatal(err)
 		}
 		now := time.Now().UnixNano()
-		got, err := tx.leaseReady(t.Context(), "q", 1, walkOf(route), leaseArgs{session: "s", now: now, expiry: now + int64(time.Minute), node: e.NodeID()})
+		l := leaseArgs{node: e.NodeID()}
+		l.slots.add(0, "s", now, now+int64(time.Minute))
+		got, err := tx.leaseReady(t.Context(), "q", 1, walkOf(route), l)
 		if err != nil || len(got) != 1 || got[0].l.Task.ID != after {
 			t.Fatalf("leaseReady: %v, %d rows, want %s", err, len(got), after)
 		}

@@ -40,9 +40,9 @@ func TestEngineRunsWithoutJIT(t *testing.T) {
 }
 
 // TestBatchedCompletionsTakeTheGenericPlan: the statement that completes
-// a batch of plain tasks is planned once per connection, whatever the
-// size of its batches (plan.go says why), and the transaction's later
-// statements plan as usual.
+// a batch of plain tasks, and the lease's, are planned once per
+// connection, whatever the size of their batches (plan.go says why), and
+// the transaction's later statements plan as usual.
 func TestBatchedCompletionsTakeTheGenericPlan(t *testing.T) {
 	t.Parallel()
 	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: 1})
@@ -82,6 +82,15 @@ func TestBatchedCompletionsTakeTheGenericPlan(t *testing.T) {
 	}
 	if custom != 0 || generic != rounds {
 		t.Fatalf("the batched completion was planned for its arguments %d times and ran its generic plan %d times, want 0 and %d",
+			custom, generic, rounds)
+	}
+	err = e.pool.QueryRow(t.Context(), `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements WHERE statement LIKE 'WITH picked AS (%'`).Scan(&generic, &custom)
+	if err != nil {
+		t.Fatalf("the leases' prepared statements: %v", err)
+	}
+	if custom != 0 || generic < rounds {
+		t.Fatalf("the leases were planned for their arguments %d times and ran their generic plans %d times, want 0 and %d or more",
 			custom, generic, rounds)
 	}
 

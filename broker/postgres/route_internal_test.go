@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -195,12 +196,14 @@ func TestRoutedLeasePlans(t *testing.T) {
 }
 
 // requirePlan fails t unless the lease routed by r reads index, and a
-// typed one that index only, one branch per type and at-most-once-ness.
+// typed one that index only, one branch per type and at-most-once-ness,
+// in the generic plan the engine's lease transactions take (with sorts
+// off, leaseQueue).
 func requirePlan(t *testing.T, e *Engine, r broker.Route, index, when string) {
 	t.Helper()
 	w := walkOf(r)
 	sql, args := w.pick(&scanFloors{})
-	plan := explain(t, e, leaseSQL(sql, false), append([]any{"q1", 10, int64(1), "s", int64(2), int64(0), "n"}, args...)...)
+	plan := explainGeneric(t, e, leaseSQL(sql, false), append([]any{"q1", 10, []int64{1}, []string{"s"}, []int64{2}, int64(0), "n"}, args...)...)
 	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using "+index) {
 		t.Errorf("route %+v %s: want an index scan of %s, the plan is\n%s", r, when, index, plan)
 	}
@@ -216,6 +219,67 @@ func requirePlan(t *testing.T, e *Engine, r broker.Route, index, when string) {
 	if strings.Count(plan, index) != branches || strings.Count(plan, "Index Scan") != branches {
 		t.Errorf("route %+v %s: want one branch per type and at-most-once-ness, each of %s, the plan is\n%s", r, when, index, plan)
 	}
+}
+
+// explainGeneric returns the generic plan of sql, as a lease's
+// transaction plans it (plan.go: sorts off, generic plans forced), for
+// args.
+func explainGeneric(t *testing.T, e *Engine, sql string, args ...any) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL "+planSort+" = off; SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Prepare(ctx, "explained", sql); err != nil {
+		t.Fatalf("PREPARE %s: %v", sql, err)
+	}
+	defer func() { _ = conn.Conn().Deallocate(context.WithoutCancel(ctx), "explained") }()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = sqlLiteral(a)
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE explained(`+strings.Join(lits, ", ")+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sqlLiteral is a as an untyped SQL literal (a string, an integer, or an
+// array of either).
+func sqlLiteral(a any) string {
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	switch v := a.(type) {
+	case string:
+		return quote(v)
+	case []string:
+		out := make([]string, len(v))
+		for i, s := range v {
+			out[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+		}
+		return quote("{" + strings.Join(out, ",") + "}")
+	case []int64:
+		out := make([]string, len(v))
+		for i, n := range v {
+			out[i] = fmt.Sprint(n)
+		}
+		return quote("{" + strings.Join(out, ",") + "}")
+	}
+	return fmt.Sprint(a)
 }
 
 // explain returns the plan of sql with args.

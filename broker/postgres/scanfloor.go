@@ -239,7 +239,7 @@ func (t *txn) leaseTyped(ctx context.Context, queue string, n int, w routeWalk, 
 // lie below the ones the walk from the floors took.
 func (t *txn) walkFromStart(ctx context.Context, queue string, n int, w routeWalk, l leaseArgs, got []leased, walk *readyWalk) ([]leased, error) {
 	sql, args := w.pick(nil)
-	below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l)
+	below, again, err := t.leaseQueue(ctx, queue, n-walk.rows, sql, args, l.from(walk.rows))
 	if err != nil {
 		return nil, err
 	}

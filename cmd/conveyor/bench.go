@@ -23,6 +23,7 @@ type benchCmd struct {
 	Callers      int           `default:"2" help:"Concurrent EnqueueBatch calls (W1 and prefills)."`
 	Producers    int           `default:"32" help:"Concurrent producers (W2, W4)."`
 	Concurrency  int           `default:"64" help:"Worker concurrency (W3, W4)."`
+	Workers      int           `default:"1" help:"Workers (sessions) of --concurrency each on each server (W3, W4)."`
 	Rate         int           `help:"Enqueue rate of W4 (default 2000) and SOAK (default 500), tasks/s."`
 	Duration     time.Duration `help:"How long W4 (default 10s) and SOAK (default 30m) enqueue."`
 	SampleEvery  time.Duration `name:"sample-every" help:"How often SOAK samples the server (default 10s)."`
@@ -37,7 +38,7 @@ type benchCmd struct {
 	GroupSize    int           `name:"group-size" default:"100" help:"Members per group of --shape groups."`
 	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of the bench process (the SDK side) to this file."`
 	DatabaseURL  string        `name:"database-url" env:"CONVEYOR_BENCH_DATABASE_URL" help:"Run each fresh server on PostgreSQL, in a schema of its own in this database (dropped after the run)."`
-	Nodes        int           `default:"1" help:"Fresh servers per run, all on one PostgreSQL schema (more than 1 needs --database-url); producers and workers are spread over them in turn, one worker per node."`
+	Nodes        int           `default:"1" help:"Fresh servers per run, all on one PostgreSQL schema (more than 1 needs --database-url); producers and workers are spread over them in turn, --workers per node."`
 	Cross        bool          `help:"W4 with --nodes 2 or more: producers call the first node only, workers connect to the other nodes only."`
 	NodeLiveness time.Duration `name:"node-liveness" help:"The nodes' --node-liveness with --nodes 2 or more (default: the server's, 15s; 5s with --kill-leader-after)."`
 	KillLeader   time.Duration `name:"kill-leader-after" help:"W3 or SOAK with --nodes 2 or more: SIGKILL the leader node this long after the workers start and record the failover (the nodes run with --node-liveness 5s)."`
@@ -67,7 +68,7 @@ func (c *benchCmd) Run() error {
 	for run := 1; run <= c.Runs; run++ {
 		res := bench.Run(ctx, bench.Config{
 			Workload: strings.ToUpper(c.Workload), N: c.N, Addr: c.Addr, Token: c.Token,
-			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency,
+			Callers: c.Callers, Producers: c.Producers, Concurrency: c.Concurrency, Workers: c.Workers,
 			Rate: c.Rate, Duration: c.Duration, Protocol: proto, Unbatched: c.Unbatched, HTTP1: c.HTTP1, Run: run,
 			Shape: c.Shape, Keys: c.Keys, GroupSize: c.GroupSize, Push: c.Push, PushSecret: c.PushSecret,
 			PrefillOther: c.PrefillOther, SampleEvery: c.SampleEvery, DatabaseURL: c.DatabaseURL,

@@ -15,11 +15,12 @@ import (
 // pass tasks to each other within a second of starting.
 const benchLiveness = time.Second
 
-// TestBenchNodesW3 drains W3 with two nodes on one PostgreSQL schema: the
-// run lists each server's CPU and PostgreSQL's.
+// TestBenchNodesW3 drains W3 with two nodes on one PostgreSQL schema, two
+// workers on each (whose leases each node merges): the run lists each
+// server's CPU and PostgreSQL's.
 func TestBenchNodesW3(t *testing.T) {
 	bin := conveyorBinary(t)
-	res := bench.Run(context.Background(), bench.Config{Workload: "W3", Binary: bin, N: 2000, Concurrency: 8,
+	res := bench.Run(context.Background(), bench.Config{Workload: "W3", Binary: bin, N: 2000, Concurrency: 8, Workers: 2,
 		Nodes: 2, NodeLiveness: benchLiveness, DatabaseURL: pgtest.URL(t), Timeout: 2 * time.Minute})
 	if !res.OK {
 		t.Fatalf("W3 on two nodes failed: %s", res.Err)
@@ -35,8 +36,8 @@ func TestBenchNodesW3(t *testing.T) {
 	if res.CPUPostgres == nil || res.CPUPostgres.Seconds <= 0 {
 		t.Errorf("PostgreSQL's CPU %+v; want some", res.CPUPostgres)
 	}
-	if res.Settings["nodes"] != "2" || !strings.HasPrefix(res.Settings["workers"], "2, one per node") {
-		t.Errorf("settings %v do not say two nodes with a worker each", res.Settings)
+	if res.Settings["nodes"] != "2" || !strings.HasPrefix(res.Settings["workers"], "4, 2 per node") {
+		t.Errorf("settings %v do not say two nodes with two workers each", res.Settings)
 	}
 }
 
@@ -54,7 +55,7 @@ func TestBenchNodesW4Cross(t *testing.T) {
 	if res.N != 400 || res.P99Ms <= 0 || len(res.Servers) != 2 {
 		t.Errorf("n %d, p99 %v ms, servers %+v; want 400 tasks timed on two nodes", res.N, res.P99Ms, res.Servers)
 	}
-	if !strings.HasPrefix(res.Settings["workers"], "1, one per node") {
+	if !strings.HasPrefix(res.Settings["workers"], "1, 1 per node") {
 		t.Errorf("workers %q; want the one worker node's", res.Settings["workers"])
 	}
 }

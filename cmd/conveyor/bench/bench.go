@@ -40,6 +40,9 @@ type Config struct {
 	Producers int
 	// Concurrency is the worker's concurrency (W3, W4). Defaults to 64.
 	Concurrency int
+	// Workers is how many workers (sessions) of Concurrency each serve the
+	// queue on each server (W3, W4). Defaults to 1.
+	Workers int
 	// Rate is the open-loop enqueue rate of W4 and SOAK, tasks/s. Defaults
 	// to 2000 (W4) and 500 (SOAK).
 	Rate int
@@ -118,6 +121,9 @@ func (c *Config) setDefaults() error {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 64
 	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
 	if c.Rate <= 0 {
 		c.Rate = 2000
 		if c.Workload == "SOAK" {
@@ -166,6 +172,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.checkPush(); err != nil {
 		return err
+	}
+	if c.Workers > 1 && (c.Push || c.Workload != "W3" && c.Workload != "W4") {
+		return fmt.Errorf("--workers applies to W3 and W4 worked by sessions, not %s%s", c.Workload, map[bool]string{true: " with --push"}[c.Push])
 	}
 	if c.HTTP1 && c.Protocol != conveyor.ProtocolConnect {
 		return fmt.Errorf("--http1 needs --protocol connect: gRPC runs only over HTTP/2")

@@ -9,8 +9,8 @@ import (
 	"sync"
 )
 
-// workerSet is the workers of a W3 or W4 run: one on r.addr, or one per
-// worker node (workerNodes), each of concurrency cfg.Concurrency.
+// workerSet is the workers of a W3 or W4 run: cfg.Workers on r.addr, or
+// on each worker node (workerNodes), each of concurrency cfg.Concurrency.
 type workerSet struct {
 	r       *runner
 	ctx     context.Context
@@ -31,19 +31,40 @@ type benchWorker struct {
 // first call.
 func (r *runner) startWorkers(ctx context.Context, onStart func(seq int)) (*workerSet, error) {
 	ws := &workerSet{r: r, ctx: ctx, onStart: onStart}
+	per := r.cfg.Workers
 	if len(r.nodes) <= 1 {
-		return ws, ws.add(nil, r.label)
+		if per > 1 {
+			r.res.Settings["workers"] = fmt.Sprintf("%d, each of concurrency %d", per, r.cfg.Concurrency)
+		}
+		return ws, ws.addEach([]*node{nil}, per)
 	}
 	nodes := r.workerNodes()
-	r.res.Settings["workers"] = fmt.Sprintf("%d, one per node of %d, each of concurrency %d",
-		len(nodes), len(r.nodes), r.cfg.Concurrency)
+	r.res.Settings["workers"] = fmt.Sprintf("%d, %d per node of %d, each of concurrency %d",
+		per*len(nodes), per, len(r.nodes), r.cfg.Concurrency)
+	return ws, ws.addEach(nodes, per)
+}
+
+// addEach starts per workers on each of nodes (nil: r.addr), each
+// labelled apart; on an error it stops those it started.
+func (ws *workerSet) addEach(nodes []*node, per int) error {
 	for i, n := range nodes {
-		if err := ws.add(n, fmt.Sprintf("%s-w%d", r.label, i+1)); err != nil {
-			_ = ws.stop()
-			return nil, err
+		for j := range per {
+			label := ws.r.label
+			switch {
+			case len(nodes) > 1 && per > 1:
+				label = fmt.Sprintf("%s-w%d.%d", label, i+1, j+1)
+			case len(nodes) > 1:
+				label = fmt.Sprintf("%s-w%d", label, i+1)
+			case per > 1:
+				label = fmt.Sprintf("%s-w%d", label, j+1)
+			}
+			if err := ws.add(n, label); err != nil {
+				_ = ws.stop()
+				return err
+			}
 		}
 	}
-	return ws, nil
+	return nil
 }
 
 // add starts a worker whose first server is node n (r.addr when nil),

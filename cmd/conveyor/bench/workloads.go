@@ -357,7 +357,7 @@ func (r *runner) w3(ctx context.Context) (measured, error) {
 		return measured{}, fmt.Errorf("prefill: %w", err)
 	}
 	if r.cfg.KillLeaderAfter > 0 {
-		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Nodes*r.cfg.Concurrency, r.nodeLiveness())
+		r.failover = newFailoverWatch(r.cfg.N, 4*r.cfg.Nodes*r.cfg.Workers*r.cfg.Concurrency, r.nodeLiveness())
 	}
 	cpu := r.markCPU()
 	t0 := time.Now()

@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/conveyor-dev/conveyor/broker"
+)
+
+// leaseCall is one Lease call: its parameters, then its answer.
+type leaseCall struct {
+	p   broker.LeaseParams
+	out []broker.Lease
+	err error
+}
+
+func (c *leaseCall) fail(err error) { c.out, c.err = nil, err }
+
+// Lease leases ready tasks to a session; see broker.Broker. The node's
+// concurrent Lease calls share a transaction (groupcommit.go), and the
+// calls that take from one queue by one route share its statements: one
+// walk of the ready line for them all, whose rows are dealt out to the
+// calls in turn (pickGroup). Each session leases for its own free slots,
+// so without this a queue served by several workers of a node would take
+// as many small transactions at once as it has workers, and drain slower
+// than one served by a single worker of the same concurrency
+// (docs/benchmarks.md, the fifteenth and sixteenth passes).
+func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+	c := &leaseCall{p: p}
+	e.leases.do(ctx, c, e.leaseCalls)
+	if len(c.out) == 0 {
+		return nil, c.err
+	}
+	return c.out, c.err
+}
+
+// pickGroup is the picks of one transaction's Lease calls that share one
+// walk: of one queue, by one route, with the same grace and push. A queue
+// with caps is walked for one call at a time (each call's share is
+// decided by the caps, in turn), so its groups hold one pick.
+type pickGroup struct {
+	queue string
+	walk  routeWalk
+	grace time.Duration
+	push  bool
+	// alone: the queue has caps, and the group holds one pick.
+	alone bool
+	// takers are the calls' picks, in the order they were made.
+	takers []*taker
+	// short: the walk is owed a look (recheckLater).
+	short bool
+}
+
+// taker is one call's pick in a pickGroup.
+type taker struct {
+	call, pick int // the call's index in the transaction, the pick's in the call
+	p          *broker.LeaseParams
+	want       int
+	// reserved is what the queue's hints let the call take, and allowed
+	// what its caps let it (at at); got is what it took.
+	reserved, allowed int
+	at                time.Time
+	got               []broker.Lease
+}
+
+// leaseCalls leases what calls ask for in one transaction and gives each
+// call its leases, in the order of its picks.
+func (e *Engine) leaseCalls(ctx context.Context, calls []*leaseCall) error {
+	e.lapses.RLock()
+	defer e.lapses.RUnlock()
+	node := e.NodeID()
+	var groups []*pickGroup
+	err := e.inTx(ctx, func(t *txn) error {
+		if err := t.lockCaps(ctx, e.cappedCalls(calls)); err != nil {
+			return err
+		}
+		groups = e.groupPicks(t, calls)
+		for _, g := range groups {
+			if err := t.leasePick(ctx, g, node); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, g := range groups {
+		if g.short {
+			e.recheckLater(g.queue)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	parts := make([][][]broker.Lease, len(calls))
+	for i, c := range calls {
+		parts[i] = make([][]broker.Lease, len(c.p.Picks))
+	}
+	for _, g := range groups {
+		for _, tk := range g.takers {
+			parts[tk.call][tk.pick] = tk.got
+		}
+	}
+	for i, c := range calls {
+		c.out = slices.Concat(parts[i]...)
+	}
+	return nil
+}
+
+// cappedCalls lists the capped queues calls may lease from, for lockCaps
+// (which locks them in one order, so that two transactions naming the
+// same queues never wait for each other crosswise).
+func (e *Engine) cappedCalls(calls []*leaseCall) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, e.cappedPicks(c.p.Picks, c.p.Now)...)
+	}
+	return out
+}
+
+// groupPicks groups calls' picks by the walk they share, in the order the
+// calls made them. A pick of a queue with caps (locked in t, or capped in
+// the memory) has a group of its own.
+func (e *Engine) groupPicks(t *txn, calls []*leaseCall) []*pickGroup {
+	var groups []*pickGroup
+	for i, c := range calls {
+		w := walkOf(c.p.Route)
+		for j, pick := range c.p.Picks {
+			if pick.N <= 0 {
+				continue
+			}
+			tk := &taker{call: i, pick: j, p: &c.p, want: pick.N}
+			alone := t.caps[pick.Queue] != nil || e.queueCapped(pick.Queue)
+			k := -1
+			if !alone {
+				k = slices.IndexFunc(groups, func(g *pickGroup) bool {
+					return !g.alone && g.queue == pick.Queue && g.grace == c.p.LimitGrace && g.push == c.p.Push && g.walk.same(w)
+				})
+			}
+			if k < 0 {
+				groups = append(groups, &pickGroup{queue: pick.Queue, walk: w, grace: c.p.LimitGrace, push: c.p.Push, alone: alone})
+				k = len(groups) - 1
+			}
+			groups[k].takers = append(groups[k].takers, tk)
+		}
+	}
+	return groups
+}
+
+// same reports whether w and o read the same tasks the same way.
+func (w routeWalk) same(o routeWalk) bool {
+	return w.kind == o.kind && w.atMostOnce == o.atMostOnce && slices.Equal(w.types, o.types) && slices.Equal(w.except, o.except)
+}

@@ -99,9 +99,9 @@ type Engine struct {
 	seqSeen atomic.Int64
 
 	// results and leases share the concurrent CompleteBatch and Lease
-	// calls' transactions (groupcommit.go).
+	// calls' transactions (groupcommit.go, lease_merge.go).
 	results commitGroup[*resultCall]
-	leases  commitGroup[*leaseCall]
+	leases  leaseGroups
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).

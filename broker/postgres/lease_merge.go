@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -18,8 +19,9 @@ type leaseCall struct {
 func (c *leaseCall) fail(err error) { c.out, c.err = nil, err }
 
 // Lease leases ready tasks to a session; see broker.Broker. The node's
-// concurrent Lease calls share a transaction (groupcommit.go), and the
-// calls that take from one queue by one route share its statements: one
+// concurrent Lease calls that take from one queue first share a
+// transaction (groupcommit.go, leaseGroups), and the picks of its calls
+// that take from one queue by one route share its statements: one
 // walk of the ready line for them all, whose rows are dealt out to the
 // calls in turn (pickGroup). Each session leases for its own free slots,
 // so without this a queue served by several workers of a node would take
@@ -28,11 +30,61 @@ func (c *leaseCall) fail(err error) { c.out, c.err = nil, err }
 // (docs/benchmarks.md, the fifteenth and sixteenth passes).
 func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
 	c := &leaseCall{p: p}
-	e.leases.do(ctx, c, e.leaseCalls)
+	key := ""
+	if len(p.Picks) > 0 {
+		key = p.Picks[0].Queue
+	}
+	g := e.leases.acquire(key)
+	g.do(ctx, c, e.leaseCalls)
+	e.leases.release(key, g)
 	if len(c.out) == 0 {
 		return nil, c.err
 	}
 	return c.out, c.err
+}
+
+// leaseGroups holds a commitGroup for each queue the node's Lease calls
+// take from first: the calls of one queue share transactions, and those
+// of other queues run beside them, so that a node whose sessions serve
+// many queues leases on as many connections at once as before. A group
+// lives while a call uses it.
+type leaseGroups struct {
+	mu sync.Mutex
+	m  map[string]*leaseGroup
+}
+
+// leaseGroup is the commitGroup of one queue's Lease calls, and how many
+// calls use it.
+type leaseGroup struct {
+	commitGroup[*leaseCall]
+	users int
+}
+
+// acquire returns the group of the calls whose first pick is of queue
+// key, for a call to use until release.
+func (l *leaseGroups) acquire(key string) *leaseGroup {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.m[key]
+	if g == nil {
+		if l.m == nil {
+			l.m = map[string]*leaseGroup{}
+		}
+		g = &leaseGroup{}
+		l.m[key] = g
+	}
+	g.users++
+	return g
+}
+
+// release ends a call's use of group g of queue key, dropping the group
+// when no call uses it.
+func (l *leaseGroups) release(key string, g *leaseGroup) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g.users--; g.users == 0 {
+		delete(l.m, key)
+	}
 }
 
 // pickGroup is the picks of one transaction's Lease calls that share one

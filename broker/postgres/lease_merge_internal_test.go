@@ -11,26 +11,19 @@ import (
 	"github.com/conveyor-dev/conveyor/internal/testwait"
 )
 
-// TestLeasesOfSessionsShareAWalk: Lease calls that arrive while another's
-// transaction runs are leased together in the next one, the calls of one
-// queue by one walk whose rows are dealt out in turn: when the walk comes
-// out short (rows another transaction holds), each call gets its share,
-// where walks call by call would give the first all it asked for. A
-// merged transaction that fails for one call is run call by call, so
-// that the others still get their leases.
+// TestLeasesOfSessionsShareAWalk: Lease calls of a queue that arrive
+// while another's transaction runs are leased together in the next one,
+// by one walk whose rows are dealt out in turn: when the walk comes out
+// short (rows another transaction holds), each call gets its share, where
+// walks call by call would give the first all it asked for. A merged
+// transaction that fails for one call is run call by call, so that the
+// others still get their leases. A call of another queue does not wait
+// for them.
 func TestLeasesOfSessionsShareAWalk(t *testing.T) {
 	t.Parallel()
 	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
 	ctx := t.Context()
 	now := time.Now()
-	if _, err := e.UpdateQueueConfig(ctx, "capped", func(c *broker.QueueConfig) { c.MaxActive = 10 }); err != nil {
-		t.Fatal(err)
-	}
-	enqueueAt(t, e, now, bt.NewTask("capped"), bt.NewTask("capped"))
-	var ready []string
-	for range 10 {
-		ready = append(ready, enqueueAt(t, e, now, bt.NewTask("q"))[0].ID)
-	}
 	type answer struct {
 		out []broker.Lease
 		err error
@@ -44,45 +37,16 @@ func TestLeasesOfSessionsShareAWalk(t *testing.T) {
 		}()
 		return ch
 	}
-	// behind runs a Lease of the capped queue, which waits for the queue's
-	// row (held by another transaction), and the calls of rest behind it;
-	// while they run, two of q's ready tasks are held too.
-	behind := func(rest ...func() chan answer) []answer {
-		t.Helper()
-		held, err := e.begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+	group := func(queue string) (running bool, waiting int) {
+		e.leases.mu.Lock()
+		defer e.leases.mu.Unlock()
+		g := e.leases.m[queue]
+		if g == nil {
+			return false, 0
 		}
-		if _, err := held.exec(ctx, `SELECT FROM conveyor_tasks WHERE id = ANY($1) FOR UPDATE`, ready[:2]); err != nil {
-			t.Fatal(err)
-		}
-		locker, err := e.begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lockPID int
-		if err := locker.queryRow(ctx, `SELECT pg_backend_pid() FROM conveyor_queues WHERE name = 'capped' FOR UPDATE`).Scan(&lockPID); err != nil {
-			t.Fatal(err)
-		}
-		chs := []chan answer{leaseOf("first", "capped", 1)}
-		waitBlockedBy(t, e, lockPID, "%", "the first call to wait for its queue's row")
-		for _, call := range rest {
-			chs = append(chs, call())
-		}
-		testwait.Until(t, 30*time.Second, "the other calls to wait behind it", func() bool {
-			e.leases.mu.Lock()
-			defer e.leases.mu.Unlock()
-			return len(e.leases.waiting) == len(rest)
-		})
-		if err := e.commit(ctx, locker); err != nil {
-			t.Fatal(err)
-		}
-		answers := make([]answer, len(chs))
-		for i, ch := range chs {
-			answers[i] = <-ch
-		}
-		_ = held.tx.Rollback(ctx)
-		return answers
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.running, len(g.waiting)
 	}
 	leased := func(what string, a answer, n int) []string {
 		t.Helper()
@@ -91,12 +55,47 @@ func TestLeasesOfSessionsShareAWalk(t *testing.T) {
 		}
 		var ids []string
 		for _, l := range a.out {
-			if l.Task.Queue != a.out[0].Task.Queue {
-				t.Fatalf("%s: leases of %s and %s", what, l.Task.Queue, a.out[0].Task.Queue)
-			}
 			ids = append(ids, l.Task.ID)
 		}
 		return ids
+	}
+	// behind runs a Lease of one of q's tasks whose transaction waits (for
+	// the lock a reclaim takes whole), and the calls of rest behind it;
+	// while they run, the two tasks of held are locked by another
+	// transaction.
+	behind := func(held []string, rest ...func() chan answer) []answer {
+		t.Helper()
+		locker, err := e.begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = locker.tx.Rollback(ctx) }()
+		if _, err := locker.exec(ctx, `SELECT FROM conveyor_tasks WHERE id = ANY($1) FOR UPDATE`, held); err != nil {
+			t.Fatal(err)
+		}
+		e.lapses.Lock()
+		locked := true
+		defer func() {
+			if locked { // a failed wait: let the calls end
+				e.lapses.Unlock()
+			}
+		}()
+		chs := []chan answer{leaseOf("first", "q", 1)}
+		testwait.Until(t, 30*time.Second, "the first call to run", func() bool { running, _ := group("q"); return running })
+		for _, call := range rest {
+			chs = append(chs, call())
+		}
+		testwait.Until(t, 30*time.Second, "the other calls to wait behind it", func() bool {
+			_, waiting := group("q")
+			return waiting == len(rest)
+		})
+		e.lapses.Unlock()
+		locked = false
+		answers := make([]answer, len(chs))
+		for i, ch := range chs {
+			answers[i] = <-ch
+		}
+		return answers
 	}
 	xmins := func(ids []string) []string {
 		t.Helper()
@@ -110,28 +109,64 @@ func TestLeasesOfSessionsShareAWalk(t *testing.T) {
 		}
 		return slices.Compact(out)
 	}
+	enqueue := func(n int) []string {
+		var ids []string
+		for range n {
+			ids = append(ids, enqueueAt(t, e, now, bt.NewTask("q"))[0].ID)
+		}
+		return ids
+	}
 
-	// Eight of q's ten tasks are free to take; the two calls ask for five
-	// each, and share them four and four.
-	answers := behind(func() chan answer { return leaseOf("b", "q", 5) }, func() chan answer { return leaseOf("c", "q", 5) })
+	// The first call takes the first of q's eleven tasks, two are held,
+	// and the two calls behind it ask for five each of the eight left:
+	// they get four each.
+	ready := enqueue(11)
+	answers := behind(ready[1:3], func() chan answer { return leaseOf("b", "q", 5) }, func() chan answer { return leaseOf("c", "q", 5) })
 	first := leased("the first call", answers[0], 1)
 	b, c := leased("the second call", answers[1], 4), leased("the third call", answers[2], 4)
 	if x := xmins(append(b, c...)); len(x) != 1 || slices.Equal(x, xmins(first)) {
 		t.Fatalf("the calls that waited committed in transactions %v (the first in %v), want one of their own", x, xmins(first))
 	}
-	for _, l := range answers[1].out {
-		if l.Task.ID == ready[0] || l.Task.ID == ready[1] {
-			t.Fatalf("the second call leased %s, which another transaction held", l.Task.ID)
+	for _, id := range append(b, c...) {
+		if id == ready[1] || id == ready[2] {
+			t.Fatalf("leased %s, which another transaction held", id)
 		}
 	}
 
 	// A session id PostgreSQL refuses (NUL is no text) fails the merged
 	// transaction's statement; run alone, the other call gets its leases.
-	enqueueAt(t, e, now, bt.NewTask("q"), bt.NewTask("q"))
-	answers = behind(func() chan answer { return leaseOf("d", "q", 1) }, func() chan answer { return leaseOf("bad\x00", "q", 1) })
+	enqueue(2)
+	answers = behind(ready[1:3], func() chan answer { return leaseOf("d", "q", 1) }, func() chan answer { return leaseOf("bad\x00", "q", 1) })
 	leased("the first call", answers[0], 1)
 	leased("the call merged with a failing one", answers[1], 1)
 	if answers[2].err == nil {
 		t.Fatalf("the call whose session id has a NUL succeeded: %d leases", len(answers[2].out))
 	}
+
+	// A call of another queue runs while one waits for its queue's row.
+	if _, err := e.UpdateQueueConfig(ctx, "capped", func(c *broker.QueueConfig) { c.MaxActive = 10 }); err != nil {
+		t.Fatal(err)
+	}
+	enqueueAt(t, e, now, bt.NewTask("capped"), bt.NewTask("other"))
+	locker, err := e.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lockPID int
+	if err := locker.queryRow(ctx, `SELECT pg_backend_pid() FROM conveyor_queues WHERE name = 'capped' FOR UPDATE`).Scan(&lockPID); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.tx.Rollback(ctx) }()
+	waiting := leaseOf("e", "capped", 1)
+	waitBlockedBy(t, e, lockPID, "%", "the capped queue's call to wait for its row")
+	select {
+	case a := <-leaseOf("f", "other", 1):
+		leased("the other queue's call", a, 1)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other queue's call waited for the capped queue's")
+	}
+	if err := e.commit(ctx, locker); err != nil {
+		t.Fatal(err)
+	}
+	leased("the capped queue's call", <-waiting, 1)
 }

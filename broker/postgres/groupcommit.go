@@ -16,7 +16,7 @@ import (
 // locks: docs/benchmarks.md, the fifteenth pass), so a node whose
 // sessions each run one small transaction at a time commits fewer,
 // larger ones this way. The CompleteBatch calls share one group
-// (complete_merge.go), the Lease calls another (lease_merge.go).
+// (complete_merge.go), the Lease calls one per queue (lease_merge.go).
 type commitGroup[C failer] struct {
 	mu      sync.Mutex
 	running bool

@@ -52,6 +52,11 @@ type cluster struct {
 	// heartbeat's alone.
 	beats    atomic.Int64
 	resyncAt int64
+	// swept lists the nodes (their ids, in order) that the leader's last
+	// sweep of leases saw, and sweeps counts the sweeps since it
+	// (sweepWith), the heartbeat's alone.
+	swept  string
+	sweeps int
 
 	stop chan struct{}
 	done chan struct{}
@@ -262,7 +267,8 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 	id, term := e.cluster.id, e.cluster.term
 	e.cluster.mu.Unlock()
 	var dead []string
-	released := 0
+	var nodes string
+	released, swept := 0, false
 	err := run(ctx, func(t *txn) error {
 		var held bool
 		if err := t.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conveyor_leader WHERE node = $1 AND term = $2
@@ -279,6 +285,12 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 		if dead, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
+		if err := t.queryRow(ctx, `SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM conveyor_nodes`).Scan(&nodes); err != nil {
+			return err
+		}
+		if swept = !opened || e.sweepOwed(nodes, len(dead) > 0); !swept {
+			return nil
+		}
 		released, err = t.releaseLeases(ctx, `(lease_node IS NULL OR NOT EXISTS (SELECT 1 FROM conveyor_nodes n WHERE n.id = lease_node))`)
 		return err
 	})
@@ -288,6 +300,11 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 	}
 	if err != nil {
 		return err
+	}
+	if swept {
+		e.cluster.mu.Lock()
+		e.cluster.swept, e.cluster.sweeps = nodes, 0
+		e.cluster.mu.Unlock()
 	}
 	if len(dead) > 0 || released > 0 {
 		e.log.Warn("swept dead nodes", "nodes", dead, "tasks_released", released)
@@ -303,6 +320,29 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 }
 
 var errNotLeader = errors.New("postgres: this node no longer leads")
+
+// fullSweepEvery bounds the sweeps that may pass over the leases: the
+// sweepOwed after that many releases the leases of nodes that are gone
+// whatever changed.
+const fullSweepEvery = 10
+
+// sweepOwed reports whether the leader's sweep is to release the leases
+// of nodes that are gone, given the nodes now (nodes: their ids, in
+// order) and whether it deleted dead ones: when the set of nodes changed
+// since the last sweep that did, or after fullSweepEvery sweeps that did
+// not. The release reads every ACTIVE task's index entry (32-53 ms a call
+// at W3's load, docs/benchmarks.md, the fifteenth pass), and a lease of a
+// node that is gone comes from a node that died (its row deleted: the set
+// changed) or left; the periodic one catches a lease stamped with the id
+// of a node declared dead by a transaction that committed after the sweep
+// that released its others (the node had not learned it yet).
+func (e *Engine) sweepOwed(nodes string, deleted bool) bool {
+	c := &e.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sweeps++
+	return deleted || nodes != c.swept || c.sweeps >= fullSweepEvery
+}
 
 // releaseLeases makes PENDING again, with no retry counted, the ACTIVE
 // tasks cond selects (a condition on conveyor_tasks, whose parameters are

@@ -470,3 +470,70 @@ func TestGroupGathersAcrossNodes(t *testing.T) {
 		t.Fatalf("LeaseGroups on a: %+v, %v; want one group of both members %v", gl, err, ids)
 	}
 }
+
+// TestSweepReleasesLeasesWhenTheNodesChange: the leader's sweep releases
+// the leases of nodes that are gone when the set of nodes changed since
+// its last release, and at least every fullSweepEvery sweeps; between, it
+// does not read the leases.
+func TestSweepReleasesLeasesWhenTheNodesChange(t *testing.T) {
+	t.Parallel()
+	// A liveness of an hour: no beat of its own sweeps meanwhile.
+	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: 4, Liveness: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if !leading(e) {
+		t.Fatal("a lone node does not lead")
+	}
+	ctx := t.Context()
+	id := enqueue(t, e, "q")
+	lease(t, e, "s", "q")
+	// orphan stamps the task's lease with a node that is not there.
+	orphan := func() {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx, `UPDATE conveyor_tasks SET lease_node = 'n-gone' WHERE id = $1 AND state = 3`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() broker.State {
+		t.Helper()
+		var s broker.State
+		if err := e.pool.QueryRow(ctx, `SELECT state FROM conveyor_tasks WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sweep := func() {
+		t.Helper()
+		if err := e.sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	orphan()
+	for i := range fullSweepEvery - 1 {
+		sweep()
+		if s := state(); s != broker.StateActive {
+			t.Fatalf("sweep %d with the nodes unchanged released the lease (the task is %v)", i+1, s)
+		}
+	}
+	sweep()
+	if s := state(); s != broker.StatePending {
+		t.Fatalf("after %d sweeps the task is %v, want PENDING (released)", fullSweepEvery, s)
+	}
+
+	lease(t, e, "s", "q")
+	orphan()
+	sweep()
+	if s := state(); s != broker.StateActive {
+		t.Fatalf("a sweep right after a release released the lease (the task is %v)", s)
+	}
+	if _, err := e.pool.Exec(ctx, `INSERT INTO conveyor_nodes (id, address, version) VALUES ('n-new', '', '')`); err != nil {
+		t.Fatal(err)
+	}
+	sweep()
+	if s := state(); s != broker.StatePending {
+		t.Fatalf("after a node joined, the sweep left the task %v, want PENDING (released)", s)
+	}
+}

@@ -321,9 +321,8 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 
 var errNotLeader = errors.New("postgres: this node no longer leads")
 
-// fullSweepEvery bounds the sweeps that may pass over the leases: the
-// sweepOwed after that many releases the leases of nodes that are gone
-// whatever changed.
+// fullSweepEvery is how many sweeps in a row may pass over the leases:
+// the next one releases those of nodes that are gone whatever changed.
 const fullSweepEvery = 10
 
 // sweepOwed reports whether the leader's sweep is to release the leases

@@ -321,8 +321,9 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 
 var errNotLeader = errors.New("postgres: this node no longer leads")
 
-// fullSweepEvery is how many sweeps in a row may pass over the leases:
-// the next one releases those of nodes that are gone whatever changed.
+// fullSweepEvery: of the sweeps since the last that released the leases
+// of nodes that are gone, the fullSweepEvery-th releases them whatever
+// changed.
 const fullSweepEvery = 10
 
 // sweepOwed reports whether the leader's sweep is to release the leases

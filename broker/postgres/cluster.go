@@ -52,11 +52,12 @@ type cluster struct {
 	// heartbeat's alone.
 	beats    atomic.Int64
 	resyncAt int64
-	// swept lists the nodes (their ids, in order) that the leader's last
-	// sweep of leases saw, and sweeps counts the sweeps since it
-	// (sweepWith), the heartbeat's alone.
-	swept  string
-	sweeps int
+	// releasedFor lists the nodes (their ids, in order) there were when
+	// the leader's sweep last released the leases of nodes that are gone,
+	// and sweepsSince counts its sweeps since (sweepOwed), the heartbeat's
+	// alone.
+	releasedFor string
+	sweepsSince int
 
 	stop chan struct{}
 	done chan struct{}
@@ -268,7 +269,7 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 	e.cluster.mu.Unlock()
 	var dead []string
 	var nodes string
-	released, swept := 0, false
+	released, releasing := 0, false
 	err := run(ctx, func(t *txn) error {
 		var held bool
 		if err := t.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conveyor_leader WHERE node = $1 AND term = $2
@@ -288,7 +289,7 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 		if err := t.queryRow(ctx, `SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM conveyor_nodes`).Scan(&nodes); err != nil {
 			return err
 		}
-		if swept = !opened || e.sweepOwed(nodes, len(dead) > 0); !swept {
+		if releasing = !opened || e.sweepOwed(nodes, len(dead) > 0); !releasing {
 			return nil
 		}
 		released, err = t.releaseLeases(ctx, `(lease_node IS NULL OR NOT EXISTS (SELECT 1 FROM conveyor_nodes n WHERE n.id = lease_node))`)
@@ -301,9 +302,9 @@ func (e *Engine) sweepWith(ctx context.Context, run func(context.Context, func(*
 	if err != nil {
 		return err
 	}
-	if swept {
+	if releasing {
 		e.cluster.mu.Lock()
-		e.cluster.swept, e.cluster.sweeps = nodes, 0
+		e.cluster.releasedFor, e.cluster.sweepsSince = nodes, 0
 		e.cluster.mu.Unlock()
 	}
 	if len(dead) > 0 || released > 0 {
@@ -340,8 +341,8 @@ func (e *Engine) sweepOwed(nodes string, deleted bool) bool {
 	c := &e.cluster
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sweeps++
-	return deleted || nodes != c.swept || c.sweeps >= fullSweepEvery
+	c.sweepsSince++
+	return deleted || nodes != c.releasedFor || c.sweepsSince >= fullSweepEvery
 }
 
 // releaseLeases makes PENDING again, with no retry counted, the ACTIVE

@@ -38,9 +38,9 @@ func (e *Engine) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Leas
 	g.do(ctx, c, e.leaseCalls)
 	e.leases.release(key, g)
 	if len(c.out) == 0 {
-		return nil, c.err
+		return nil, c.err // a failed call has no leases
 	}
-	return c.out, c.err
+	return c.out, nil
 }
 
 // leaseGroups holds a commitGroup for each queue the node's Lease calls

@@ -249,14 +249,7 @@ func explainGeneric(t *testing.T, e *Engine, sql string, args ...any) string {
 		lits[i] = sqlLiteral(a)
 	}
 	rows, err := tx.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE explained(`+strings.Join(lits, ", ")+`)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("EXPLAIN %s: %v", sql, err)
-	}
-	return strings.Join(lines, "\n")
+	return planText(t, sql, rows, err)
 }
 
 // sqlLiteral is a as an untyped SQL literal (a string, an integer, or an
@@ -286,8 +279,14 @@ func sqlLiteral(a any) string {
 func explain(t *testing.T, e *Engine, sql string, args ...any) string {
 	t.Helper()
 	rows, err := e.pool.Query(t.Context(), `EXPLAIN (COSTS OFF) `+sql, args...)
+	return planText(t, sql, rows, err)
+}
+
+// planText is the plan an EXPLAIN of sql returned as rows.
+func planText(t *testing.T, sql string, rows pgx.Rows, err error) string {
+	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {

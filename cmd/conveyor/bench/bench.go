@@ -173,8 +173,11 @@ func (c *Config) setDefaults() error {
 	if err := c.checkPush(); err != nil {
 		return err
 	}
-	if c.Workers > 1 && (c.Push || c.Workload != "W3" && c.Workload != "W4") {
-		return fmt.Errorf("--workers applies to W3 and W4 worked by sessions, not %s%s", c.Workload, map[bool]string{true: " with --push"}[c.Push])
+	switch {
+	case c.Workers > 1 && c.Workload != "W3" && c.Workload != "W4":
+		return fmt.Errorf("--workers applies to W3 and W4, not %s", c.Workload)
+	case c.Workers > 1 && c.Push:
+		return fmt.Errorf("--workers starts sessions; with --push one endpoint works the queue")
 	}
 	if c.HTTP1 && c.Protocol != conveyor.ProtocolConnect {
 		return fmt.Errorf("--http1 needs --protocol connect: gRPC runs only over HTTP/2")

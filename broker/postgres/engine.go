@@ -83,9 +83,12 @@ func (c *Config) setDefaults() {
 type Engine struct {
 	cfg  Config
 	pool *pgxpool.Pool
-	log  *slog.Logger
-	note broker.Notifier
-	ids  idSource
+	// warmNew is set once Open warmed the pool: the connections the pool
+	// makes from then on are warmed as they are made (warm.go).
+	warmNew atomic.Bool
+	log     *slog.Logger
+	note    broker.Notifier
+	ids     idSource
 
 	mu     sync.Mutex
 	closed bool
@@ -102,6 +105,8 @@ type Engine struct {
 	// calls' transactions (groupcommit.go, lease_merge.go).
 	results commitGroup[*resultCall]
 	leases  leaseGroups
+	// shapes are the lease statements' shapes warmed (warm.go).
+	shapes leaseShapes
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).
@@ -162,14 +167,21 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		// weighs as much as the costliest query (plan.go).
 		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, note: cfg.Notifier}
+	pcfg.MinConns = pcfg.MaxConns // opened and warmed before serving (warm.go)
+	pcfg.AfterConnect = e.warmNewConn
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", RedactURL(cfg.URL), err)
 	}
-	e := &Engine{cfg: cfg, pool: pool, log: cfg.Logger, note: cfg.Notifier}
+	e.pool = pool
 	e.hints.init()
 	e.cluster.init("")
-	if err := e.open(ctx); err != nil {
+	err = e.open(ctx)
+	if err == nil {
+		err = e.warmPool(ctx)
+	}
+	if err != nil {
 		e.events.stop()
 		pool.Close()
 		return nil, err

@@ -408,8 +408,12 @@ func (t *txn) createQueues(names []string) {
 		return
 	}
 	slices.Sort(names)
-	t.tx.sendAhead(`INSERT INTO conveyor_queues (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, names)
+	t.tx.sendAhead(createQueuesSQL, names)
 }
+
+// createQueuesSQL inserts the rows of the queues named in $1 that have
+// none.
+const createQueuesSQL = `INSERT INTO conveyor_queues (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`
 
 // startItem applies what a stored task starts with, beyond its row: its
 // place among the counts, its key's admission, its group, its

@@ -23,7 +23,7 @@ import (
 // statement rather than before it, which no statement can tell apart
 // under READ COMMITTED (each reads its own snapshot).
 type pipeTx struct {
-	conn  *pgxpool.Conn
+	conn  pipeConn
 	begun bool
 	// ahead are statements whose results nothing reads, queued to go out
 	// in one write with the next statement (sendAhead).
@@ -31,6 +31,16 @@ type pipeTx struct {
 	// last is the statement queued to go out with COMMIT (atCommit).
 	last *pgx.Batch
 	done bool
+}
+
+// pipeConn is the connection a pipeTx runs on: one of the pool's, or
+// one the pool is still making (warm.go), which release leaves alone.
+type pipeConn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Release()
 }
 
 // beginPiped takes a connection of the pool for a pipeTx.

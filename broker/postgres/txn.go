@@ -179,15 +179,19 @@ func (t *txn) flush(ctx context.Context) error {
 		d := t.queues[name]
 		enq, proc, fail, exp = append(enq, d.enqueued), append(proc, d.processed), append(fail, d.failed), append(exp, d.expired)
 	}
-	t.tx.atCommit(`
-		INSERT INTO conveyor_queue_totals AS t (queue, shard, enqueued, processed, failed, expired)
-		SELECT q, $2, e, p, f, x FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(q, e, p, f, x)
-		ON CONFLICT (queue, shard) DO UPDATE SET enqueued = t.enqueued + excluded.enqueued,
-			processed = t.processed + excluded.processed, failed = t.failed + excluded.failed,
-			expired = t.expired + excluded.expired`,
-		names, shard, enq, proc, fail, exp)
+	t.tx.atCommit(addTotalsSQL, names, shard, enq, proc, fail, exp)
 	return nil
 }
+
+// addTotalsSQL adds to the totals of the queues named in $1, in their
+// rows of shard $2, what they enqueued ($3), processed ($4), failed ($5)
+// and expired ($6).
+const addTotalsSQL = `
+	INSERT INTO conveyor_queue_totals AS t (queue, shard, enqueued, processed, failed, expired)
+	SELECT q, $2, e, p, f, x FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(q, e, p, f, x)
+	ON CONFLICT (queue, shard) DO UPDATE SET enqueued = t.enqueued + excluded.enqueued,
+		processed = t.processed + excluded.processed, failed = t.failed + excluded.failed,
+		expired = t.expired + excluded.expired`
 
 // readXID reads the transaction's id, for the other nodes, when there are
 // any and it changed what they count.

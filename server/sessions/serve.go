@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
 	"github.com/conveyor-dev/conveyor/lease"
 	"github.com/conveyor-dev/conveyor/server/internal/wire"
@@ -45,6 +46,9 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 	}
 	s := newSession(ctx, h, ulid.Make().String(), hello, h.cfg.MaxSessionConcurrency)
 	s.rel = release
+	if w, ok := h.broker.(broker.LeaseWarmer); ok {
+		w.WarmLeases(ctx, s.route) // before the session is listed: its first tasks do not wait for it
+	}
 	if !h.register(s) {
 		return errShuttingDown
 	}

@@ -1,0 +1,71 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/conveyor-dev/conveyor/broker"
+	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/server"
+	"github.com/conveyor-dev/conveyor/server/servertest"
+)
+
+// warmingBroker is an engine that would be warmed for its sessions'
+// routes (broker.LeaseWarmer): it records each WarmLeases call, and what
+// the admin service listed while the call ran.
+type warmingBroker struct {
+	broker.Broker
+	listed func() int
+
+	mu     sync.Mutex
+	routes []broker.Route
+	seen   []int
+}
+
+func (w *warmingBroker) WarmLeases(_ context.Context, r broker.Route) {
+	n := w.listed()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.routes = append(w.routes, r)
+	w.seen = append(w.seen, n)
+}
+
+// TestSessionWarmsTheEngineBeforeItIsListed: a session names its route
+// to an engine that warms for it (broker.LeaseWarmer) when it opens, and
+// before it is listed or welcomed, so that the first tasks it is sent do
+// not wait for the warm-up.
+func TestSessionWarmsTheEngineBeforeItIsListed(t *testing.T) {
+	t.Parallel()
+	wb := &warmingBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { wb.Broker = b; return wb })
+	admin := adminClient(t, s)
+	wb.listed = func() int {
+		res, err := admin.ListWorkers(context.Background(), connect.NewRequest(&conveyorv1.ListWorkersRequest{}))
+		if err != nil {
+			t.Errorf("ListWorkers: %v", err)
+			return -1
+		}
+		return len(res.Msg.GetWorkers())
+	}
+	_, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1,
+		Types: []string{"b", "a"}, StartAuthorization: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := wb.listed(); n != 1 {
+		t.Fatalf("%d sessions listed once the session was welcomed, want 1", n)
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	want := broker.WorkerRoute([]string{"b", "a"}, nil, true)
+	if len(wb.routes) != 1 || !slices.Equal(wb.routes[0].Types, want.Types) || wb.routes[0].StartAuthorization != want.StartAuthorization {
+		t.Fatalf("WarmLeases was told %+v, want once %+v", wb.routes, want)
+	}
+	if wb.seen[0] != 0 {
+		t.Fatalf("%d sessions were listed while the engine warmed, want 0: the session was listed first", wb.seen[0])
+	}
+}

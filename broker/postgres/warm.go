@@ -183,17 +183,30 @@ func (e *Engine) WarmLeases(ctx context.Context, r broker.Route) {
 		return
 	}
 	defer close(done)
+	idle := e.pool.AcquireAllIdle(ctx)
+	next := make(chan *pgxpool.Conn, len(idle))
+	for _, c := range idle {
+		next <- c
+	}
+	close(next)
 	var wg sync.WaitGroup
-	for _, c := range e.pool.AcquireAllIdle(ctx) {
+	for range min(warmers, len(idle)) {
 		wg.Go(func() {
-			defer c.Release()
-			if err := e.warmUp(ctx, keptConn{c.Conn()}, []leaseShape{s}); err != nil && ctx.Err() == nil {
-				e.log.Warn("warm a database connection for a route's leases", "err", err)
+			for c := range next {
+				if err := e.warmUp(ctx, keptConn{c.Conn()}, []leaseShape{s}); err != nil && ctx.Err() == nil {
+					e.log.Warn("warm a database connection for a route's leases", "err", err)
+				}
+				c.Release()
 			}
 		})
 	}
 	wg.Wait()
 }
+
+// warmers is how many connections WarmLeases warms at once: each warmed
+// goes back to the pool at once, so that a busy node's other calls wait
+// for a connection no longer than a warm-up or two.
+const warmers = 2
 
 // warmPool opens every connection of the pool and warms each (warmUp),
 // then has the pool warm the connections it makes from now on.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/conveyor-dev/conveyor/broker"
@@ -36,14 +37,18 @@ type groupedCall[C failer] struct {
 type failer interface{ fail(err error) }
 
 // do runs c by apply, in one transaction with the calls that waited with
-// it (runShared), and returns once c's answer is in.
+// it (runShared), and returns once c's answer is in. A call whose ctx
+// ends while it waits leaves, failed with ctx's error, unless a
+// transaction took it already: then its answer is on its way, and it
+// waits for it (what that transaction grants it, the caller must hand
+// back).
 func (g *commitGroup[C]) do(ctx context.Context, c C, apply func(context.Context, []C) error) {
 	me := &groupedCall[C]{call: c, lead: make(chan bool, 1)}
 	g.mu.Lock()
 	if g.running {
 		g.waiting = append(g.waiting, me)
 		g.mu.Unlock()
-		if !<-me.lead {
+		if !g.await(ctx, me) {
 			return
 		}
 		g.mu.Lock()
@@ -71,6 +76,28 @@ func (g *commitGroup[C]) do(ctx context.Context, c C, apply func(context.Context
 	for _, o := range batch[1:] {
 		o.lead <- false
 	}
+}
+
+// await waits for what becomes of me, a waiting call: true when it is to
+// lead the next transaction, false when its answer is in (or it left,
+// its ctx ended).
+func (g *commitGroup[C]) await(ctx context.Context, me *groupedCall[C]) bool {
+	select {
+	case lead := <-me.lead:
+		return lead
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	i := slices.Index(g.waiting, me)
+	if i >= 0 {
+		g.waiting = slices.Delete(g.waiting, i, i+1)
+	}
+	g.mu.Unlock()
+	if i < 0 {
+		return <-me.lead // taken already, or handed the lead
+	}
+	me.call.fail(ctx.Err())
+	return false
 }
 
 // runShared runs calls by apply, which gives each its answer when it

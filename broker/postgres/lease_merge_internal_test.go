@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -169,4 +171,73 @@ func TestLeasesOfSessionsShareAWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	leased("the capped queue's call", <-waiting, 1)
+}
+
+// TestLeaseLeavesTheQueueWhenItsCallEnds: a Lease call waiting behind
+// another's transaction returns when its ctx ends, without waiting for
+// that transaction, and leases nothing; the transaction it waited for
+// still gets its own.
+func TestLeaseLeavesTheQueueWhenItsCallEnds(t *testing.T) {
+	t.Parallel()
+	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
+	now := time.Now()
+	enqueueAt(t, e, now, bt.NewTask("q"), bt.NewTask("q"))
+	type answer struct {
+		out []broker.Lease
+		err error
+	}
+	leaseOf := func(ctx context.Context, session string) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			out, err := e.Lease(ctx, broker.LeaseParams{SessionID: session, Now: now, TTL: time.Hour,
+				Picks: []broker.QueuePick{{Queue: "q", N: 1}}})
+			ch <- answer{out, err}
+		}()
+		return ch
+	}
+	waiting := func() (running bool, n int) {
+		e.leases.mu.Lock()
+		defer e.leases.mu.Unlock()
+		g := e.leases.m["q"]
+		if g == nil {
+			return false, 0
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.running, len(g.waiting)
+	}
+
+	e.lapses.Lock() // the first call's transaction waits for it
+	locked := true
+	defer func() {
+		if locked {
+			e.lapses.Unlock()
+		}
+	}()
+	first := leaseOf(t.Context(), "first")
+	testwait.Until(t, 30*time.Second, "the first call to run", func() bool { running, _ := waiting(); return running })
+	ctx, cancel := context.WithCancel(t.Context())
+	second := leaseOf(ctx, "second")
+	testwait.Until(t, 30*time.Second, "the second call to wait", func() bool { _, n := waiting(); return n == 1 })
+	cancel()
+	select {
+	case a := <-second:
+		if !errors.Is(a.err, context.Canceled) || len(a.out) != 0 {
+			t.Fatalf("the ended call: %d leases, %v; want none and context.Canceled", len(a.out), a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call whose ctx ended still waits for the transaction ahead of it")
+	}
+	if _, n := waiting(); n != 0 {
+		t.Fatalf("%d calls still wait behind the first, want none", n)
+	}
+	e.lapses.Unlock()
+	locked = false
+	if a := <-first; a.err != nil || len(a.out) != 1 {
+		t.Fatalf("the first call: %d leases, %v; want 1", len(a.out), a.err)
+	}
+	var active int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM conveyor_tasks WHERE state = 3`).Scan(&active); err != nil || active != 1 {
+		t.Fatalf("%d tasks ACTIVE (%v), want 1: the ended call leased nothing", active, err)
+	}
 }

@@ -39,14 +39,23 @@ import (
 // warmUp runs the hot statements and the lease statements of shapes on
 // conn.
 func (e *Engine) warmUp(ctx context.Context, conn pipeConn, shapes []leaseShape) error {
-	t := newTxn(e, &pipeTx{conn: conn})
-	err := t.warmHot(ctx)
-	for _, s := range shapes {
-		if err != nil {
-			break
+	return e.warmWith(ctx, conn, func(t *txn) error {
+		if err := t.warmHot(ctx); err != nil {
+			return err
 		}
-		err = t.warmLeases(ctx, s)
-	}
+		for _, s := range shapes {
+			if err := t.warmLeases(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// warmWith runs fn on conn in a transaction it rolls back.
+func (e *Engine) warmWith(ctx context.Context, conn pipeConn, fn func(t *txn) error) error {
+	t := newTxn(e, &pipeTx{conn: conn})
+	err := fn(t)
 	return errors.Join(err, t.tx.Rollback(context.WithoutCancel(ctx)))
 }
 
@@ -193,7 +202,8 @@ func (e *Engine) WarmLeases(ctx context.Context, r broker.Route) {
 	for range min(warmers, len(idle)) {
 		wg.Go(func() {
 			for c := range next {
-				if err := e.warmUp(ctx, keptConn{c.Conn()}, []leaseShape{s}); err != nil && ctx.Err() == nil {
+				err := e.warmWith(ctx, keptConn{c.Conn()}, func(t *txn) error { return t.warmLeases(ctx, s) })
+				if err != nil && ctx.Err() == nil {
 					e.log.Warn("warm a database connection for a route's leases", "err", err)
 				}
 				c.Release()

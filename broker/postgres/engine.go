@@ -136,7 +136,8 @@ var errClosed = fmt.Errorf("postgres: %w", broker.ErrClosed)
 
 // Open connects to the database, applies the schema migrations the
 // database lacks (under an advisory lock, so nodes starting together
-// agree), refuses a schema newer than this binary, listens for the other
+// agree), refuses a schema newer than this binary, opens and warms the
+// pool's connections (warm.go), listens for the other
 // nodes' notifications, loads its hints, and joins the nodes (leading them
 // when nobody does; the leader releases the tasks a node that died left
 // ACTIVE, once its liveness lapsed).
@@ -177,11 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.pool = pool
 	e.hints.init()
 	e.cluster.init("")
-	err = e.open(ctx)
-	if err == nil {
-		err = e.warmPool(ctx)
-	}
-	if err != nil {
+	if err := e.open(ctx); err != nil {
 		e.events.stop()
 		pool.Close()
 		return nil, err
@@ -200,6 +197,11 @@ func (e *Engine) open(ctx context.Context) error {
 		}
 	}
 	if err := migrate(ctx, e.pool, e.log); err != nil {
+		return err
+	}
+	// Warmed before the node joins: a leader's term must not lapse while
+	// its connections warm, before its first heartbeat.
+	if err := e.warmPool(ctx); err != nil {
 		return err
 	}
 	var schema string

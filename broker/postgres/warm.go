@@ -88,39 +88,43 @@ func (t *txn) warmHot(ctx context.Context) error {
 // its floors and from the start, a line walk's one.
 func (t *txn) warmLeases(ctx context.Context, s leaseShape) error {
 	w := s.walk()
+	if w.kind == walkNone {
+		return nil
+	}
 	var slots leaseSlots
 	slots.add(0, "", 0, 0)
-	l := leaseArgs{slots: slots, push: s.push}
-	picks := make([]func() (string, []any), 0, 2)
-	switch w.kind {
-	case walkNone:
-		return nil
-	case walkTyped:
-		picks = append(picks, func() (string, []any) { return w.pickFloored(make([]scanFloors, len(w.kinds()))) })
+	type pick struct {
+		sql  string
+		args []any
 	}
-	picks = append(picks, func() (string, []any) { return w.pick(nil) })
-	for _, pick := range picks {
-		sql, args := pick()
-		if _, _, err := t.leaseQueue(ctx, "", 1, sql, args, l); err != nil {
+	var picks []pick
+	if w.kind == walkTyped {
+		sql, args := w.pickFloored(make([]scanFloors, len(w.kinds())))
+		picks = append(picks, pick{sql, args})
+	}
+	sql, args := w.pick(nil)
+	picks = append(picks, pick{sql, args})
+	for _, p := range picks {
+		if _, _, err := t.leaseQueue(ctx, "", 1, p.sql, p.args, leaseArgs{slots: slots}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// leaseShape is what the text of a walk's lease statements depends on:
-// the walk's kind, whether it takes at-most-once tasks, how many types it
-// names (a filtered walk: how many it takes only, 0 when it excepts
-// some), and whether it leases for a push endpoint.
+// leaseShape is what the text of a session's lease statements depends
+// on: the walk's kind, whether it takes at-most-once tasks, and how many
+// types it names (a filtered walk: how many it takes only, 0 when it
+// excepts some). A push endpoint's leases (another text) are not warmed
+// ahead.
 type leaseShape struct {
 	kind       walkKind
 	atMostOnce bool
 	types      int
-	push       bool
 }
 
-func shapeOf(w routeWalk, push bool) leaseShape {
-	return leaseShape{kind: w.kind, atMostOnce: w.atMostOnce, types: len(w.types), push: push}
+func shapeOf(w routeWalk) leaseShape {
+	return leaseShape{kind: w.kind, atMostOnce: w.atMostOnce, types: len(w.types)}
 }
 
 // walk is a walk of shape s, with made-up types.
@@ -182,7 +186,7 @@ func (l *leaseShapes) all() []leaseShape {
 // it first runs it); a call for a shape named before waits for that
 // first warm-up to end.
 func (e *Engine) WarmLeases(ctx context.Context, r broker.Route) {
-	s := shapeOf(walkOf(r), false)
+	s := shapeOf(walkOf(r))
 	done, first := e.shapes.add(s)
 	if !first {
 		select {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,5 @@ func leaseStatements(prepared [][]string) [][]string {
 
 // isStatement matches a prepared statement that begins with sql.
 func isStatement(sql string) func(string) bool {
-	return func(s string) bool { return len(s) >= len(sql) && s[:len(sql)] == sql }
+	return func(s string) bool { return strings.HasPrefix(s, sql) }
 }

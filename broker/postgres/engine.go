@@ -36,7 +36,11 @@ type Config struct {
 	// GroupDefaults is the group policy of queues that do not set their
 	// own, as for the embedded engine.
 	GroupDefaults broker.GroupPolicy
-	// MaxConns bounds the connection pool. Defaults to 16.
+	// MaxConns is the connection pool's size, every one opened by Open and
+	// kept. Defaults to 8: W1-W4 used no more than 6 at once, and 8 ran
+	// them as fast as 16 (docs/benchmarks.md, the eighteenth pass), while
+	// each node's pool counts against the database's max_connections
+	// whether busy or not.
 	MaxConns int32
 	// Now is used where the engine needs the time on its own (generating
 	// ids, Ready's rate buckets). Defaults to time.Now.
@@ -63,7 +67,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.MaxConns == 0 {
-		c.MaxConns = 16
+		c.MaxConns = 8
 	}
 	if c.Now == nil {
 		c.Now = time.Now

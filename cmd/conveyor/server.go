@@ -27,7 +27,7 @@ type serverCmd struct {
 	Listen           string        `default:"${listen}" env:"CONVEYOR_LISTEN" help:"Address to serve on."`
 	Broker           string        `default:"bolt" enum:"bolt,postgres" env:"CONVEYOR_BROKER" help:"Storage engine: bolt, the embedded file in --data-dir; or postgres, the database --database-url names."`
 	DatabaseURL      string        `name:"database-url" env:"CONVEYOR_DATABASE_URL" help:"PostgreSQL URL (postgres://user:password@host:port/db), for --broker postgres."`
-	DatabaseMaxConns int32         `name:"database-max-conns" default:"16" env:"CONVEYOR_DATABASE_MAX_CONNS" help:"Most connections to the database the server holds open, for --broker postgres."`
+	DatabaseMaxConns int32         `name:"database-max-conns" default:"8" env:"CONVEYOR_DATABASE_MAX_CONNS" help:"Most connections to the database the server holds open, for --broker postgres."`
 	NodeLiveness     time.Duration `name:"node-liveness" default:"${node_liveness}" env:"CONVEYOR_NODE_LIVENESS" help:"How long a node's heartbeat may lapse before the other nodes on the database declare it dead and release its tasks, for --broker postgres (at least 1s)."`
 	AdvertiseAddress string        `name:"advertise-address" env:"CONVEYOR_ADVERTISE_ADDRESS" help:"host:port the other nodes and operators reach this node at, shown in GetClusterInfo, for --broker postgres (default: the address --listen bound)."`
 	DataDir          string        `default:"${data_dir}" env:"CONVEYOR_DATA_DIR" help:"Directory of the data file."`

@@ -6,8 +6,9 @@ import "context"
 // the ones after it: PostgreSQL's engine plans each shape of its lease
 // statement once on each of its connections, a few milliseconds each. A
 // worker's session tells it its route when it opens, before the session
-// is listed or sent anything, so that the first tasks it is sent do not
-// wait for that work. WarmLeases is a hint: it returns once the engine is
+// is listed or sent anything, and a push endpoint's consumer before its
+// first lease, so that the first tasks they are sent do not wait for
+// that work. WarmLeases is a hint: it returns once the engine is
 // ready for the route's leases (or ctx ends), and nothing the leases
 // decide depends on it.
 type LeaseWarmer interface {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/conveyor-dev/conveyor/broker"
 	conveyorv1 "github.com/conveyor-dev/conveyor/gen/conveyor/v1"
+	"github.com/conveyor-dev/conveyor/gen/conveyor/v1/conveyorv1connect"
 	"github.com/conveyor-dev/conveyor/server"
 	"github.com/conveyor-dev/conveyor/server/servertest"
 )
@@ -67,5 +69,58 @@ func TestSessionWarmsTheEngineBeforeItIsListed(t *testing.T) {
 	}
 	if wb.seen[0] != 0 {
 		t.Fatalf("%d sessions were listed while the engine warmed, want 0: the session was listed first", wb.seen[0])
+	}
+}
+
+// pushWarmBroker records, in order, the routes its engine is told to warm
+// for and the push endpoints' leases.
+type pushWarmBroker struct {
+	broker.Broker
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (b *pushWarmBroker) WarmLeases(_ context.Context, r broker.Route) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, fmt.Sprintf("warm types=%v except=%v authorization=%v", r.Types, r.Except, r.StartAuthorization))
+}
+
+func (b *pushWarmBroker) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+	if p.Push {
+		b.mu.Lock()
+		b.events = append(b.events, "push lease")
+		b.mu.Unlock()
+	}
+	return b.Broker.Lease(ctx, p)
+}
+
+// TestPushEndpointWarmsTheEngineBeforeItLeases: a queue's push endpoint
+// names its route (the zero one) to an engine that warms for it before
+// it leases its first task, as a worker's session does.
+func TestPushEndpointWarmsTheEngineBeforeItLeases(t *testing.T) {
+	t.Parallel()
+	wb := &pushWarmBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { wb.Broker = b; return wb })
+	hc := servertest.HTTPClient()
+	env := &pushEnv{s: s, tasks: conveyorv1connect.NewTaskServiceClient(hc, s.URL()),
+		admin: conveyorv1connect.NewAdminServiceClient(hc, s.URL())}
+	ep := startEndpoint(t, nil, echoAnswer)
+	if err := env.setPush(t, "hooks", ep.srv.URL+"/tasks", 1, 0); err != nil {
+		t.Fatalf("UpdateQueueConfig: %v", err)
+	}
+	id := env.enqueue(t, "hooks", `{"n":1}`, nil)
+	env.waitTask(t, id, "completes", inState(conveyorv1.TaskState_TASK_STATE_COMPLETED))
+
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	lease := slices.Index(wb.events, "push lease")
+	if lease < 0 {
+		t.Fatalf("no push lease recorded: %q", wb.events)
+	}
+	const zero = "warm types=[] except=[] authorization=false"
+	if warm := slices.Index(wb.events, zero); warm < 0 || warm > lease {
+		t.Fatalf("events %q: want %q before the first push lease", wb.events, zero)
 	}
 }

@@ -23,10 +23,10 @@ import (
 //   - Open opens every connection of the pool and runs the hot statements
 //     once on each (warmPool), and the pool keeps them open (its MinConns
 //     is its MaxConns);
-//   - a worker's session tells the engine its route when it opens
+//   - a worker's session tells the engine its route when it opens, and a
+//     push endpoint's consumer before its first lease
 //     (broker.LeaseWarmer): the first time a shape of lease statement is
-//     named, it is run once on every idle connection before the session
-//     is listed (WarmLeases);
+//     named, it is run once on every idle connection (WarmLeases);
 //   - a connection the pool makes later (one past its lifetime replaced,
 //     or after an outage) runs the hot statements and every shape named
 //     so far before the pool hands it out (the pool's AfterConnect hook).

@@ -90,9 +90,15 @@ func (c *consumer) configure(s Settings) {
 	c.wake()
 }
 
-// run leases and invokes until ctx ends or the consumer stops.
+// run leases and invokes until ctx ends or the consumer stops. It first
+// names its route (the zero one: an endpoint takes every type and no
+// at-most-once task) to an engine that readies itself for a route's
+// leases (broker.LeaseWarmer), so that its first tasks do not wait for it.
 func (c *consumer) run(ctx context.Context) {
 	defer close(c.done)
+	if w, ok := c.pool.broker.(broker.LeaseWarmer); ok {
+		w.WarmLeases(ctx, broker.Route{})
+	}
 	var outage time.Duration
 	for {
 		select {

@@ -49,6 +49,21 @@ type CopyTask struct {
 	Seq int64
 }
 
+// HistoryCopy is a store's whole queue history (HistoryKeeper), as a copy
+// moves it: every sample of every resolution, and the latest round.
+type HistoryCopy struct {
+	// Round is HistoryRound's time (zero: none).
+	Round time.Time
+	// Samples are by resolution, then queue, then bucket (its start).
+	Samples []ResolutionSample
+}
+
+// ResolutionSample is a history sample with its resolution.
+type ResolutionSample struct {
+	Resolution HistoryResolution
+	HistorySample
+}
+
 // CopySource is a store read whole for a copy.
 type CopySource interface {
 	// CopyQueues lists every queue the store knows, by name: its pause
@@ -60,6 +75,8 @@ type CopySource interface {
 	// CopyTasks calls fn with every task, in id order; fn may keep t. An
 	// error from fn ends the walk and is returned.
 	CopyTasks(ctx context.Context, fn func(t *CopyTask) error) error
+	// CopyHistory reads the queues' history whole.
+	CopyHistory(ctx context.Context) (HistoryCopy, error)
 	// Close releases the store.
 	Close() error
 }
@@ -75,13 +92,17 @@ type CopyTarget interface {
 	LoadTasks(ctx context.Context, tasks []*CopyTask) error
 	// LoadCrons stores the cron entries, run history included.
 	LoadCrons(ctx context.Context, crons []CronEntry) error
+	// LoadHistory stores the queues' history as CopySource.CopyHistory
+	// read it.
+	LoadHistory(ctx context.Context, h HistoryCopy) error
 	// Seal builds what the engine derives from the tasks (its indexes,
 	// claims, keys' admissions, groups), once every task is loaded.
 	Seal(ctx context.Context) error
-	// CopyQueues and CopyCrons read back what the store holds once
-	// sealed, as CopySource's do, for the copy to check.
+	// CopyQueues, CopyCrons and CopyHistory read back what the store
+	// holds once sealed, as CopySource's do, for the copy to check.
 	CopyQueues(ctx context.Context) ([]QueueInfo, error)
 	CopyCrons(ctx context.Context) ([]CronEntry, error)
+	CopyHistory(ctx context.Context) (HistoryCopy, error)
 	// Commit makes the copy durable and the store's: an engine opened on
 	// it afterwards finds it.
 	Commit(ctx context.Context) error

@@ -62,18 +62,14 @@ func recordHistoryOp(now time.Time, samples []broker.HistorySample) op {
 	samples = append([]broker.HistorySample(nil), samples...) // not retained from the caller
 	return func(w *txw) error {
 		hb := w.tx.Bucket(bucketHistory)
-		if err := hb.Put(keyHistoryRound, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))); err != nil {
+		if err := hb.Put(keyHistoryRound, historyRoundValue(now)); err != nil {
 			return fmt.Errorf("history round: %w", err)
 		}
 		for _, res := range broker.HistoryResolutions {
 			for _, q := range samples {
 				k := historyKey(res, q.Queue, res.Bucket(q.Bucket))
 				if hb.Get(k) == nil {
-					v := make([]byte, 0, historyValueLen)
-					v = binary.BigEndian.AppendUint64(v, uint64(q.Enqueued))
-					v = binary.BigEndian.AppendUint64(v, uint64(q.Processed))
-					v = binary.BigEndian.AppendUint64(v, uint64(q.Failed))
-					if err := hb.Put(k, v); err != nil {
+					if err := hb.Put(k, historyValue(q.HistoryCounters)); err != nil {
 						return fmt.Errorf("history of %q: %w", q.Queue, err)
 					}
 				}
@@ -84,6 +80,14 @@ func recordHistoryOp(now time.Time, samples []broker.HistorySample) op {
 		}
 		return nil
 	}
+}
+
+// historyValue is a sample's value: its counters.
+func historyValue(c broker.HistoryCounters) []byte {
+	v := make([]byte, 0, historyValueLen)
+	v = binary.BigEndian.AppendUint64(v, uint64(c.Enqueued))
+	v = binary.BigEndian.AppendUint64(v, uint64(c.Processed))
+	return binary.BigEndian.AppendUint64(v, uint64(c.Failed))
 }
 
 // dropHistory deletes the keys with prefix that sort before end: one
@@ -118,12 +122,24 @@ func dropQueueHistory(w *txw, queue string) error {
 func (e *Engine) HistoryRound(context.Context) (time.Time, error) {
 	var at time.Time
 	err := e.view(func(tx *bbolt.Tx) error {
-		if v := tx.Bucket(bucketHistory).Get(keyHistoryRound); len(v) == 8 {
-			at = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
-		}
+		at = historyRoundOf(tx.Bucket(bucketHistory).Get(keyHistoryRound))
 		return nil
 	})
 	return at, err
+}
+
+// historyRoundValue is keyHistoryRound's value for a round at now.
+func historyRoundValue(now time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))
+}
+
+// historyRoundOf is the round's time a keyHistoryRound value holds (zero:
+// none).
+func historyRoundOf(v []byte) time.Time {
+	if len(v) != 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
 }
 
 // History returns stored samples; see broker.HistoryKeeper.

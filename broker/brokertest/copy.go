@@ -39,6 +39,10 @@ type CopyFixture struct {
 	tasks  map[string]*broker.Task
 	queues []broker.QueueInfo
 	crons  []broker.CronEntry
+	// history is the queues' history (both engines keep one:
+	// broker.HistoryKeeper): each resolution's samples, and the round.
+	history map[broker.HistoryResolution][]broker.HistorySample
+	round   time.Time
 }
 
 // The queues PopulateCopy fills besides restart's ("q", "paused", "idle").
@@ -60,7 +64,8 @@ var copyConfig = broker.QueueConfig{ConcurrencyLimit: 2, MaxActive: 3, RatePerSe
 // tasks, a task canceled while it ran with a dependent that cascades, a
 // task blocked by a failed dependency, a gathering and a fired group, a
 // task with every option, queues with configuration and totals, cron
-// entries with run history. It returns the fixture with the store as b
+// entries with run history, the queues' history over two rounds. It
+// returns the fixture with the store as b
 // shows it then; the caller closes b next.
 func PopulateCopy(t *testing.T, b broker.Broker) *CopyFixture {
 	t.Helper()
@@ -118,7 +123,40 @@ func PopulateCopy(t *testing.T, b broker.Broker) *CopyFixture {
 	if f.crons, err = b.Crons(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	f.history, f.round = populateHistory(t, b)
 	return f
+}
+
+// populateHistory records two rounds of the queues' history, a minute and
+// then a day apart, and returns what b then keeps.
+func populateHistory(t *testing.T, b broker.Broker) (map[broker.HistoryResolution][]broker.HistorySample, time.Time) {
+	t.Helper()
+	hk := b.(broker.HistoryKeeper)
+	sample := func(queue string, n int64, at time.Time) broker.HistorySample {
+		return broker.HistorySample{HistoryCounters: broker.HistoryCounters{Queue: queue, Enqueued: 3 * n, Processed: 2 * n, Failed: n}, Bucket: at}
+	}
+	for _, round := range []time.Time{T0.Add(time.Minute), T0.Add(25 * time.Hour)} {
+		samples := []broker.HistorySample{sample(copyOther, round.Unix()%97, round), sample(copyCfg, 5, round)}
+		if err := hk.RecordHistory(t.Context(), round, samples); err != nil {
+			t.Fatalf("RecordHistory: %v", err)
+		}
+	}
+	kept := map[broker.HistoryResolution][]broker.HistorySample{}
+	for _, res := range broker.HistoryResolutions {
+		s, err := hk.History(t.Context(), res, "", time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept[res] = s
+	}
+	round, err := hk.HistoryRound(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept[broker.HistoryDay]) != 4 || len(kept[broker.HistoryMinute]) != 2 || !round.Equal(T0.Add(25*time.Hour)) {
+		t.Fatalf("history kept: %+v, round %s; want 4 days' samples, the last round's 2 minutes' and its time", kept, round)
+	}
+	return kept, round
 }
 
 // populateRich adds, to queue copyRich, a task with every option that
@@ -205,6 +243,7 @@ func (f *CopyFixture) Check(t *testing.T, b broker.Broker) {
 	f.checkTasks(t, b)
 	f.checkQueues(t, b)
 	f.checkCrons(t, b)
+	f.checkHistory(t, b)
 	f.checkBehaviour(t, b)
 }
 
@@ -305,6 +344,26 @@ func (f *CopyFixture) checkCrons(t *testing.T, b broker.Broker) {
 	}
 	if !slices.EqualFunc(got, f.crons, same) {
 		t.Errorf("cron entries in the copy:\n%+v\nwant:\n%+v", got, f.crons)
+	}
+}
+
+func (f *CopyFixture) checkHistory(t *testing.T, b broker.Broker) {
+	t.Helper()
+	hk := b.(broker.HistoryKeeper)
+	for _, res := range broker.HistoryResolutions {
+		got, err := hk.History(t.Context(), res, "", time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := func(a, b broker.HistorySample) bool {
+			return a.HistoryCounters == b.HistoryCounters && a.Bucket.Equal(b.Bucket)
+		}
+		if !slices.EqualFunc(got, f.history[res], same) {
+			t.Errorf("history at resolution %d in the copy:\n%+v\nwant:\n%+v", res, got, f.history[res])
+		}
+	}
+	if round, err := hk.HistoryRound(t.Context()); err != nil || !round.Equal(f.round) {
+		t.Errorf("history round in the copy: %s (%v), want %s", round, err, f.round)
 	}
 }
 

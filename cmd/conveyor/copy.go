@@ -182,8 +182,11 @@ func copySummary(w io.Writer, from, to store, st copyStats) error {
 	if err := tb.flush(); err != nil {
 		return err
 	}
+	if err := writef(w, "\nqueue history: %d %s\n", st.History, plural(int64(st.History), "sample", "samples")); err != nil {
+		return err
+	}
 	if err := writef(w, "\nverified: the destination holds every task the source counts, and each queue's tasks per state, "+
-		"pause flag, configuration and totals, and each cron entry, are the source's\n"); err != nil {
+		"pause flag, configuration and totals, each cron entry, and the queues' history, are the source's\n"); err != nil {
 		return err
 	}
 	if n := st.Counts[broker.StateActive]; n > 0 {

@@ -24,12 +24,15 @@ type copyStats struct {
 	// Queues are the source's, with its counts.
 	Queues []broker.QueueInfo
 	Crons  int
-	Tasks  int64
-	Counts broker.Counts
-	Took   time.Duration
+	// History is how many samples of the queues' history it moved.
+	History int
+	Tasks   int64
+	Counts  broker.Counts
+	Took    time.Duration
 }
 
-// runCopy moves every queue, task and cron entry of src into dst, and
+// runCopy moves every queue, task and cron entry of src, and the queues'
+// history, into dst, and
 // commits dst only once it holds what src holds (verifyCopy). The source
 // is read on a goroutine of its own while the destination loads the
 // batch before. progress is told how many tasks are loaded, of how many.
@@ -61,10 +64,18 @@ func runCopy(ctx context.Context, src broker.CopySource, dst broker.CopyTarget, 
 	if err := dst.LoadCrons(ctx, crons); err != nil {
 		return st, err
 	}
+	history, err := src.CopyHistory(ctx)
+	if err != nil {
+		return st, fmt.Errorf("read the source's queue history: %w", err)
+	}
+	st.History = len(history.Samples)
+	if err := dst.LoadHistory(ctx, history); err != nil {
+		return st, err
+	}
 	if err := dst.Seal(ctx); err != nil {
 		return st, err
 	}
-	if err := verifyCopy(ctx, queues, read, crons, dst); err != nil {
+	if err := verifyCopy(ctx, queues, read, crons, history, dst); err != nil {
 		return st, err
 	}
 	if err := ctx.Err(); err != nil { // interrupted: nothing is committed
@@ -142,8 +153,9 @@ func loadTasks(ctx context.Context, src broker.CopySource, dst broker.CopyTarget
 // verifyCopy checks, before the copy is committed, that it read every
 // task the source counts, and that the destination holds what the source
 // holds: per queue its tasks per state, its pause flag, configuration and
-// totals, and every cron entry with its run history.
-func verifyCopy(ctx context.Context, queues []broker.QueueInfo, read map[string]broker.Counts, crons []broker.CronEntry, dst broker.CopyTarget) error {
+// totals, every cron entry with its run history, and the queues' history.
+func verifyCopy(ctx context.Context, queues []broker.QueueInfo, read map[string]broker.Counts, crons []broker.CronEntry,
+	history broker.HistoryCopy, dst broker.CopyTarget) error {
 	var bad []string
 	seen := map[string]bool{}
 	for _, q := range queues {
@@ -167,6 +179,11 @@ func verifyCopy(ctx context.Context, queues []broker.QueueInfo, read map[string]
 		return fmt.Errorf("read back the destination's cron entries: %w", err)
 	}
 	bad = append(bad, diffCrons(crons, gotCrons)...)
+	gotHistory, err := dst.CopyHistory(ctx)
+	if err != nil {
+		return fmt.Errorf("read back the destination's queue history: %w", err)
+	}
+	bad = append(bad, diffHistory(history, gotHistory)...)
 	if len(bad) == 0 {
 		return nil
 	}
@@ -230,6 +247,42 @@ func diffCrons(want, got []broker.CronEntry) []string {
 	}
 	for id := range byID {
 		bad = append(bad, fmt.Sprintf("cron entry %q: in the destination, not in the source", id))
+	}
+	return bad
+}
+
+// diffHistory says how the destination's queue history differs from the
+// source's.
+func diffHistory(want, got broker.HistoryCopy) []string {
+	var bad []string
+	if !want.Round.Equal(got.Round) {
+		bad = append(bad, fmt.Sprintf("history round: %s in the destination, %s in the source", got.Round, want.Round))
+	}
+	type at struct {
+		res    broker.HistoryResolution
+		queue  string
+		bucket int64
+	}
+	keyOf := func(r broker.ResolutionSample) at { return at{r.Resolution, r.Queue, r.Bucket.UnixNano()} }
+	byKey := map[at]broker.HistoryCounters{}
+	for _, r := range got.Samples {
+		byKey[keyOf(r)] = r.HistoryCounters
+	}
+	for _, w := range want.Samples {
+		k := keyOf(w)
+		g, ok := byKey[k]
+		delete(byKey, k)
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("history of queue %q at %s (resolution %d): missing from the destination", w.Queue, w.Bucket, w.Resolution))
+		case g != w.HistoryCounters:
+			bad = append(bad, fmt.Sprintf("history of queue %q at %s (resolution %d): %+v in the destination, %+v in the source",
+				w.Queue, w.Bucket, w.Resolution, g, w.HistoryCounters))
+		}
+	}
+	for k := range byKey {
+		bad = append(bad, fmt.Sprintf("history of queue %q at %s (resolution %d): in the destination, not in the source",
+			k.queue, time.Unix(0, k.bucket).UTC(), k.res))
 	}
 	return bad
 }

@@ -89,8 +89,8 @@ func searchPathURL(t *testing.T, schema string) string {
 }
 
 // TestCopyBetweenEngines: conveyor copy moves a store holding a task in
-// every state, queues with configuration and totals, and cron entries with
-// history, from each engine to each; the engine opened on the copy holds
+// every state, queues with configuration and totals, cron entries with
+// history, and the queues' history, from each engine to each; the engine opened on the copy holds
 // the same and behaves as the source would have after a restart.
 func TestCopyBetweenEngines(t *testing.T) {
 	t.Parallel()
@@ -109,7 +109,7 @@ func TestCopyBetweenEngines(t *testing.T) {
 				if err != nil {
 					t.Fatalf("copy: %v\n%s", err, stderr)
 				}
-				for _, want := range []string{"copied 28 tasks, 9 queues and 3 cron entries", "verified:",
+				for _, want := range []string{"copied 28 tasks, 9 queues and 3 cron entries", "verified:", "queue history: 6 samples",
 					"3 tasks were ACTIVE", "\nactive       3\n", "\ntotal        28\n"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("the summary does not say %q:\n%s", want, out)

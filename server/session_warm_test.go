@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -123,4 +124,56 @@ func TestPushEndpointWarmsTheEngineBeforeItLeases(t *testing.T) {
 	if warm := slices.Index(wb.events, zero); warm < 0 || warm > lease {
 		t.Fatalf("events %q: want %q before the first push lease", wb.events, zero)
 	}
+}
+
+// releaseWarmBroker records the routes its engine is told to warm for,
+// and keeps its engine's releases (broker.ReleaseRegistry).
+type releaseWarmBroker struct {
+	broker.Broker
+
+	mu     sync.Mutex
+	routes []broker.Route
+}
+
+func (b *releaseWarmBroker) WarmLeases(_ context.Context, r broker.Route) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.routes = append(b.routes, r)
+}
+
+func (b *releaseWarmBroker) SeeRelease(ctx context.Context, id string, now time.Time) (broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).SeeRelease(ctx, id, now)
+}
+
+func (b *releaseWarmBroker) DrainRelease(ctx context.Context, id string) (broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).DrainRelease(ctx, id)
+}
+
+func (b *releaseWarmBroker) Releases(ctx context.Context) ([]broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).Releases(ctx)
+}
+
+// TestNewerReleaseWarmsTheOlderSessionsNarrowedRoutes: a session of a
+// newer release takes its types from the older sessions of its queues,
+// whose leases then walk fewer types (a lease statement of another
+// shape): the engine is told that route when the newer session opens,
+// not at the older session's first lease by it.
+func TestNewerReleaseWarmsTheOlderSessionsNarrowedRoutes(t *testing.T) {
+	t.Parallel()
+	wb := &releaseWarmBroker{}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { wb.Broker = b; return wb })
+	open := func(release string, types ...string) {
+		t.Helper()
+		if _, _, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1}, Concurrency: 1,
+			Types: types, ReleaseId: release}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open("v1", "a", "b")
+	open("v2", "b")
+	servertest.Eventually(t, 10*time.Second, "the older session's route without b warmed", func() bool {
+		wb.mu.Lock()
+		defer wb.mu.Unlock()
+		return slices.ContainsFunc(wb.routes, func(r broker.Route) bool { return slices.Equal(r.Types, []string{"a"}) })
+	})
 }

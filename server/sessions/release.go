@@ -203,6 +203,40 @@ func (h *Hub) routeFor(s *session, queue string) (broker.Route, bool) {
 	return r, len(r.Types) > 0
 }
 
+// warmNarrowed tells an engine that readies itself for a route's leases
+// (broker.LeaseWarmer) the routes the older sessions of s's queues lease
+// by now that s, of a newer release, takes types from them (routeFor):
+// fewer types, or exceptions, make a lease statement of another shape.
+// s is listed: the warm-up runs beside it, and ends with it.
+func (h *Hub) warmNarrowed(s *session) {
+	w, ok := h.broker.(broker.LeaseWarmer)
+	if !ok || s.rel.ID == "" {
+		return
+	}
+	var routes []broker.Route
+	for _, q := range s.queues {
+		h.mu.RLock()
+		older := slices.DeleteFunc(slices.Clone(h.byQueue[q]), func(o *session) bool { return !newer(s, o) })
+		h.mu.RUnlock()
+		for _, o := range older {
+			r, ok := h.routeFor(o, q)
+			if ok && !slices.ContainsFunc(routes, func(x broker.Route) bool { return sameRoute(x, r) }) {
+				routes = append(routes, r)
+			}
+		}
+	}
+	if len(routes) == 0 {
+		return
+	}
+	h.wg.Add(1) // s holds the hub open until it is unregistered, after this
+	go func() {
+		defer h.wg.Done()
+		for _, r := range routes {
+			w.WarmLeases(s.ctx, r)
+		}
+	}()
+}
+
 func sameRoute(a, b broker.Route) bool {
 	return a.StartAuthorization == b.StartAuthorization && (a.Types == nil) == (b.Types == nil) &&
 		slices.Equal(a.Types, b.Types) && slices.Equal(a.Except, b.Except)

@@ -53,6 +53,7 @@ func (h *Hub) Serve(ctx context.Context, stream *connect.BidiStream[conveyorv1.W
 		return errShuttingDown
 	}
 	defer h.unregister(s)
+	h.warmNarrowed(s)
 	err = stream.Send(&conveyorv1.ServerMessage{Frame: &conveyorv1.ServerMessage_Welcome{Welcome: &conveyorv1.Welcome{
 		SessionId:         s.id,
 		LeaseTtl:          durationpb.New(h.cfg.LeaseTTL),

@@ -65,8 +65,8 @@ var copyConfig = broker.QueueConfig{ConcurrencyLimit: 2, MaxActive: 3, RatePerSe
 // task blocked by a failed dependency, a gathering and a fired group, a
 // task with every option, queues with configuration and totals, cron
 // entries with run history, the queues' history over two rounds. It
-// returns the fixture with the store as b
-// shows it then; the caller closes b next.
+// returns the fixture with the store as b shows it then; the caller
+// closes b next.
 func PopulateCopy(t *testing.T, b broker.Broker) *CopyFixture {
 	t.Helper()
 	f := &CopyFixture{restartFixture: populate(t, b)}

@@ -90,8 +90,9 @@ func searchPathURL(t *testing.T, schema string) string {
 
 // TestCopyBetweenEngines: conveyor copy moves a store holding a task in
 // every state, queues with configuration and totals, cron entries with
-// history, and the queues' history, from each engine to each; the engine opened on the copy holds
-// the same and behaves as the source would have after a restart.
+// history, and the queues' history, from each engine to each; the engine
+// opened on the copy holds the same and behaves as the source would have
+// after a restart.
 func TestCopyBetweenEngines(t *testing.T) {
 	t.Parallel()
 	for _, from := range copyEngines {

@@ -33,9 +33,9 @@ type copyStats struct {
 
 // runCopy moves every queue, task and cron entry of src, and the queues'
 // history, into dst, and commits dst only once it holds what src holds
-// (verifyCopy). The source
-// is read on a goroutine of its own while the destination loads the
-// batch before. progress is told how many tasks are loaded, of how many.
+// (verifyCopy). The source is read on a goroutine of its own while the
+// destination loads the batch before. progress is told how many tasks
+// are loaded, of how many.
 func runCopy(ctx context.Context, src broker.CopySource, dst broker.CopyTarget, progress func(done, total int64)) (copyStats, error) {
 	start := time.Now()
 	var st copyStats

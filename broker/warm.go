@@ -9,9 +9,10 @@ import "context"
 // is listed or sent anything, and a push endpoint's consumer before its
 // first lease, so that the first tasks they are sent do not wait for
 // that work; a session of a newer release names the narrower routes the
-// older sessions of its queues lease by once it takes types from them. WarmLeases is a hint: it returns once the engine is
-// ready for the route's leases (or ctx ends), and nothing the leases
-// decide depends on it.
+// older sessions of its queues lease by once it takes types from them.
+// WarmLeases is a hint: it returns once the engine is ready for the
+// route's leases (or ctx ends), and nothing the leases decide depends on
+// it.
 type LeaseWarmer interface {
 	WarmLeases(ctx context.Context, r Route)
 }

@@ -239,7 +239,8 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 	defer t.planAsUsual()
 	s := l.slots
 	args := append([]any{queue, n, s.nows[:n], s.sessions[:n], s.expiries[:n], int64(l.grace), l.node}, pickArgs...)
-	rows, err := t.query(ctx, leaseSQL(pick, l.push), args...)
+	args = append(args, l.push)
+	rows, err := t.query(ctx, leaseSQL(pick, len(args)), args...)
 	if err != nil {
 		return nil, walk, err
 	}
@@ -271,17 +272,20 @@ func (t *txn) leaseQueue(ctx context.Context, queue string, n int, pick string, 
 // leaseSQL is the statement that leases the rows pick picks: $1 the
 // queue, $2 how many; $3 the times, $4 the sessions and $5 the expiries,
 // one per slot, the statement's i-th row (in the order pick gives them)
-// going to the i-th; $6 the grace, $7 the node; push marks the leases a
-// push endpoint's. The slots are joined to the rows as a relation, each
-// array read once: subscripting the arrays for each row cost a quarter of
-// a millisecond a lease of 32 tasks.
-func leaseSQL(pick string, push bool) string {
+// going to the i-th; $6 the grace, $7 the node; the pick's own from $8
+// on; and the last, $pushArg, marks the leases a push endpoint's. As an
+// argument rather than in the text, it leaves a push endpoint's leases
+// the statement of the zero route's, which WarmLeases readies. The slots
+// are joined to the rows as a relation, each array read once:
+// subscripting the arrays for each row cost a quarter of a millisecond a
+// lease of 32 tasks.
+func leaseSQL(pick string, pushArg int) string {
 	return `WITH picked AS (SELECT p.tid, p.started_at, row_number() OVER () AS slot FROM (` + pick + `) p),
 		dealt AS (SELECT p.tid, p.started_at, p.slot, d.now, d.session, d.expiry FROM picked p
 			JOIN unnest($3::int8[], $4::text[], $5::int8[]) WITH ORDINALITY AS d(now, session, expiry, slot) ON d.slot = p.slot)
 		UPDATE conveyor_tasks t SET state = 3, started_at = greatest(s.now, t.due_at), lease_session = s.session,
 			lease_node = $7, lease_token = nextval('conveyor_lease_token'), canceled = false, start_authorized = false,
-			push_invoked = ` + strconv.FormatBool(push) + `,
+			push_invoked = $` + strconv.Itoa(pushArg) + `::bool,
 			lease_limit = conveyor_lease_limit(t.deadline, t.timeout, s.now, $6),
 			lease_expiry = least(s.expiry, conveyor_lease_limit(t.deadline, t.timeout, s.now, $6))
 		FROM dealt s WHERE t.ctid = s.tid

@@ -203,7 +203,9 @@ func requirePlan(t *testing.T, e *Engine, r broker.Route, index, when string) {
 	t.Helper()
 	w := walkOf(r)
 	sql, args := w.pick(&scanFloors{})
-	plan := explainGeneric(t, e, leaseSQL(sql, false), append([]any{"q1", 10, []int64{1}, []string{"s"}, []int64{2}, int64(0), "n"}, args...)...)
+	leaseArgs := append([]any{"q1", 10, []int64{1}, []string{"s"}, []int64{2}, int64(0), "n"}, args...)
+	leaseArgs = append(leaseArgs, false)
+	plan := explainGeneric(t, e, leaseSQL(sql, len(leaseArgs)), leaseArgs...)
 	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using "+index) {
 		t.Errorf("route %+v %s: want an index scan of %s, the plan is\n%s", r, when, index, plan)
 	}

@@ -115,8 +115,8 @@ func (t *txn) warmLeases(ctx context.Context, s leaseShape) error {
 // leaseShape is what the text of a session's lease statements depends
 // on: the walk's kind, whether it takes at-most-once tasks, and how many
 // types it names (a filtered walk: how many it takes only, 0 when it
-// excepts some). A push endpoint's leases (another text) are not warmed
-// ahead.
+// excepts some). A push endpoint's leases are the zero route's statement
+// (leaseSQL takes push as an argument).
 type leaseShape struct {
 	kind       walkKind
 	atMostOnce bool

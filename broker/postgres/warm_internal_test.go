@@ -116,7 +116,7 @@ func preparedOnEach(t *testing.T, pool *pgxpool.Pool, n int) [][]string {
 func leaseStatements(prepared [][]string) [][]string {
 	out := make([][]string, len(prepared))
 	for i, p := range prepared {
-		out[i] = slices.DeleteFunc(slices.Clone(p), func(s string) bool { return !isStatement(leaseSQL("", false)[:40])(s) })
+		out[i] = slices.DeleteFunc(slices.Clone(p), func(s string) bool { return !isStatement(leaseSQL("", 8)[:40])(s) })
 	}
 	return out
 }
@@ -124,4 +124,45 @@ func leaseStatements(prepared [][]string) [][]string {
 // isStatement matches a prepared statement that begins with sql.
 func isStatement(sql string) func(string) bool {
 	return func(s string) bool { return strings.HasPrefix(s, sql) }
+}
+
+// TestPushLeasesTakeTheZeroRoutesWarmUp: a push endpoint's consumer
+// names the zero route (broker.Route{}) before it leases; its leases
+// (LeaseParams.Push) then run the statement that warm-up readied on
+// every connection, and prepare none of their own.
+func TestPushLeasesTakeTheZeroRoutesWarmUp(t *testing.T) {
+	t.Parallel()
+	const conns = 2
+	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	e.WarmLeases(t.Context(), broker.Route{})
+	warmed := leaseStatements(preparedOnEach(t, e.pool, conns))
+	for i, l := range warmed {
+		if len(l) == 0 || !slices.Equal(l, warmed[0]) {
+			t.Fatalf("connection %d holds the lease statements %q after WarmLeases, want the zero route's, as the others", i, l)
+		}
+	}
+	now := time.Now()
+	enqueueAt(t, e, now, bt.NewTask("hooks"), bt.NewTask("hooks"), bt.NewTask("hooks"))
+	for range 2 {
+		ls, err := e.Lease(t.Context(), broker.LeaseParams{SessionID: "push:hooks", Now: now, TTL: time.Hour, Push: true,
+			Picks: []broker.QueuePick{{Queue: "hooks", N: 1}}})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Lease: %d leases, %v", len(ls), err)
+		}
+	}
+	if after := leaseStatements(preparedOnEach(t, e.pool, conns)); !slices.EqualFunc(after, warmed, slices.Equal) {
+		count := func(l [][]string) []int {
+			n := make([]int, len(l))
+			for i := range l {
+				n[i] = len(l[i])
+			}
+			return n
+		}
+		t.Fatalf("the push leases prepared statements of their own: lease statements per connection %v before them, %v after",
+			count(warmed), count(after))
+	}
 }

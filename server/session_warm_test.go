@@ -73,28 +73,54 @@ func TestSessionWarmsTheEngineBeforeItIsListed(t *testing.T) {
 	}
 }
 
-// pushWarmBroker records, in order, the routes its engine is told to warm
-// for and the push endpoints' leases.
-type pushWarmBroker struct {
+// warmRecorder records, in order, the routes its engine is told to warm
+// for and the push endpoints' leases, and keeps its engine's releases
+// (broker.ReleaseRegistry).
+type warmRecorder struct {
 	broker.Broker
 
 	mu     sync.Mutex
 	events []string
 }
 
-func (b *pushWarmBroker) WarmLeases(_ context.Context, r broker.Route) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.events = append(b.events, fmt.Sprintf("warm types=%v except=%v authorization=%v", r.Types, r.Except, r.StartAuthorization))
+// warmEvent is what warmRecorder records of a WarmLeases call for r.
+func warmEvent(r broker.Route) string {
+	return fmt.Sprintf("warm types=%v except=%v authorization=%v", r.Types, r.Except, r.StartAuthorization)
 }
 
-func (b *pushWarmBroker) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
+func (b *warmRecorder) WarmLeases(_ context.Context, r broker.Route) {
+	b.record(warmEvent(r))
+}
+
+func (b *warmRecorder) Lease(ctx context.Context, p broker.LeaseParams) ([]broker.Lease, error) {
 	if p.Push {
-		b.mu.Lock()
-		b.events = append(b.events, "push lease")
-		b.mu.Unlock()
+		b.record("push lease")
 	}
 	return b.Broker.Lease(ctx, p)
+}
+
+func (b *warmRecorder) record(event string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, event)
+}
+
+func (b *warmRecorder) recorded() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.events)
+}
+
+func (b *warmRecorder) SeeRelease(ctx context.Context, id string, now time.Time) (broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).SeeRelease(ctx, id, now)
+}
+
+func (b *warmRecorder) DrainRelease(ctx context.Context, id string) (broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).DrainRelease(ctx, id)
+}
+
+func (b *warmRecorder) Releases(ctx context.Context) ([]broker.Release, error) {
+	return b.Broker.(broker.ReleaseRegistry).Releases(ctx)
 }
 
 // TestPushEndpointWarmsTheEngineBeforeItLeases: a queue's push endpoint
@@ -102,7 +128,7 @@ func (b *pushWarmBroker) Lease(ctx context.Context, p broker.LeaseParams) ([]bro
 // it leases its first task, as a worker's session does.
 func TestPushEndpointWarmsTheEngineBeforeItLeases(t *testing.T) {
 	t.Parallel()
-	wb := &pushWarmBroker{}
+	wb := &warmRecorder{}
 	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { wb.Broker = b; return wb })
 	hc := servertest.HTTPClient()
 	env := &pushEnv{s: s, tasks: conveyorv1connect.NewTaskServiceClient(hc, s.URL()),
@@ -114,43 +140,15 @@ func TestPushEndpointWarmsTheEngineBeforeItLeases(t *testing.T) {
 	id := env.enqueue(t, "hooks", `{"n":1}`, nil)
 	env.waitTask(t, id, "completes", inState(conveyorv1.TaskState_TASK_STATE_COMPLETED))
 
-	wb.mu.Lock()
-	defer wb.mu.Unlock()
-	lease := slices.Index(wb.events, "push lease")
+	events := wb.recorded()
+	lease := slices.Index(events, "push lease")
 	if lease < 0 {
-		t.Fatalf("no push lease recorded: %q", wb.events)
+		t.Fatalf("no push lease recorded: %q", events)
 	}
-	const zero = "warm types=[] except=[] authorization=false"
-	if warm := slices.Index(wb.events, zero); warm < 0 || warm > lease {
-		t.Fatalf("events %q: want %q before the first push lease", wb.events, zero)
+	zero := warmEvent(broker.Route{})
+	if warm := slices.Index(events, zero); warm < 0 || warm > lease {
+		t.Fatalf("events %q: want %q before the first push lease", events, zero)
 	}
-}
-
-// releaseWarmBroker records the routes its engine is told to warm for,
-// and keeps its engine's releases (broker.ReleaseRegistry).
-type releaseWarmBroker struct {
-	broker.Broker
-
-	mu     sync.Mutex
-	routes []broker.Route
-}
-
-func (b *releaseWarmBroker) WarmLeases(_ context.Context, r broker.Route) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.routes = append(b.routes, r)
-}
-
-func (b *releaseWarmBroker) SeeRelease(ctx context.Context, id string, now time.Time) (broker.Release, error) {
-	return b.Broker.(broker.ReleaseRegistry).SeeRelease(ctx, id, now)
-}
-
-func (b *releaseWarmBroker) DrainRelease(ctx context.Context, id string) (broker.Release, error) {
-	return b.Broker.(broker.ReleaseRegistry).DrainRelease(ctx, id)
-}
-
-func (b *releaseWarmBroker) Releases(ctx context.Context) ([]broker.Release, error) {
-	return b.Broker.(broker.ReleaseRegistry).Releases(ctx)
 }
 
 // TestNewerReleaseWarmsTheOlderSessionsNarrowedRoutes: a session of a
@@ -160,7 +158,7 @@ func (b *releaseWarmBroker) Releases(ctx context.Context) ([]broker.Release, err
 // not at the older session's first lease by it.
 func TestNewerReleaseWarmsTheOlderSessionsNarrowedRoutes(t *testing.T) {
 	t.Parallel()
-	wb := &releaseWarmBroker{}
+	wb := &warmRecorder{}
 	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { wb.Broker = b; return wb })
 	open := func(release string, types ...string) {
 		t.Helper()
@@ -171,9 +169,8 @@ func TestNewerReleaseWarmsTheOlderSessionsNarrowedRoutes(t *testing.T) {
 	}
 	open("v1", "a", "b")
 	open("v2", "b")
+	narrowed := warmEvent(broker.Route{Types: []string{"a"}})
 	servertest.Eventually(t, 10*time.Second, "the older session's route without b warmed", func() bool {
-		wb.mu.Lock()
-		defer wb.mu.Unlock()
-		return slices.ContainsFunc(wb.routes, func(r broker.Route) bool { return slices.Equal(r.Types, []string{"a"}) })
+		return slices.Contains(wb.recorded(), narrowed)
 	})
 }

@@ -117,7 +117,7 @@ func (e *Engine) enterLocked(t *txn, name string, n int) {
 // giveBack gives back what a transaction that did not commit reserved:
 // the new tasks it admitted under bounds, the tasks it leased under caps.
 func (e *Engine) giveBack(t *txn) {
-	if len(t.entering) == 0 && len(t.leasing) == 0 && len(t.watches) == 0 {
+	if len(t.entering) == 0 && len(t.leasing) == 0 && len(t.owned) == 0 && len(t.watches) == 0 {
 		return
 	}
 	e.mu.Lock()
@@ -134,7 +134,12 @@ func (e *Engine) giveBack(t *txn) {
 			q.leasing -= n
 		}
 	}
-	t.entering, t.leasing = nil, nil
+	for name, n := range t.owned {
+		if q := e.hints.queues[name]; q != nil {
+			q.owned -= n
+		}
+	}
+	t.entering, t.leasing, t.owned = nil, nil, nil
 }
 
 // roomChangedLocked tells the notifier of the room q has, if q refused a

@@ -111,6 +111,9 @@ type Engine struct {
 	leases  leaseGroups
 	// shapes are the lease statements' shapes warmed (warm.go).
 	shapes leaseShapes
+	// parked are the leases idle sessions parked for the next enqueue
+	// (park.go).
+	parked parkedLeases
 
 	// lapses orders a reclaim before a redelivery of its task: Reclaim
 	// holds it whole, with its signals, and Lease shares it (see Reclaim).

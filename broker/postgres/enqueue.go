@@ -124,7 +124,7 @@ func releaseState(grouped bool, due, enqueuedAt int64) broker.State {
 func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.EnqueueResult, error) {
 	now := nanos(p.Now)
 	var items []newItem
-	err := e.inTx(ctx, func(t *txn) error {
+	err := e.enqueueParked(ctx, p, func(t *txn) error {
 		items = e.prepare(p.Tasks, now)
 		return t.insertItems(ctx, items, now, false)
 	})
@@ -150,7 +150,7 @@ func (e *Engine) Enqueue(ctx context.Context, p broker.EnqueueParams) ([]broker.
 func (e *Engine) EnqueueTx(ctx context.Context, p broker.EnqueueParams) ([]*broker.Task, error) {
 	now := nanos(p.Now)
 	var out []*broker.Task
-	err := e.inTx(ctx, func(t *txn) error {
+	err := e.enqueueParked(ctx, p, func(t *txn) error {
 		items := e.prepare(p.Tasks, now)
 		for i := range items {
 			if items[i].err != nil {

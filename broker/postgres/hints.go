@@ -74,6 +74,10 @@ type queueHint struct {
 	// leasing counts the tasks Lease calls in progress may take (reserved
 	// under the caps before their statements run).
 	leasing int64
+	// owned counts the tasks that transactions in flight made ready and
+	// lease themselves (an enqueue's to parked sessions, park.go): ready
+	// in those transactions only, and counted in leasing as well.
+	owned int64
 	// starved is set when a caller was told of fewer dispatchable tasks
 	// than are ready because Lease calls in progress reserved them: when
 	// one of those gives back what it did not take (a routed lease passes
@@ -254,6 +258,7 @@ func (e *Engine) applyCommitted(t *txn) {
 		q := e.queueLocked(name)
 		q.entering -= t.entering[name]
 		q.leasing -= t.leasing[name]
+		q.owned -= t.owned[name]
 		if d.readied {
 			capFloorsLocked(q, t.seqBase+1)
 		}
@@ -427,7 +432,7 @@ func (e *Engine) dispatchableLocked(q *queueHint, now time.Time) int {
 	if q.paused {
 		return 0
 	}
-	n := min(q.ready-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
+	n := min(q.ready+q.owned-q.leasing, q.cfg.ActiveRoom(q.counts[broker.StateActive]+q.leasing))
 	if q.cfg.RatePerSecond > 0 && n > 0 {
 		e.refillLocked(q, now, q.cfg)
 		allowed, wake := q.bucket.Alone(n, now.UnixNano(), q.cfg)

@@ -47,7 +47,7 @@ func (t *txn) leasePick(ctx context.Context, g *pickGroup, node string) error {
 	rateCut, memShort, total := false, false, 0
 	for _, tk := range g.takers {
 		var memCapped bool
-		tk.reserved, tk.at, memCapped = t.e.reserve(g.queue, tk.want, tk.p.Now)
+		tk.reserved, tk.at, memCapped = t.e.reserve(t, g.queue, tk.want, tk.p.Now)
 		tk.allowed = tk.reserved
 		switch {
 		case tk.reserved == 0:
@@ -359,20 +359,22 @@ type extraScanner struct {
 func (s extraScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more...)...) }
 
 // reserve takes, under the queue's caps, up to n of its dispatchable
-// tasks for a Lease call in progress, and returns how many, the time
+// tasks for a Lease call in progress in t, and returns how many, the time
 // to stamp their start with, and whether the queue is capped. The time is
 // now, or for a queue with a rate limit the time its bucket counted the
 // tokens at, if later (a call that read the clock before another one, and
 // reserves after it, is counted at the other's time: its leases are
 // stamped so, never before the tokens they took).
-func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time, bool) {
+func (e *Engine) reserve(t *txn, queue string, n int, now time.Time) (int, time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.hints.queues[queue]
 	if q == nil || e.closed || n <= 0 {
 		return 0, now, false
 	}
-	n = min(n, e.dispatchableLocked(q, now))
+	avail := e.dispatchableLocked(q, now) // before t's own count in it
+	own := t.ownFirst(q, n)
+	n = own + min(n-own, avail)
 	q.noteStarved()
 	if n > 0 {
 		e.reservedLocked(q, n, now)
@@ -381,6 +383,24 @@ func (e *Engine) reserve(queue string, n int, now time.Time) (int, time.Time, bo
 		now = fromNanos(q.bucket.Last)
 	}
 	return n, now, isCapped(q.cfg)
+}
+
+// ownFirst reserves, of the n tasks a lease in t asks of q, those t
+// itself made ready, which the hints learn of only when it commits (an
+// enqueue leasing to parked sessions, park.go), and returns how many.
+// They count as ready and reserved until t ends. A paused or capped
+// queue's are left to its caps, as ready tasks, once t commits.
+func (t *txn) ownFirst(q *queueHint, n int) int {
+	own := int(min(t.ownReady(q.name), int64(n)))
+	if own <= 0 || q.paused || isCapped(q.cfg) {
+		return 0
+	}
+	q.owned += int64(own)
+	if t.owned == nil {
+		t.owned = map[string]int64{}
+	}
+	t.owned[q.name] += int64(own)
+	return own
 }
 
 // reservedLocked reserves n of q's tasks for a call in progress, with

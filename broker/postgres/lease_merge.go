@@ -121,27 +121,42 @@ type taker struct {
 func (e *Engine) leaseCalls(ctx context.Context, calls []*leaseCall) error {
 	e.lapses.RLock()
 	defer e.lapses.RUnlock()
-	node := e.NodeID()
 	var groups []*pickGroup
-	err := e.inTx(ctx, func(t *txn) error {
-		if err := t.lockCaps(ctx, e.cappedCalls(calls)); err != nil {
-			return err
-		}
-		groups = e.groupPicks(t, calls)
-		for _, g := range groups {
-			if err := t.leasePick(ctx, g, node); err != nil {
-				return err
-			}
-		}
-		return nil
+	err := e.inTx(ctx, func(t *txn) (err error) {
+		groups, err = t.leaseFor(ctx, calls)
+		return err
 	})
+	e.leased(calls, groups, err)
+	return err
+}
+
+// leaseFor leases what calls ask for in t, and returns the groups their
+// picks were walked in, for leased.
+func (t *txn) leaseFor(ctx context.Context, calls []*leaseCall) ([]*pickGroup, error) {
+	if err := t.lockCaps(ctx, t.e.cappedCalls(calls)); err != nil {
+		return nil, err
+	}
+	node := t.e.NodeID()
+	groups := t.e.groupPicks(t, calls)
+	for _, g := range groups {
+		if err := t.leasePick(ctx, g, node); err != nil {
+			return groups, err
+		}
+	}
+	return groups, nil
+}
+
+// leased gives calls their leases once the transaction that ran leaseFor
+// ended (err: it failed, and they have none), and arms the looks its
+// short walks are owed.
+func (e *Engine) leased(calls []*leaseCall, groups []*pickGroup, err error) {
 	for _, g := range groups {
 		if g.short {
 			e.recheckLater(g.queue)
 		}
 	}
 	if err != nil {
-		return err
+		return
 	}
 	parts := make([][][]broker.Lease, len(calls))
 	for i, c := range calls {
@@ -155,7 +170,6 @@ func (e *Engine) leaseCalls(ctx context.Context, calls []*leaseCall) error {
 	for i, c := range calls {
 		c.out = slices.Concat(parts[i]...)
 	}
-	return nil
 }
 
 // cappedCalls lists the capped queues calls may lease from, for lockCaps

@@ -40,6 +40,9 @@ type txn struct {
 	// (bound.go), and leasing the tasks leased under its caps (lease.go):
 	// the queue's hints count them as reserved until the transaction ends.
 	entering, leasing map[string]int64
+	// owned counts, per queue, the tasks it made ready that it reserved
+	// to lease itself (queueHint.owned).
+	owned map[string]int64
 	// caps holds the capped queues whose rows the transaction locked
 	// (caps.go).
 	caps map[string]*capped
@@ -108,6 +111,15 @@ func (t *txn) moved(queue string, from, to broker.State, wasReady, isReady bool)
 		d.ready++
 		d.readied = true
 	}
+}
+
+// ownReady is how many tasks of queue t made ready so far and has not
+// reserved yet (none, when it took more from the line than it put in).
+func (t *txn) ownReady(queue string) int64 {
+	if d := t.queues[queue]; d != nil {
+		return max(d.ready-t.owned[queue], 0)
+	}
+	return 0
 }
 
 // timer records a time added to a timer class, keeping the earliest.

@@ -76,6 +76,15 @@ func (p *dispatchPlan) fill(queues []string, b sendBudget) bool {
 	return singles+batches > 0
 }
 
+// singlesPicked is how many tasks the round picked.
+func (p *dispatchPlan) singlesPicked() int {
+	n := 0
+	for _, c := range p.singleN {
+		n += c
+	}
+	return n
+}
+
 // addPick appends one task of queue to picks, merging it into the last
 // pick when that is of the same queue.
 func (p *dispatchPlan) addPick(queue string) {

@@ -103,6 +103,7 @@ func (h *Hub) register(s *session) bool {
 	}
 	if s.rel.ID != "" {
 		h.versioned.Add(1)
+		h.unparkLocked(s.queues)
 	}
 	h.wg.Add(1)
 	if h.registry != nil {
@@ -151,12 +152,26 @@ func (h *Hub) unregister(s *session) {
 // the queue ready.
 func (h *Hub) TasksReady(queue string) {
 	h.mu.RLock()
+	h.wakeRoomLocked(queue)
+	h.mu.RUnlock()
+}
+
+// wakeRoomLocked wakes the sessions of queue that have a free slot.
+func (h *Hub) wakeRoomLocked(queue string) {
 	for _, s := range h.byQueue[queue] {
 		if s.hasRoom() {
 			s.wake()
 		}
 	}
-	h.mu.RUnlock()
+}
+
+// unparkLocked wakes the sessions of queues with a free slot, under
+// h.mu: parked (park.go), they take their leases back, and park none
+// while a versioned session is connected.
+func (h *Hub) unparkLocked(queues []string) {
+	for _, q := range queues {
+		h.wakeRoomLocked(q)
+	}
 }
 
 // LeaseLapsed tells the session that held a lease that the reaper took it

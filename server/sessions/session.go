@@ -81,6 +81,9 @@ type session struct {
 	// deliveries that fill the slots it counted are sent after the
 	// Results that freed them are recorded. Only the send loop uses it.
 	sendFence uint64
+	// parked is the lease the session parked for its free slots (park.go;
+	// nil: none). Only the send loop uses it.
+	parked *broker.ParkedLease
 }
 
 // Info is a snapshot of one live session, for ListWorkers.

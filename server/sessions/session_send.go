@@ -18,6 +18,7 @@ import (
 // slots and on cancels, and leases as many tasks as the session has free
 // slots, weighted across its queues.
 func (s *session) sendLoop(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage]) error {
+	defer s.unpark()
 	plan := newDispatchPlan(s.weights)
 	s.wake() // the queues may hold work already
 	var outage storageOutage
@@ -151,8 +152,14 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	if err := sendDecisions(stream, decisions); err != nil {
 		return err
 	}
+	if n, err := s.sendParked(stream); err != nil || n > 0 {
+		return err // having sent some, it woke the loop to look again
+	}
 	if s.hub.draining(s) {
-		return nil // its release was drained: it finishes what it holds
+		// Its release was drained: it finishes what it holds, and offers
+		// nothing.
+		s.offer(0, 0)
+		return nil
 	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had
@@ -167,6 +174,13 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 	for {
 		s.sendFence = s.completions.fence() // before the budget: the slots it counts were freed by then
 		b := s.budget()
+		// The slots offered to the enqueues are taken back while the
+		// round is planned (park.go); those their claims hold are not
+		// the round's.
+		free := b.singles
+		var claimed int
+		b.singles, claimed = s.offer(free, free)
+		b.slots -= claimed
 		if b.singles <= 0 && b.batches <= 0 {
 			return nil
 		}
@@ -176,27 +190,39 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 			s.hub.broker.ReadyGroups(s.queues, s.batchTypes, plan.groups)
 		}
 		if !plan.fill(s.queues, b) {
+			s.offer(free, 0)
 			return nil
 		}
-		n, err := s.sendRound(stream, plan)
+		if len(s.batchTypes) == 0 {
+			// The slots the round leaves free wait for an enqueue while
+			// it leases. A batch's bytes are known only once it is
+			// leased: a session of batch types offers slots only when
+			// it found nothing to lease.
+			s.offer(free, plan.singlesPicked())
+		}
+		n, err := s.sendRound(stream, plan, claimed)
 		if err != nil || n > 0 {
 			return err // having sent some, the round woke the loop to look again
+		}
+		if n, err := s.sendParked(stream); err != nil || n > 0 {
+			return err
 		}
 		plan.skipPicked()
 	}
 }
 
 // sendRound leases and sends what plan picked: the groups first, then the
-// tasks, as many as the bytes the groups hold leave room for. It returns
-// how many deliveries it sent.
-func (s *session) sendRound(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan) (int, error) {
+// tasks, as many as the bytes the groups hold leave room for (less the
+// slots claimed of the parked lease). It returns how many deliveries it
+// sent.
+func (s *session) sendRound(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], plan *dispatchPlan, claimed int) (int, error) {
 	sent, err := s.dispatchGroups(stream, plan.batchN)
 	if err != nil {
 		return sent, err
 	}
 	picks := plan.picks
 	if sent > 0 {
-		picks = plan.singlePicks(s.free())
+		picks = plan.singlePicks(s.free() - claimed)
 	}
 	n, err := s.dispatch(stream, picks)
 	return sent + n, err
@@ -226,18 +252,41 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		}
 		leases = append(leases, ls...)
 	}
+	return s.sendLeases(stream, leases, now)
+}
+
+// sendLeases records leases just granted as deliveries and sends them,
+// with the Cancels queued by then first. It returns how many it sent.
+func (s *session) sendLeases(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], leases []broker.Lease, now time.Time) (int, error) {
 	if len(leases) == 0 {
 		return 0, nil
 	}
 	// A session ending meanwhile is seen below and hands the leases back.
 	_ = s.completions.await(s.ctx, s.sendFence)
+	out, ok := s.recordLeases(leases, now)
+	if !ok {
+		return 0, context.Cause(s.ctx)
+	}
+	return out.send(stream, s)
+}
+
+// recorded is leases recorded as deliveries, to send: the Cancels queued
+// by then first.
+type recorded struct {
+	cancels []string
+	msgs    []*conveyorv1.ServerMessage
+}
+
+// recordLeases records leases just granted as deliveries. It returns
+// false, having handed them back, when the session ended meanwhile.
+func (s *session) recordLeases(leases []broker.Lease, now time.Time) (recorded, bool) {
 	msgs := make([]*conveyorv1.ServerMessage, len(leases))
 	s.mu.Lock()
 	if s.ended {
 		// The session ended while the broker leased: hand them back.
 		s.mu.Unlock()
 		s.release(membersOf(leases))
-		return 0, context.Cause(s.ctx)
+		return recorded{}, false
 	}
 	cancels := s.takeCancelsLocked()
 	for i, l := range leases {
@@ -251,10 +300,15 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 		}}}
 	}
 	s.mu.Unlock()
-	if err := sendCancels(stream, cancels); err != nil {
+	return recorded{cancels: cancels, msgs: msgs}, true
+}
+
+// send sends what was recorded, and returns how many deliveries.
+func (r recorded) send(stream *connect.BidiStream[conveyorv1.WorkerMessage, conveyorv1.ServerMessage], s *session) (int, error) {
+	if err := sendCancels(stream, r.cancels); err != nil {
 		return 0, err
 	}
-	for _, msg := range msgs {
+	for _, msg := range r.msgs {
 		if err := stream.Send(msg); err != nil {
 			return 0, err
 		}
@@ -263,7 +317,7 @@ func (s *session) dispatch(stream *connect.BidiStream[conveyorv1.WorkerMessage, 
 	// comes back empty or the window is full).
 	s.wake()
 	s.hub.filledUp(s)
-	return len(leases), nil
+	return len(r.msgs), nil
 }
 
 // membersOf names leases just granted, to hand them back.

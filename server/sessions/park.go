@@ -19,11 +19,12 @@ import (
 // offers and collects, and each burst takes the open slots back before it
 // plans (offer), so no slot is leased twice.
 //
-// No slot is offered while a session of a release is connected: which
-// types an older session may take then depends on the newer ones' room
-// at the moment of the lease (routeFor), which an offer cannot follow.
-// A versioned session's arrival wakes the sessions of its queues, whose
-// next burst takes their slots back.
+// A session of batch types offers no slot (parking), and none is offered
+// while a session of a release is connected: which types an older
+// session may take then depends on the newer ones' room at the moment of
+// the lease (routeFor), which an offer cannot follow. A versioned
+// session's arrival wakes the sessions of its queues, whose next burst
+// takes their slots back.
 
 // offer keeps up to keep of the session's free slots for itself and
 // opens the rest to the enqueues' claims, when the engine takes them and
@@ -40,9 +41,11 @@ func (s *session) offer(free, keep int) (kept, claimed int) {
 	return pl.Offer(free, keep, s.sendFence)
 }
 
-// parking reports whether the session may offer slots now.
+// parking reports whether the session may offer slots now. A session
+// of batch types offers none: a batch's bytes are known only once it is
+// leased, and claims in flight could take the bytes it counted on.
 func (s *session) parking() bool {
-	return s.hub.versioned.Load() == 0 && s.ctx.Err() == nil && !s.hub.draining(s)
+	return len(s.batchTypes) == 0 && s.hub.versioned.Load() == 0 && s.ctx.Err() == nil && !s.hub.draining(s)
 }
 
 // parkedLease returns the session's parked lease, parking it on first

@@ -193,13 +193,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 			s.offer(free, 0)
 			return nil
 		}
-		if len(s.batchTypes) == 0 {
-			// The slots the round leaves free wait for an enqueue while
-			// it leases. A batch's bytes are known only once it is
-			// leased: a session of batch types offers slots only when
-			// it found nothing to lease.
-			s.offer(free, plan.singlesPicked())
-		}
+		s.offer(free, plan.singlesPicked()) // the slots the round leaves free wait for an enqueue while it leases
 		n, err := s.sendRound(stream, plan, claimed)
 		if err != nil || n > 0 {
 			return err // having sent some, the round woke the loop to look again

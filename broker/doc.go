@@ -118,6 +118,14 @@
 // the reclaimed task can be leased again. Signals are node-local: an
 // engine tells its own server of the changes it makes.
 //
+// An engine that is a LeaseParker leases in an enqueue's transaction to
+// the slots a session offered (ParkedLease). The slots change hands under
+// the ParkedLease's own lock only: the engine claims open slots before
+// the transaction and settles each claim once it ended, outside its
+// locks; the session offers and collects from its send loop. A claim's
+// leases follow every rule of Lease, and its settle, like a signal, only
+// wakes the session.
+//
 // # Several nodes
 //
 // An engine several server processes (nodes) share implements Clustered.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -197,7 +198,11 @@ func (pk *parkedLeasing) settle(e *Engine, err error) {
 }
 
 // enqueueParked runs an enqueue's transaction, fn, and then leases in it
-// what the parked leases its ready tasks claim ask for.
+// what the parked leases its ready tasks claim ask for. Should that lease
+// fail other than for the database being out of reach, the claims
+// settle with nothing and the enqueue runs again without them (its
+// transaction was rolled back): a producer's enqueue does not fail for
+// the workers' lease.
 func (e *Engine) enqueueParked(ctx context.Context, p broker.EnqueueParams, fn func(t *txn) error) error {
 	pk := parkedLeasing{calls: e.claimParked(p)}
 	if len(pk.calls) == 0 {
@@ -208,9 +213,24 @@ func (e *Engine) enqueueParked(ctx context.Context, p broker.EnqueueParams, fn f
 		if err := fn(t); err != nil {
 			return err
 		}
-		return pk.lease(ctx, t)
+		if err := pk.lease(ctx, t); err != nil {
+			return parkedLeaseError{err}
+		}
+		return nil
 	})
 	e.lapses.RUnlock()
 	pk.settle(e, err)
+	var lerr parkedLeaseError
+	if errors.As(err, &lerr) && !errors.Is(err, broker.ErrUnavailable) && ctx.Err() == nil {
+		e.log.Warn("an enqueue's lease to the waiting sessions failed: enqueued without it", "err", err)
+		return e.inTx(ctx, fn)
+	}
 	return err
 }
+
+// parkedLeaseError is the failure of the lease an enqueue ran for the
+// parked sessions.
+type parkedLeaseError struct{ err error }
+
+func (e parkedLeaseError) Error() string { return "lease to the parked sessions: " + e.err.Error() }
+func (e parkedLeaseError) Unwrap() error { return e.err }

@@ -236,3 +236,32 @@ func waitClaimed(t *testing.T, pl *broker.ParkedLease, n int) {
 		return claimed == n
 	})
 }
+
+// TestEnqueueOutlivesItsLeaseFailing: when the lease an enqueue runs for
+// a parked session fails (here its route names a type the database
+// cannot store, NUL and all), the claim settles with nothing and the
+// tasks are enqueued all the same, ready for the usual lease.
+func TestEnqueueOutlivesItsLeaseFailing(t *testing.T) {
+	t.Parallel()
+	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
+	now := time.Now()
+	newQueue(t, e, "q", now)
+	pl, granted := parkedOn(e, "s1", "q", broker.Route{Types: []string{"test", "bad\x00type"}})
+	pl.Offer(4, 0, 1)
+	tasks := enqueueAt(t, e, now, bt.NewTask("q"), bt.NewTask("q"))
+	if n := settledClaims(granted); n != 1 {
+		t.Fatalf("claims settled: %d, want 1", n)
+	}
+	if leases, _ := pl.Collect(); len(leases) != 0 {
+		t.Fatalf("the failed lease granted %d", len(leases))
+	}
+	for _, task := range tasks {
+		got, err := e.GetTask(t.Context(), task.ID)
+		if err != nil || got.State != broker.StatePending {
+			t.Fatalf("task %s after its enqueue's lease failed: %v, %v; want it PENDING", task.ID, got, err)
+		}
+	}
+	if n := readyOf(e, "q"); n != 2 {
+		t.Fatalf("Ready counts %d, want the 2 tasks", n)
+	}
+}

@@ -238,15 +238,16 @@ func waitClaimed(t *testing.T, pl *broker.ParkedLease, n int) {
 }
 
 // TestEnqueueOutlivesItsLeaseFailing: when the lease an enqueue runs for
-// a parked session fails (here its route names a type the database
-// cannot store, NUL and all), the claim settles with nothing and the
+// a parked session fails (here its route names a type that is not UTF-8,
+// which no wire message carries, and the database refuses), the claim
+// settles with nothing and the
 // tasks are enqueued all the same, ready for the usual lease.
 func TestEnqueueOutlivesItsLeaseFailing(t *testing.T) {
 	t.Parallel()
 	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
 	now := time.Now()
 	newQueue(t, e, "q", now)
-	pl, granted := parkedOn(e, "s1", "q", broker.Route{Types: []string{"test", "bad\x00type"}})
+	pl, granted := parkedOn(e, "s1", "q", broker.Route{Types: []string{"test", "bad\xfftype"}})
 	pl.Offer(4, 0, 1)
 	tasks := enqueueAt(t, e, now, bt.NewTask("q"), bt.NewTask("q"))
 	if n := settledClaims(granted); n != 1 {

@@ -73,6 +73,7 @@ type routeWalk struct {
 // walkOf is the walk of a lease routed by r; it takes what r.Takes
 // allows.
 func walkOf(r broker.Route) routeWalk {
+	r = storableRoute(r)
 	w := routeWalk{atMostOnce: r.StartAuthorization}
 	switch {
 	case r.Open():
@@ -93,6 +94,20 @@ func walkOf(r broker.Route) routeWalk {
 		}
 	}
 	return w
+}
+
+// storableRoute is r without the types no task of this engine can have
+// (one with a NUL: storable refuses it), which a worker may still name:
+// as a statement's argument they would fail it.
+func storableRoute(r broker.Route) broker.Route {
+	hasNUL := func(typ string) bool { return strings.IndexByte(typ, 0) >= 0 }
+	if slices.ContainsFunc(r.Types, hasNUL) {
+		r.Types = slices.DeleteFunc(slices.Clone(r.Types), hasNUL) // never nil: it takes none of them
+	}
+	if slices.ContainsFunc(r.Except, hasNUL) {
+		r.Except = slices.DeleteFunc(slices.Clone(r.Except), hasNUL)
+	}
+	return r
 }
 
 // sortedSet is s sorted, each element once, never nil.

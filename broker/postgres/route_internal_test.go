@@ -483,3 +483,33 @@ func TestAtMostOnceStored(t *testing.T) {
 		t.Fatalf("an at-most-once task in a group was stored: %+v, %v", res, err)
 	}
 }
+
+// TestRouteNamingAnUnstorableType: a worker may name a type no task here
+// can have (one with a NUL, which an enqueue refuses): its leases take
+// the types it names that can exist, and fail for none.
+func TestRouteNamingAnUnstorableType(t *testing.T) {
+	t.Parallel()
+	e, _ := openNode(t, pgtest.Schema(t, t.Name()))
+	now := time.Now()
+	a := bt.NewTask("q")
+	a.Type = "a"
+	ids := enqueueAt(t, e, now, a, bt.NewTask("q"))
+	for _, c := range []struct {
+		route broker.Route
+		want  []string
+	}{
+		{broker.Route{Types: []string{"x\x00"}}, nil},
+		{broker.Route{Types: []string{"a", "x\x00"}}, []string{ids[0].ID}},
+		{broker.Route{Except: []string{"a", "x\x00"}}, []string{ids[1].ID}},
+	} {
+		ls, err := e.Lease(t.Context(), broker.LeaseParams{SessionID: "s", Now: now, TTL: time.Hour, Route: c.route,
+			Picks: []broker.QueuePick{{Queue: "q", N: 2}}})
+		var got []string
+		for _, l := range ls {
+			got = append(got, l.Task.ID)
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Fatalf("route %q except %q: leased %v, %v; want %v", c.route.Types, c.route.Except, got, err, c.want)
+		}
+	}
+}

@@ -73,7 +73,8 @@ type readyKinds struct {
 	n     int
 }
 
-// readyByQueue counts, per queue, the tasks of tasks that go in ready.
+// readyByQueue counts, per queue, the tasks that go in ready, and their
+// kinds.
 func readyByQueue(tasks []broker.NewTask) map[string]*readyKinds {
 	var out map[string]*readyKinds
 	for i := range tasks {

@@ -113,12 +113,11 @@ func (inv *invocation) record(a answer) {
 	if d.Kind == broker.DecideRetry && d.Due.Before(a.retryAfter) {
 		d.Due = a.retryAfter
 	}
-	ctx := context.Background()
-	state, err := p.broker.Complete(ctx, d)
+	state, err := p.complete(d)
 	// The store down, the answer waits for it (not dropped for an
 	// outage), until the pool is stopped for good.
 	for outage := time.Duration(0); errors.Is(err, broker.ErrUnavailable) && p.pause(&outage); {
-		state, err = p.broker.Complete(ctx, d)
+		state, err = p.complete(d)
 	}
 	switch {
 	case err == nil:
@@ -128,4 +127,17 @@ func (inv *invocation) record(a answer) {
 	default:
 		p.log.Error("record a push answer", "task", t.ID, "err", err)
 	}
+}
+
+// complete applies an answer's decision as a batch of one: an engine
+// that shares the concurrent batches' transactions (PostgreSQL's) then
+// records the answers of an endpoint's concurrent invocations, and the
+// sessions' Results, in one commit, where a Complete is a transaction of
+// its own.
+func (p *Pool) complete(d broker.Decision) (broker.State, error) {
+	cs, err := p.broker.CompleteBatch(context.Background(), []broker.Decision{d})
+	if err != nil {
+		return 0, err
+	}
+	return cs[0].State, cs[0].Err
 }

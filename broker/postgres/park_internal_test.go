@@ -40,17 +40,7 @@ func settledClaims(ch chan struct{}) int {
 func newQueue(t *testing.T, e *Engine, queue string, now time.Time) {
 	t.Helper()
 	enqueueAt(t, e, now, bt.NewTask(queue))
-	ls, err := e.Lease(t.Context(), broker.LeaseParams{SessionID: "setup", Now: now, TTL: time.Hour,
-		Picks: []broker.QueuePick{{Queue: queue, N: 1}}})
-	if err != nil || len(ls) != 1 {
-		t.Fatalf("lease the setup task: %d, %v", len(ls), err)
-	}
-}
-
-func readyOf(e *Engine, queue string) int {
-	counts := []int{0}
-	e.Ready([]string{queue}, counts)
-	return counts[0]
+	lease(t, e, "setup", queue)
 }
 
 // TestEnqueueLeasesToAParkedLease: an enqueue of ready tasks claims as
@@ -98,7 +88,7 @@ func TestEnqueueLeasesToAParkedLease(t *testing.T) {
 	if got, want := collect("two tasks", 7), []string{first[0].ID, first[1].ID}; !slices.Equal(got, want) {
 		t.Fatalf("the claim leased %v, want %v", got, want)
 	}
-	if n := readyOf(e, "q"); n != 0 {
+	if n := readyOn(e, "q"); n != 0 {
 		t.Fatalf("Ready counts %d after every task was handed over", n)
 	}
 	if n := signaled() - signals; n != 0 {
@@ -128,7 +118,7 @@ func TestEnqueueLeasesToAParkedLease(t *testing.T) {
 	if len(slices.Compact(xids)) != 1 {
 		t.Fatalf("the tasks were last written by transactions %v: want the enqueue's alone", xids)
 	}
-	if n := readyOf(e, "q"); n != 2 {
+	if n := readyOn(e, "q"); n != 2 {
 		t.Fatalf("Ready counts %d tasks, want the 2 not claimed", n)
 	}
 	if n := signaled() - signals; n != 1 {
@@ -164,14 +154,14 @@ func TestEnqueueLeasesToAParkedLease(t *testing.T) {
 	// A failed enqueue settles its claim with nothing.
 	bad := bt.NewTask("q")
 	bad.Priority = 0
-	before := readyOf(e, "q")
+	before := readyOn(e, "q")
 	if _, err := e.EnqueueTx(ctx, broker.EnqueueParams{Now: now, Tasks: bt.WithStates([]broker.NewTask{bt.NewTask("q"), bad}, now)}); err == nil {
 		t.Fatal("EnqueueTx with a priority off the scale succeeded")
 	}
 	if got := collect("a failed enqueue", 8); len(got) != 0 {
 		t.Fatalf("a failed enqueue granted %v", got)
 	}
-	if n := readyOf(e, "q"); n != before {
+	if n := readyOn(e, "q"); n != before {
 		t.Fatalf("Ready went from %d to %d over a failed enqueue", before, n)
 	}
 
@@ -262,7 +252,7 @@ func TestEnqueueOutlivesItsLeaseFailing(t *testing.T) {
 			t.Fatalf("task %s after its enqueue's lease failed: %v, %v; want it PENDING", task.ID, got, err)
 		}
 	}
-	if n := readyOf(e, "q"); n != 2 {
+	if n := readyOn(e, "q"); n != 2 {
 		t.Fatalf("Ready counts %d, want the 2 tasks", n)
 	}
 }

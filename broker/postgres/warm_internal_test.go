@@ -22,11 +22,7 @@ import (
 func TestConnectionsAreWarmedBeforeTheyServe(t *testing.T) {
 	t.Parallel()
 	const conns = 2
-	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: conns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := openPool(t, conns)
 	for i, prepared := range preparedOnEach(t, e.pool, conns) {
 		if !slices.ContainsFunc(prepared, isStatement(insertTasksSQL)) || !slices.ContainsFunc(prepared, isStatement(addTotalsSQL)) {
 			t.Fatalf("connection %d after Open holds %q: no enqueue, no totals", i, prepared)
@@ -121,6 +117,17 @@ func leaseStatements(prepared [][]string) [][]string {
 	return out
 }
 
+// openPool opens an engine of conns connections on a schema of its own.
+func openPool(t *testing.T, conns int32) *Engine {
+	t.Helper()
+	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
 // isStatement matches a prepared statement that begins with sql.
 func isStatement(sql string) func(string) bool {
 	return func(s string) bool { return strings.HasPrefix(s, sql) }
@@ -133,11 +140,7 @@ func isStatement(sql string) func(string) bool {
 func TestPushLeasesTakeTheZeroRoutesWarmUp(t *testing.T) {
 	t.Parallel()
 	const conns = 2
-	e, err := Open(t.Context(), Config{URL: pgtest.URL(t), Schema: pgtest.Schema(t, t.Name()), MaxConns: conns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := openPool(t, conns)
 	e.WarmLeases(t.Context(), broker.Route{})
 	warmed := leaseStatements(preparedOnEach(t, e.pool, conns))
 	for i, l := range warmed {

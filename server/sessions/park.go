@@ -43,9 +43,10 @@ func (s *session) offer(free, keep int) (kept, claimed int) {
 
 // parking reports whether the session may offer slots now. A session
 // of batch types offers none: a batch's bytes are known only once it is
-// leased, and claims in flight could take the bytes it counted on.
+// leased, and claims in flight could take the bytes it counted on. A
+// session of a drained release is versioned: it never offers any.
 func (s *session) parking() bool {
-	return len(s.batchTypes) == 0 && s.hub.versioned.Load() == 0 && s.ctx.Err() == nil && !s.hub.draining(s)
+	return len(s.batchTypes) == 0 && s.hub.versioned.Load() == 0 && s.ctx.Err() == nil
 }
 
 // parkedLease returns the session's parked lease, parking it on first

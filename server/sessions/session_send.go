@@ -156,10 +156,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 		return err // having sent some, it woke the loop to look again
 	}
 	if s.hub.draining(s) {
-		// Its release was drained: it finishes what it holds, and offers
-		// nothing.
-		s.offer(0, 0)
-		return nil
+		return nil // its release was drained: it finishes what it holds
 	}
 	// A Lease can come back empty although Ready counted work: another
 	// session took the picked queues' tasks meanwhile, or the tasks had

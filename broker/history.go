@@ -29,7 +29,7 @@ type HistoryKeeper interface {
 	HistoryRound(ctx context.Context) (time.Time, error)
 	// History returns the samples of one resolution whose bucket starts at
 	// or after since, of one queue or, when queue is empty, of every
-	// queue: by queue, then oldest first.
+	// queue: by queue (its name's bytes), then oldest first.
 	History(ctx context.Context, res HistoryResolution, queue string, since time.Time) ([]HistorySample, error)
 }
 

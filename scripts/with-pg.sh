@@ -40,7 +40,13 @@ start() {
   "${run_as[@]}" "$bindir/pg_ctl" -D "$state/data" -l "$state/log" -w -t 60 \
     -o "-p $port -k $state -c listen_addresses=127.0.0.1 -c max_connections=500 -c shared_buffers=256MB" start >/dev/null ||
     { cat "$state/log" >&2; exit 1; }
-  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$state/url"
+  # The tests' database sorts text as most users' databases do (a language's
+  # collation, not the bytes), so that a query that orders names without
+  # COLLATE "C" fails a test here rather than reading differently there.
+  "${run_as[@]}" "$bindir/psql" -q -h "$state" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+    -c "CREATE DATABASE conveyor_test TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'" \
+    >/dev/null || { cat "$state/log" >&2; exit 1; }
+  echo "postgres://postgres@127.0.0.1:$port/conveyor_test?sslmode=disable" >"$state/url"
 }
 
 stop() {

@@ -45,14 +45,14 @@ func readHistory(t *testing.T, b broker.Broker, res broker.HistoryResolution, qu
 }
 
 // testHistoryFirstSample: a bucket keeps the first sample recorded in it,
-// of each resolution, across a restart; samples come by queue, oldest
-// first; one queue's read leaves the others out.
+// of each resolution, across a restart; samples come by queue (in byte
+// order), oldest first; one queue's read leaves the others out.
 func testHistoryFirstSample(t *testing.T, e *Env) {
 	t0 := broker.HistoryDay.Bucket(T0).Add(time.Hour)
 	if round, err := historyKeeper(t, e.B).HistoryRound(t.Context()); err != nil || !round.IsZero() {
 		t.Fatalf("HistoryRound of a new store = %v, %v; want none", round, err)
 	}
-	recordHistory(t, e.B, t0.Add(10*time.Second), broker.HistoryCounters{Queue: "b", Enqueued: 1},
+	recordHistory(t, e.B, t0.Add(10*time.Second), broker.HistoryCounters{Queue: "B", Enqueued: 1},
 		broker.HistoryCounters{Queue: "a", Enqueued: 5, Processed: 3, Failed: 1})
 	if round, err := historyKeeper(t, e.B).HistoryRound(t.Context()); err != nil || !round.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("HistoryRound after one round = %v, %v; want %v", round, err, t0.Add(10*time.Second))
@@ -65,13 +65,15 @@ func testHistoryFirstSample(t *testing.T, e *Env) {
 	recordHistory(t, e.B, t0.Add(70*time.Second), broker.HistoryCounters{Queue: "a", Enqueued: 12, Processed: 4})
 
 	got := readHistory(t, e.B, broker.HistoryMinute, "", time.Time{})
+	// Queues in the order of their names' bytes ("B" before "a"), whatever
+	// the order of the store's language.
 	want := []broker.HistorySample{
+		{Bucket: t0, HistoryCounters: broker.HistoryCounters{Queue: "B", Enqueued: 1}},
 		{Bucket: t0, HistoryCounters: broker.HistoryCounters{Queue: "a", Enqueued: 5, Processed: 3, Failed: 1}},
 		{Bucket: t0.Add(time.Minute), HistoryCounters: broker.HistoryCounters{Queue: "a", Enqueued: 12, Processed: 4}},
-		{Bucket: t0, HistoryCounters: broker.HistoryCounters{Queue: "b", Enqueued: 1}},
 	}
 	requireSamples(t, "minutes of every queue", got, want)
-	requireSamples(t, "minutes of a since its second", readHistory(t, e.B, broker.HistoryMinute, "a", t0.Add(time.Minute)), want[1:2])
+	requireSamples(t, "minutes of a since its second", readHistory(t, e.B, broker.HistoryMinute, "a", t0.Add(time.Minute)), want[2:3])
 	day := broker.HistoryDay.Bucket(t0)
 	requireSamples(t, "days of a", readHistory(t, e.B, broker.HistoryDay, "a", time.Time{}),
 		[]broker.HistorySample{{Bucket: day, HistoryCounters: broker.HistoryCounters{Queue: "a", Enqueued: 5, Processed: 3, Failed: 1}}})

@@ -68,7 +68,7 @@ func (e *Engine) History(ctx context.Context, res broker.HistoryResolution, queu
 	}
 	rows, err := e.pool.Query(ctx, `SELECT queue, bucket, enqueued, processed, failed FROM conveyor_history
 		WHERE resolution = $1 AND bucket >= $2 AND ($3 = '' OR queue = $3)
-		ORDER BY queue, bucket`, int16(res), nanos(since), queue)
+		ORDER BY queue COLLATE "C", bucket`, int16(res), nanos(since), queue)
 	if err != nil {
 		return nil, e.storageError(err)
 	}

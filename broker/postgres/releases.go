@@ -53,7 +53,7 @@ func (e *Engine) Releases(ctx context.Context) ([]broker.Release, error) {
 	if err := e.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := e.pool.Query(ctx, `SELECT id, first_seen, draining FROM conveyor_releases ORDER BY first_seen DESC, id DESC`)
+	rows, err := e.pool.Query(ctx, `SELECT id, first_seen, draining FROM conveyor_releases ORDER BY first_seen DESC, id COLLATE "C" DESC`)
 	if err != nil {
 		return nil, e.storageError(err)
 	}

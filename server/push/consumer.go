@@ -32,6 +32,8 @@ type consumer struct {
 	// stops); gone is set by a 410 until the settings change.
 	stopping, gone bool
 	wg             sync.WaitGroup // the invocations
+
+	parked parking // the loop's alone (park.go)
 }
 
 func newConsumer(p *Pool, queue string, s Settings) *consumer {
@@ -96,6 +98,7 @@ func (c *consumer) configure(s Settings) {
 // leases (broker.LeaseWarmer), so that its first tasks do not wait for it.
 func (c *consumer) run(ctx context.Context) {
 	defer close(c.done)
+	defer c.unpark()
 	if w, ok := c.pool.broker.(broker.LeaseWarmer); ok {
 		w.WarmLeases(ctx, broker.Route{})
 	}
@@ -141,28 +144,31 @@ func (c *consumer) free() (int, Settings, *http.Client) {
 	return c.settings.Concurrency - len(c.inflight), c.settings, c.client
 }
 
-// fill leases as many ready tasks as there is credit for and starts their
-// invocations.
+// fill invokes what the enqueues leased to the endpoint's parked lease,
+// leases as many more ready tasks as there is credit for and starts their
+// invocations, and opens the credit left to the enqueues (park.go).
 func (c *consumer) fill(ctx context.Context) error {
 	ready := []int{0}
 	for {
 		n, s, client := c.free()
-		if n <= 0 {
-			return nil
-		}
+		n = max(c.startParked(n, client), 0)
 		c.pool.broker.Ready([]string{c.queue}, ready)
-		if n = min(n, ready[0]); n <= 0 {
+		keep := c.offer(n, min(n, ready[0]), s)
+		if keep <= 0 {
 			return nil
 		}
 		now := c.pool.now()
 		leases, err := c.pool.broker.Lease(ctx, broker.LeaseParams{SessionID: c.sessionID,
-			Picks: []broker.QueuePick{{Queue: c.queue, N: n}}, Now: now, TTL: s.Timeout + leaseMargin, LimitGrace: c.pool.limitGrace,
+			Picks: []broker.QueuePick{{Queue: c.queue, N: keep}}, Now: now, TTL: s.Timeout + leaseMargin, LimitGrace: c.pool.limitGrace,
 			Push: true})
 		if err != nil {
 			return err
 		}
 		if len(leases) == 0 {
-			return nil // taken by a session, or held by a cap: a signal wakes us
+			// Taken by a session, or held by a cap: a signal wakes us, and
+			// the enqueues may have the slots meanwhile.
+			c.offer(n, 0, s)
+			return nil
 		}
 		for _, l := range leases {
 			c.start(l, s, client, now)
@@ -218,7 +224,8 @@ func (c *consumer) markGone() {
 	}
 }
 
-// stop refuses new leases, waits for the invocations in flight until ctx
+// stop refuses new leases, waits for the loop to end (it hands back what
+// its parked lease holds) and for the invocations in flight until ctx
 // ends, then aborts those left with cause (each still records its
 // attempt).
 func (c *consumer) stop(ctx context.Context, cause error) {
@@ -226,6 +233,7 @@ func (c *consumer) stop(ctx context.Context, cause error) {
 	c.stopping = true
 	c.mu.Unlock()
 	c.wake()
+	<-c.done // no invocation starts from here; what the parked lease held is handed back
 	idle := make(chan struct{})
 	go func() {
 		c.wg.Wait()

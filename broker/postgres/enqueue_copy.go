@@ -3,8 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
+	"strings"
 
 	"github.com/conveyor-dev/conveyor/broker"
 )
@@ -20,28 +19,57 @@ var newTaskColumns = []string{"id", "queue", "type", "state", "priority", "retri
 	"at_most_once"}
 
 // copyRows inserts items[idx], whose ids the engine chose (so none is
-// taken), with COPY.
+// taken), with COPY, its rows written in the binary format by hand
+// (copyRowsBuf), in newTaskColumns' order.
 func (t *txn) copyRows(ctx context.Context, items []newItem, idx []int, now int64) error {
-	rows := make([][]any, len(idx))
-	for j, i := range idx {
+	buf := newCopyRowsBuf(len(idx) * (256 + len(items[idx[0]].nt.Payload)))
+	for _, i := range idx {
 		it := &items[i]
 		nt := it.nt
-		var expireAt *int64
-		if it.expire != 0 {
-			expireAt = &it.expire
-		}
 		ret, rs, rb, rm := retryColumns(nt)
 		var completed int64
 		if c := it.endedAt(now); c != nil {
 			completed = *c
 		}
-		rows[j] = []any{it.id, nt.Queue, nt.Type, int16(it.state), int16(nt.Priority), int32(0), nt.MaxRetry,
-			nonNil(nt.Payload), nt.ContentType, it.metadata, nt.Options, now, it.due, nanos(nt.ExpiresAt), nanos(nt.Deadline),
-			expireAt, int64(nt.Timeout), ret, rs, rb, rm, nullString(nt.UniqueKey), nanos(nt.UniqueUntil),
-			nullString(nt.Group), nullString(nt.ConcurrencyKey), completed, it.lastError, int32(it.specBytes),
-			int16(it.release), int32(len(it.deps.waitingOn)), it.deps.failed != "", nt.AtMostOnce}
+		var expireAt *int64
+		if it.expire != 0 {
+			expireAt = &it.expire
+		}
+		buf.row(len(newTaskColumns))
+		buf.text(it.id)
+		buf.text(nt.Queue)
+		buf.text(nt.Type)
+		buf.int2(int16(it.state))
+		buf.int2(int16(nt.Priority))
+		buf.int4(0) // retried
+		buf.int4(nt.MaxRetry)
+		buf.bytea(nonNil(nt.Payload))
+		buf.text(nt.ContentType)
+		buf.jsonb(it.metadata)
+		buf.bytea(nt.Options)
+		buf.int8(now)
+		buf.int8(it.due)
+		buf.int8(nanos(nt.ExpiresAt))
+		buf.int8(nanos(nt.Deadline))
+		buf.int8OrNull(expireAt)
+		buf.int8(int64(nt.Timeout))
+		buf.int8OrNull(ret)
+		buf.int2OrNull(rs)
+		buf.int8OrNull(rb)
+		buf.int8OrNull(rm)
+		buf.textOrNull(nt.UniqueKey)
+		buf.int8(nanos(nt.UniqueUntil))
+		buf.textOrNull(nt.Group)
+		buf.textOrNull(nt.ConcurrencyKey)
+		buf.int8(completed)
+		buf.text(it.lastError)
+		buf.int4(int32(it.specBytes))
+		buf.int2(int16(it.release))
+		buf.int4(int32(len(it.deps.waitingOn)))
+		buf.boolean(it.deps.failed != "")
+		buf.boolean(nt.AtMostOnce)
 	}
-	if _, err := t.tx.CopyFrom(ctx, pgx.Identifier{"conveyor_tasks"}, newTaskColumns, pgx.CopyFromRows(rows)); err != nil {
+	if err := t.tx.copyBinary(ctx, copyTasksSQL, buf.end()); err != nil {
 		return fmt.Errorf("COPY conveyor_tasks: %w", err)
 	}
 	for _, i := range idx {
@@ -49,6 +77,9 @@ func (t *txn) copyRows(ctx context.Context, items []newItem, idx []int, now int6
 	}
 	return nil
 }
+
+// copyTasksSQL is the COPY that copyRows feeds.
+var copyTasksSQL = "COPY conveyor_tasks (" + strings.Join(newTaskColumns, ", ") + ") FROM STDIN (FORMAT binary)"
 
 // retryColumns are a new task's retention and retry policy, NULL where
 // it has none.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -39,9 +40,14 @@ type pipeConn interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	PgConn() *pgconn.PgConn
 	Release()
 }
+
+// pooledConn is a connection of the pool, as a pipeConn.
+type pooledConn struct{ *pgxpool.Conn }
+
+func (c pooledConn) PgConn() *pgconn.PgConn { return c.Conn.Conn().PgConn() }
 
 // beginPiped takes a connection of the pool for a pipeTx.
 func beginPiped(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
@@ -49,7 +55,7 @@ func beginPiped(ctx context.Context, pool *pgxpool.Pool) (*pipeTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pipeTx{conn: conn}, nil
+	return &pipeTx{conn: pooledConn{conn}}, nil
 }
 
 // errTxDone is a statement after the transaction's end.
@@ -149,20 +155,22 @@ func (p *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return p.send(ctx, b)
 }
 
-// CopyFrom copies rows into a table. COPY cannot share a write with
-// another statement: a transaction that begins with one sends BEGIN (and
-// what else waits to go ahead) on its own first.
-func (p *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+// copyBinary runs copySQL, a COPY ... FROM STDIN (FORMAT binary), with
+// data as its stream. COPY cannot share a write with another statement:
+// a transaction that begins with one sends BEGIN (and what else waits to
+// go ahead) on its own first.
+func (p *pipeTx) copyBinary(ctx context.Context, copySQL string, data []byte) error {
 	if p.done {
-		return 0, errTxDone
+		return errTxDone
 	}
 	if !p.direct() {
 		b, _ := p.batch(&pgx.Batch{})
 		if err := p.conn.SendBatch(ctx, b).Close(); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return p.conn.CopyFrom(ctx, table, columns, src)
+	_, err := p.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), copySQL)
+	return err
 }
 
 // atCommit queues a statement whose result nothing reads to go out with

@@ -87,9 +87,12 @@ func TestPipeTxIsATransaction(t *testing.T) {
 			b.Queue("INSERT INTO kv VALUES ('a', 1)")
 			return tx.SendBatch(ctx, b).Close()
 		},
-		"CopyFrom": func(tx *pipeTx) error {
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"kv"}, []string{"k", "v"}, pgx.CopyFromRows([][]any{{"a", 1}}))
-			return err
+		"copyBinary": func(tx *pipeTx) error {
+			buf := newCopyRowsBuf(64)
+			buf.row(2)
+			buf.text("a")
+			buf.int4(1)
+			return tx.copyBinary(ctx, "COPY kv (k, v) FROM STDIN (FORMAT binary)", buf.end())
 		},
 	}
 	for name, write := range first {

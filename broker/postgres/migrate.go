@@ -154,6 +154,20 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	return err
 }
 
+// checkEncoding refuses a database whose encoding is not UTF8: Conveyor's
+// text is UTF-8, which another encoding would refuse (or, SQL_ASCII,
+// store unchecked) task by task, long after the server started.
+func checkEncoding(ctx context.Context, conn *pgxpool.Conn) error {
+	var enc string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_encoding')").Scan(&enc); err != nil {
+		return fmt.Errorf("read the database's encoding: %w", err)
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("the database's encoding is %s: Conveyor stores UTF-8 text and needs a database made with ENCODING 'UTF8'", enc)
+	}
+	return nil
+}
+
 func applyMigrations(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]Migration, error) {
 	known, err := Migrations()
 	if err != nil {
@@ -164,6 +178,9 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 		return nil, err
 	}
 	defer conn.Release()
+	if err := checkEncoding(ctx, conn); err != nil {
+		return nil, err
+	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock("+migrationLock+")"); err != nil {
 		return nil, fmt.Errorf("take the migration lock: %w", err)
 	}

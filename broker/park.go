@@ -132,6 +132,13 @@ func (pl *ParkedLease) Offer(free, keep int, mark uint64) (kept, claimed int) {
 	return kept, pl.claimed
 }
 
+// Open is how many slots claims may take now.
+func (pl *ParkedLease) Open() int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.open
+}
+
 // Close is the session's, as it ends: no claim is made from then on. It
 // waits for the claims in their transactions and returns what every
 // claim not collected granted, for the session to hand back.

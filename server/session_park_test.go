@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -227,4 +228,54 @@ func TestClaimedSlotsAreNotTheSessions(t *testing.T) {
 	if err != nil || got.Msg.GetState() != conveyorv1.TaskState_TASK_STATE_PENDING || got.Msg.GetRetried() != 0 {
 		t.Fatalf("the claim's task once its session ended: %v, %v; want PENDING, never retried", got.Msg, err)
 	}
+}
+
+// releaseParkRecorder is a parkRecorder whose engine records releases.
+type releaseParkRecorder struct {
+	*parkRecorder
+	broker.ReleaseRegistry
+}
+
+// TestParkingFollowsTheReleases: sessions of one release park their
+// free slots as unversioned ones do; a session a newer release outranks
+// on its queue takes them back while the newer one's are offered, and
+// offers again once that release is drained, whose sessions then offer
+// none.
+func TestParkingFollowsTheReleases(t *testing.T) {
+	t.Parallel()
+	pr := &parkRecorder{parked: map[string]*broker.ParkedLease{}}
+	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker {
+		pr.Broker = b
+		return releaseParkRecorder{parkRecorder: pr, ReleaseRegistry: b.(broker.ReleaseRegistry)}
+	})
+	open := func(release string) string {
+		t.Helper()
+		_, welcome, err := openSession(t, s, servertest.GRPC, &conveyorv1.Hello{Queues: map[string]int32{"q": 1},
+			Concurrency: 2, SdkVersion: "test", ReleaseId: release})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return welcome.GetSessionId()
+	}
+	// offering waits until session's parked lease offers slots (want) or
+	// offers none (!want).
+	offering := func(session string, want bool) {
+		t.Helper()
+		servertest.Eventually(t, 10*time.Second, fmt.Sprintf("session %s offering slots: %v", session, want), func() bool {
+			pl := pr.lease(session)
+			return pl != nil && (pl.Open() > 0) == want
+		})
+	}
+
+	old := open("r1")
+	offering(old, true) // one release: it parks
+	newer := open("r2")
+	offering(newer, true)
+	offering(old, false) // outranked on q by r2
+	if _, err := adminClient(t, s).DrainRelease(context.Background(),
+		connect.NewRequest(&conveyorv1.DrainReleaseRequest{ReleaseId: "r2"})); err != nil {
+		t.Fatal(err)
+	}
+	offering(newer, false) // drained
+	offering(old, true)    // no longer outranked
 }

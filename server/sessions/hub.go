@@ -166,8 +166,8 @@ func (h *Hub) wakeRoomLocked(queue string) {
 }
 
 // unparkLocked wakes the sessions of queues with a free slot, under
-// h.mu: parked (park.go), they take their leases back, and park none
-// while a versioned session is connected.
+// h.mu: those a newer session now outranks take back the slots they
+// offered (park.go).
 func (h *Hub) unparkLocked(queues []string) {
 	for _, q := range queues {
 		h.wakeRoomLocked(q)

@@ -19,12 +19,16 @@ import (
 // offers and collects, and each burst takes the open slots back before it
 // plans (offer), so no slot is leased twice.
 //
-// A session of batch types offers no slot (parking), and none is offered
-// while a session of a release is connected: which types an older
-// session may take then depends on the newer ones' room at the moment of
-// the lease (routeFor), which an offer cannot follow. A versioned
-// session's arrival wakes the sessions of its queues, whose next burst
-// takes their slots back.
+// A session of batch types offers no slot (parking), nor does a session
+// of a drained release, nor one that a session of a newer release serves
+// a queue of: which types it may take then depends on the newer ones'
+// room at the moment of the lease (routeFor), which an offer cannot
+// follow, and new work is the newer release's first. So where every
+// worker runs one release (the steady state between deploys), each
+// parks; during a deploy, the newest release's sessions do, and the
+// older ones lease as before. A versioned session's arrival, end or
+// drain wakes the sessions of its queues, whose next burst offers or
+// takes back their slots as this now says.
 
 // offer keeps up to keep of the session's free slots for itself and
 // opens the rest to the enqueues' claims, when the engine takes them and
@@ -41,12 +45,22 @@ func (s *session) offer(free, keep int) (kept, claimed int) {
 	return pl.Offer(free, keep, s.sendFence)
 }
 
+// withdraw takes back every slot the session offered (its release was
+// drained: it leases nothing new).
+func (s *session) withdraw() {
+	if s.parked != nil {
+		s.parked.Offer(0, 0, s.sendFence)
+	}
+}
+
 // parking reports whether the session may offer slots now. A session
 // of batch types offers none: a batch's bytes are known only once it is
-// leased, and claims in flight could take the bytes it counted on. A
-// session of a drained release is versioned: it never offers any.
+// leased, and claims in flight could take the bytes it counted on.
 func (s *session) parking() bool {
-	return len(s.batchTypes) == 0 && s.hub.versioned.Load() == 0 && s.ctx.Err() == nil
+	if len(s.batchTypes) > 0 || s.ctx.Err() != nil {
+		return false
+	}
+	return s.hub.versioned.Load() == 0 || !s.hub.outranked(s)
 }
 
 // parkedLease returns the session's parked lease, parking it on first

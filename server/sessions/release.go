@@ -78,16 +78,29 @@ func (h *Hub) Releases(ctx context.Context) ([]ReleaseInfo, error) {
 		return nil, err
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	live := map[string]int{}
+	drained := map[string]bool{}
+	for _, r := range rs {
+		if r.Draining && !h.releases[r.ID].Draining {
+			drained[r.ID] = true // another node drained it
+		}
+	}
+	var queues []string
 	for _, s := range h.sessions {
 		live[s.rel.ID]++
+		if drained[s.rel.ID] {
+			queues = append(queues, s.queues...)
+		}
 	}
 	out := make([]ReleaseInfo, len(rs))
 	for i, r := range rs {
-		h.releases[r.ID] = r // another node may have drained it
+		h.releases[r.ID] = r
 		out[i] = ReleaseInfo{Release: r, Sessions: live[r.ID]}
 	}
+	h.mu.Unlock()
+	// Its sessions here take back the slots they offered, and the older
+	// ones look again, as after a drain made here.
+	h.wakeQueues(queues)
 	return out, nil
 }
 
@@ -138,6 +151,25 @@ func newer(o, s *session) bool {
 		return true
 	}
 	return o.rel.Newer(s.rel)
+}
+
+// outranked reports whether s's release is drained, or a live session of
+// a newer release, not drained, serves one of s's queues: then s leases
+// only what routeFor leaves it, and offers no slot (parking).
+func (h *Hub) outranked(s *session) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if s.rel.ID != "" && h.releases[s.rel.ID].Draining {
+		return true
+	}
+	for _, q := range s.queues {
+		for _, o := range h.byQueue[q] {
+			if o != s && newer(o, s) && !h.releases[o.rel.ID].Draining {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // leaseCall is one Lease of a session: picks under one route.

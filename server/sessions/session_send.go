@@ -156,6 +156,7 @@ func (s *session) sendBurst(stream *connect.BidiStream[conveyorv1.WorkerMessage,
 		return err // having sent some, it woke the loop to look again
 	}
 	if s.hub.draining(s) {
+		s.withdraw()
 		return nil // its release was drained: it finishes what it holds
 	}
 	// A Lease can come back empty although Ready counted work: another

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/conveyor-dev/conveyor/broker"
 )
@@ -19,8 +20,9 @@ import (
 // never both open and leased by the loop. An answer is recorded before
 // its invocation's slot is free again, so an offer needs no fence (mark
 // 0). The parked lease's TTL is the endpoint's timeout when it was
-// parked: a change of settings parks a new one, and what the old one was
-// granted runs under the settings it was leased for.
+// parked: a change of settings parks a new one. What the old one's
+// claims granted before the change is invoked under the settings it was
+// leased for; what they grant as it is unparked is handed back.
 
 // parking is the consumer's parked lease and the settings it was parked
 // under. The consumer's loop alone uses it.
@@ -96,6 +98,10 @@ func (c *consumer) unpark() {
 	c.parked = parking{}
 }
 
+// releaseTimeout bounds the hand-back of leases the endpoint will not
+// invoke.
+const releaseTimeout = 10 * time.Second
+
 // release returns leases the endpoint will not invoke to their queue,
 // with no attempt counted.
 func (c *consumer) release(leases []broker.Lease) {
@@ -106,8 +112,12 @@ func (c *consumer) release(leases []broker.Lease) {
 	for i, l := range leases {
 		refs[i] = broker.LeaseRef{TaskID: l.Task.ID, Token: l.Token}
 	}
-	// Not the pool's life: a stopping pool still hands them back.
-	if err := c.pool.broker.Release(context.Background(), broker.ReleaseParams{SessionID: c.sessionID,
+	// Not the pool's life: a stopping pool still hands them back; bounded,
+	// so that a store out of reach does not hold up the stop (the reaper
+	// then takes them back).
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := c.pool.broker.Release(ctx, broker.ReleaseParams{SessionID: c.sessionID,
 		Leases: refs, Now: c.pool.now()}); err != nil {
 		c.pool.log.Warn("hand back leases the push endpoint will not invoke", "queue", c.queue, "err", err)
 	}

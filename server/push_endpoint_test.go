@@ -66,6 +66,19 @@ func startEndpoint(t testing.TB, keys [][]byte, answer func(w http.ResponseWrite
 	return e
 }
 
+// startGatedEndpoint starts an endpoint whose answers (echoAnswer) each
+// wait for a value from gate, or for gate to be closed.
+func startGatedEndpoint(t testing.TB, gate <-chan struct{}) *testEndpoint {
+	return startEndpoint(t, nil, func(w http.ResponseWriter, r *http.Request, c *pushCall) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		echoAnswer(w, r, c)
+	})
+}
+
 func (e *testEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	c := &pushCall{header: r.Header.Clone(), body: body, at: time.Now()}
@@ -184,7 +197,11 @@ type pushEnv struct {
 
 func startPushServer(t *testing.T, secrets ...string) *pushEnv {
 	t.Helper()
-	s := servertest.Start(t, server.Config{PushSecrets: secrets})
+	return newPushEnv(servertest.Start(t, server.Config{PushSecrets: secrets}))
+}
+
+// newPushEnv is s with its clients.
+func newPushEnv(s *servertest.Server) *pushEnv {
 	hc := servertest.HTTPClient()
 	return &pushEnv{s: s, tasks: conveyorv1connect.NewTaskServiceClient(hc, s.URL()),
 		admin: conveyorv1connect.NewAdminServiceClient(hc, s.URL())}

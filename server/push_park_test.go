@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,14 +28,7 @@ func TestPushKeepsItsConcurrencyUnderConcurrentEnqueues(t *testing.T) {
 	env := startPushServer(t)
 	const concurrency, producers, rounds = 3, 12, 3
 	release := make(chan struct{}, producers*rounds)
-	ep := startEndpoint(t, nil, func(w http.ResponseWriter, r *http.Request, c *pushCall) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-		echoAnswer(w, r, c)
-	})
+	ep := startGatedEndpoint(t, release)
 	if err := env.setPush(t, "park", ep.srv.URL, concurrency, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -101,19 +93,10 @@ func TestPushParksItsFreeSlots(t *testing.T) {
 	t.Parallel()
 	pr := &parkRecorder{parked: map[string]*broker.ParkedLease{}}
 	s := startWrapped(t, server.Config{}, func(b broker.Broker) broker.Broker { pr.Broker = b; return pr })
-	hc := servertest.HTTPClient()
-	env := &pushEnv{s: s, tasks: conveyorv1connect.NewTaskServiceClient(hc, s.URL()),
-		admin: conveyorv1connect.NewAdminServiceClient(hc, s.URL())}
+	env := newPushEnv(s)
 	gate := make(chan struct{})
 	openGate := sync.OnceFunc(func() { close(gate) })
-	ep := startEndpoint(t, nil, func(w http.ResponseWriter, r *http.Request, c *pushCall) {
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
-		echoAnswer(w, r, c)
-	})
+	ep := startGatedEndpoint(t, gate)
 	t.Cleanup(openGate)
 	const sid = "push:hooks"
 	ctx := context.Background()

@@ -100,14 +100,7 @@ func requireMetric(t *testing.T, s *servertest.Server, name, value string, label
 func TestPushConcurrencyBound(t *testing.T) {
 	env := startPushServer(t)
 	gate := make(chan struct{})
-	ep := startEndpoint(t, nil, func(w http.ResponseWriter, r *http.Request, c *pushCall) {
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
-		echoAnswer(w, r, c)
-	})
+	ep := startGatedEndpoint(t, gate)
 	const concurrency, n = 3, 60
 	ids := enqueueN(t, env.tasks, "bounded", "push.test", n)
 	if err := env.setPush(t, "bounded", ep.srv.URL, concurrency, 0); err != nil {

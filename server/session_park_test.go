@@ -180,18 +180,6 @@ func TestClaimedSlotsAreNotTheSessions(t *testing.T) {
 		}
 		return m.GetDispatch().GetTask().GetId()
 	}
-	admin := adminClient(t, s)
-	states := func() map[conveyorv1.TaskState]int {
-		res, err := admin.ListTasks(ctx, connect.NewRequest(&conveyorv1.ListTasksRequest{Queue: "q"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[conveyorv1.TaskState]int{}
-		for _, task := range res.Msg.GetTasks() {
-			out[task.GetState()]++
-		}
-		return out
-	}
 
 	c := claim(2)
 	for range 4 {
@@ -200,7 +188,7 @@ func TestClaimedSlotsAreNotTheSessions(t *testing.T) {
 	held := []string{dispatched()} // the one slot the claim left the session
 	settle(c, 2)
 	held = append(held, dispatched(), dispatched())
-	if st := states(); st[conveyorv1.TaskState_TASK_STATE_ACTIVE] != 3 || st[conveyorv1.TaskState_TASK_STATE_PENDING] != 1 {
+	if st := queueStates(t, adminClient(t, s), "q"); st[conveyorv1.TaskState_TASK_STATE_ACTIVE] != 3 || st[conveyorv1.TaskState_TASK_STATE_PENDING] != 1 {
 		t.Fatalf("with the window of 3 full: %v, want 3 ACTIVE and 1 PENDING", st)
 	}
 	w.send(&conveyorv1.WorkerMessage{Frame: &conveyorv1.WorkerMessage_Result{Result: &conveyorv1.Result{
